@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Greedy-decode golden files from llama.cpp (through llama-cpp-python).
+
+For each model and each prompt in ``PROMPTS`` this runs llama.cpp exactly
+like a plain CLI greedy run would, and records what fak must reproduce:
+
+* ``prompt_ids``: ``llama_tokenize(vocab, text, add_special=True,
+  parse_special=True)`` (BOS only if the vocab asks for it);
+* ``greedy_ids``: ``STEPS`` ids, argmax of the last position's logits after
+  each decode (ties -> lowest id), never stopping at EOS/EOG;
+* ``margins``: top-1 minus top-2 logit at the step that chose each id;
+* the whole first-step logits vector, in a side file of raw little-endian
+  f32 (prompts concatenated in order, ``n_vocab`` floats each).
+
+Decode loop, one fresh context per prompt (n_ctx 1024, n_batch 1024,
+2 threads, library defaults otherwise: f16 K/V cache, flash attention
+"auto", which llama.cpp resolves to enabled on CPU)::
+
+    prompt p0..pn-1 --decode(batch, logits on last)--> L0 -> argmax g0
+    g0 at pos n     --decode(1 token)------------------> L1 -> argmax g1
+    ...                                                   ... g31
+
+Usage (see bench/peers/README.md)::
+
+    bench/.venv/bin/python bench/peers/golden.py --all
+    python3 bench/peers/golden.py --python /tmp/peervenv/bin/python --all
+    python3 bench/peers/golden.py --model models/x.gguf [--out-dir DIR]
+    python3 bench/peers/golden.py --all --check   # compare, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+STEPS = 32
+N_CTX = 1024
+N_BATCH = 1024
+N_THREADS = 2
+# --flash-attn choices -> llama_context_params.flash_attn_type constant name.
+# The committed goldens use "auto" (llama.cpp's default; enabled on CPU).
+FLASH_ATTN = {
+    "auto": "LLAMA_FLASH_ATTN_TYPE_AUTO",
+    "on": "LLAMA_FLASH_ATTN_TYPE_ENABLED",
+    "off": "LLAMA_FLASH_ATTN_TYPE_DISABLED",
+}
+
+# The prompt list shared by every model. `capital` must stay first; fak's
+# tests look prompts up by name (`capital`, `code`, ...).
+_PARAGRAPH = (
+    "Lighthouses were once the most important machines on any rocky coast. Before radio "
+    "beacons and satellite navigation, a ship approaching land at night had little more than "
+    "a chart, a compass, and the hope that someone ashore had kept the lamp burning. Keepers "
+    "lived in small stone cottages at the foot of each tower, trimming wicks, polishing brass "
+    "lenses, and winding the clockwork that turned the light. The work was lonely and "
+    "repetitive, but a single missed night could cost dozens of lives. Over the twentieth "
+    "century, electric lamps and automatic timers replaced most of the keepers, and many "
+    "towers became museums. Even so, sailors still speak of the comfort of seeing a familiar "
+    "beam sweep across dark water, and"
+)
+PROMPTS: list[tuple[str, str]] = [
+    ("capital", "The capital of France is"),
+    (
+        "chat",
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n"
+        "<|im_start|>assistant\n",
+    ),
+    (
+        "code",
+        'def is_prime(n: int) -> bool:\n    """Return True if n is a prime number."""\n',
+    ),
+    (
+        "multilingual",
+        "北京是中国的首都。東京は日本の首都です。Москва — столица России. 🙂🚀 The three capitals are",
+    ),
+    ("numbers", "1, 1, 2, 3, 5, 8, 13, 21,"),
+    (
+        "whitespace",
+        "    \t\t  leading spaces and tabs\n\n\n\t\tafter blank lines    then   wide   gaps\n \n  Next:",
+    ),
+    ("paragraph", _PARAGRAPH),
+]
+
+SMOL_Q41 = "smollm2-135m-instruct-q4_1.gguf"
+SMOL_Q80 = "smollm2-135m-instruct-q8_0.gguf"
+QWEN = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+@dataclass
+class PromptResult:
+    name: str
+    text: str
+    prompt_ids: list[int]
+    greedy_ids: list[int]
+    margins: list[float]
+    first_logits: Any  # numpy float32 array, n_vocab
+    greedy_text: str
+
+
+def tokenize(L: Any, vocab: Any, text: str) -> list[int]:
+    """llama.cpp CLI tokenization: add_special=True, parse_special=True."""
+    b = text.encode("utf-8")
+    cap = len(b) + 16
+    arr = (L.llama_token * cap)()
+    n = L.llama_tokenize(vocab, b, len(b), arr, cap, True, True)
+    if n < 0:
+        raise common.PeerError(f"llama_tokenize needs {-n} tokens, buffer had {cap}")
+    return [int(x) for x in arr[:n]]
+
+
+def piece(L: Any, vocab: Any, tok: int) -> bytes:
+    buf = (ctypes.c_char * 256)()
+    n = L.llama_token_to_piece(vocab, tok, buf, len(buf), 0, True)
+    if n < 0:
+        raise common.PeerError(f"token {tok}: piece longer than {len(buf)} bytes")
+    return bytes(buf[:n])
+
+
+def decode_step(L: Any, ctx: Any, batch: Any, tokens: list[int], start: int, n_vocab: int) -> Any:
+    """Decodes ``tokens`` at positions ``start..`` in sequence 0, asking for
+    logits of the last one only; returns them as a float32 array [n_vocab]."""
+    import numpy as np  # noqa: PLC0415
+
+    batch.n_tokens = len(tokens)
+    for i, t in enumerate(tokens):
+        batch.token[i] = t
+        batch.pos[i] = start + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = 1 if i == len(tokens) - 1 else 0
+    rc = L.llama_decode(ctx, batch)
+    if rc != 0:
+        raise common.PeerError(f"llama_decode returned {rc} (tokens {len(tokens)} at pos {start})")
+    ptr = L.llama_get_logits_ith(ctx, -1)
+    if not ptr:
+        raise common.PeerError("llama_get_logits_ith(-1) returned NULL")
+    v = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float32, copy=True)
+    if not np.all(np.isfinite(v)):
+        raise common.PeerError("non-finite logits from llama.cpp")
+    return v
+
+
+def top2(v: Any) -> tuple[int, float]:
+    """(argmax with ties -> lowest id, top-1 minus top-2 value as f32)."""
+    import numpy as np  # noqa: PLC0415
+
+    best = int(np.argmax(v))  # first occurrence on ties
+    hi2 = np.partition(v, -2)[-2:]
+    margin = np.float32(hi2.max()) - np.float32(hi2.min())
+    return best, float(margin)
+
+
+def run_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: str, flash_attn: str) -> PromptResult:
+    ids = tokenize(L, vocab, text)
+    if not ids or len(ids) + STEPS > N_CTX or len(ids) > N_BATCH:
+        raise common.PeerError(f"prompt {name}: {len(ids)} tokens does not fit n_ctx {N_CTX}")
+    cp = L.llama_context_default_params()
+    cp.n_ctx = N_CTX
+    cp.n_batch = N_BATCH
+    cp.n_seq_max = 1
+    cp.n_threads = N_THREADS
+    cp.n_threads_batch = N_THREADS
+    cp.flash_attn_type = int(getattr(L, FLASH_ATTN[flash_attn]))
+    ctx = L.llama_init_from_model(model, cp)
+    if not ctx:
+        raise common.PeerError(f"prompt {name}: llama_init_from_model failed")
+    batch = L.llama_batch_init(len(ids), 0, 1)
+    try:
+        logits = decode_step(L, ctx, batch, ids, 0, n_vocab)
+        first = logits
+        greedy: list[int] = []
+        margins: list[float] = []
+        for step in range(STEPS):
+            tok, margin = top2(logits)
+            greedy.append(tok)
+            margins.append(margin)
+            if step + 1 < STEPS:
+                logits = decode_step(L, ctx, batch, [tok], len(ids) + step, n_vocab)
+    finally:
+        L.llama_batch_free(batch)
+        L.llama_free(ctx)
+    text_out = b"".join(piece(L, vocab, t) for t in greedy).decode("utf-8", "replace")
+    return PromptResult(name, text, ids, greedy, margins, first, text_out)
+
+
+def run_model(L: Any, path: Path, model_file: str, flash_attn: str) -> tuple[dict[str, Any], list[PromptResult]]:
+    """Golden dict (without first_logits_file) and per-prompt results."""
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    try:
+        vocab = L.llama_model_get_vocab(model)
+        n_vocab = int(L.llama_vocab_n_tokens(vocab))
+        results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn) for n, t in PROMPTS]
+    finally:
+        L.llama_model_free(model)
+    head = {
+        "model_file": model_file,
+        "model_sha256": common.sha256_file(path),
+        "peer": common.PEER,
+        "n_vocab": n_vocab,
+        "n_threads": N_THREADS,
+    }
+    return head, results
+
+
+def render_json(head: dict[str, Any], logits_file: str, results: list[PromptResult]) -> str:
+    """The golden JSON: one top-level key per line, one prompt field per line."""
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
+    lines.append(f'  "first_logits_file": {json.dumps(logits_file)},')
+    lines.append('  "prompts": [')
+    for i, r in enumerate(results):
+        fields = [
+            ("name", r.name),
+            ("text", r.text),
+            ("prompt_ids", r.prompt_ids),
+            ("greedy_ids", r.greedy_ids),
+            ("margins", r.margins),
+        ]
+        body = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in fields)
+        lines.append("    {\n" + body + "\n    }" + ("," if i + 1 < len(results) else ""))
+    lines.append("  ]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def logits_bytes(results: list[PromptResult]) -> bytes:
+    import numpy as np  # noqa: PLC0415
+
+    return b"".join(np.asarray(r.first_logits, dtype="<f4").tobytes() for r in results)
+
+
+def compare(json_path: Path, bin_path: Path, text: str, blob: bytes) -> list[str]:
+    """Differences between fresh output and the files on disk (for --check)."""
+    import numpy as np  # noqa: PLC0415
+
+    diffs = []
+    if not json_path.exists() or not bin_path.exists():
+        return [f"{json_path.name}: missing on disk"]
+    old = json.loads(json_path.read_text(encoding="utf-8"))
+    new = json.loads(text)
+    if old != new:
+        for k in new:
+            if k != "prompts" and old.get(k) != new[k]:
+                diffs.append(f"{json_path.name}: {k} {old.get(k)!r} -> {new[k]!r}")
+        for po, pn in zip(old.get("prompts", []), new["prompts"]):
+            for k in ("prompt_ids", "greedy_ids", "margins", "text"):
+                if po.get(k) != pn[k]:
+                    diffs.append(f"{json_path.name}/{pn['name']}: {k} differs")
+    ob = bin_path.read_bytes()
+    if ob != blob:
+        a = np.frombuffer(ob, dtype="<f4")
+        b = np.frombuffer(blob, dtype="<f4")
+        if a.shape != b.shape:
+            diffs.append(f"{bin_path.name}: {a.size} floats on disk vs {b.size} now")
+        else:
+            diffs.append(f"{bin_path.name}: max abs diff {float(np.max(np.abs(a - b))):.3g}")
+    return diffs
+
+
+@dataclass
+class Options:
+    out_dir: Path
+    check: bool
+    flash_attn: str
+
+
+def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
+    stem = Path(model_file).stem
+    print(f"golden: {model_file} ({common.rel(path)})", file=sys.stderr)
+    common.llama_log_clear()
+    head, results = run_model(L, path, model_file, opt.flash_attn)
+    fa = [ln.strip() for ln in common.llama_log_lines() if "Flash Attention" in ln]
+    if fa:
+        print(f"golden:   llama.cpp: {fa[-1]}", file=sys.stderr)
+    logits_file = f"{stem}.first-logits.f32"
+    text = render_json(head, logits_file, results)
+    blob = logits_bytes(results)
+    for r in results:
+        print(
+            f"  {stem}/{r.name:<12} prompt {len(r.prompt_ids):>3} tok  min margin "
+            f"{min(r.margins):8.4f}  -> {r.greedy_text!r}"
+        )
+    json_path = opt.out_dir / f"{stem}.json"
+    bin_path = opt.out_dir / logits_file
+    if opt.check:
+        return compare(json_path, bin_path, text, blob)
+    opt.out_dir.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(text, encoding="utf-8")
+    bin_path.write_bytes(blob)
+    print(f"golden:   wrote {common.rel(json_path)} and {common.rel(bin_path)}", file=sys.stderr)
+    return []
+
+
+def main() -> int:
+    common.ensure_peer_python()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--all", action="store_true", help=f"{QWEN}, {SMOL_Q41} and {SMOL_Q80} (llama.cpp-quantized)")
+    ap.add_argument("--model", action="append", default=[], type=Path, help="a GGUF file (repeatable)")
+    ap.add_argument("--out-dir", type=Path, default=common.MODEL_GOLDEN_DIR)
+    ap.add_argument("--check", action="store_true", help="regenerate in memory and compare with the files on disk")
+    ap.add_argument(
+        "--flash-attn", choices=sorted(FLASH_ATTN), default="auto", help="llama.cpp flash attention (goldens: auto)"
+    )
+    args = ap.parse_args()
+    if not args.all and not args.model:
+        ap.error("give --all or at least one --model")
+    opt = Options(args.out_dir, args.check, args.flash_attn)
+    L = common.llama_init()
+    diffs: list[str] = []
+    for m in args.model:
+        if not m.exists():
+            raise common.PeerError(f"{m}: no such model file")
+        diffs += emit(L, m, m.name, opt)
+    if args.all:
+        for name in (QWEN, SMOL_Q41):
+            p = common.MODELS / name
+            if not p.exists():
+                raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
+            diffs += emit(L, p, name, opt)
+        with tempfile.TemporaryDirectory(prefix="fak-peer-") as td:
+            q8 = Path(td) / SMOL_Q80
+            print(f"golden: llama.cpp quantize {SMOL_Q41} -> q8_0", file=sys.stderr)
+            common.llama_quantize(L, common.MODELS / SMOL_Q41, q8, "q8_0")
+            diffs += emit(L, q8, SMOL_Q80, opt)
+    if args.check:
+        for d in diffs:
+            print(f"golden: DIFF {d}", file=sys.stderr)
+        print(f"golden: check {'failed' if diffs else 'passed'}", file=sys.stderr)
+        return 1 if diffs else 0
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except common.PeerError as e:
+        print(f"golden: error: {e}", file=sys.stderr)
+        sys.exit(1)
