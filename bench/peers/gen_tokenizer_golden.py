@@ -142,6 +142,31 @@ CORPUS: list[tuple[str, str]] = [
 
 N_PIECE_SAMPLE = 300
 
+# Seeded random strings over a pool of characters that exercise every
+# pre-tokenizer branch (contractions, digit runs, whitespace kinds, letter /
+# mark / symbol / unassigned codepoints, special-token fragments).
+RANDOM_SEED = 20240601
+N_RANDOM = 300
+RANDOM_POOL: list[str] = (
+    list("aZk'sStTlLdDmMrReEvV") + list("0123456789") + [" ", " ", " ", "\t", "\n", "\r", "\v", "\f"]
+    + list(".,;:!?-_()[]{}<>|/\\\"#$%&*+=~^`@")
+    + ["\u00a0", "\u2003", "\u3000", "\u0085", "\u200b", "\u00e9", "\u0301", "\u0928", "\u093f",
+       "\u4e2d", "\u6587", "\u3042", "\uac00", "\u0416", "\u0661", "\u00bd", "\u2162", "\u20ac",
+       "\U0001f642", "\U0001f468", "\u200d", "\U0001f1ef", "\ufe0f", "\u0378", "\ue000", "\x00", "\x1f"]
+    + ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "</s>", "<tool_call>", "<|", "|>", "'ll", "'re", " '"]
+)
+
+
+def random_corpus() -> list[tuple[str, str]]:
+    import random  # noqa: PLC0415
+
+    rng = random.Random(RANDOM_SEED)
+    out = []
+    for i in range(N_RANDOM):
+        n = rng.randint(1, 24)
+        out.append((f"random_{i:03}", "".join(rng.choice(RANDOM_POOL) for _ in range(n))))
+    return out
+
 
 def tokenize(L: Any, vocab: Any, text: str, parse_special: bool) -> list[int]:
     b = text.encode("utf-8")
@@ -268,7 +293,7 @@ def run_model(L: Any, short: str, model_file: str) -> dict[str, Any]:
         piece_sample = [{"id": i, "hex": pieces[i].hex()} for i in sample_ids]
 
         cases = []
-        for name, text in CORPUS:
+        for name, text in CORPUS + random_corpus():
             ids = tokenize(L, vocab, text, True)
             plain = tokenize(L, vocab, text, False)
             detok = detokenize(L, vocab, ids)

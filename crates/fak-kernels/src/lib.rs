@@ -1,1 +1,46 @@
-//! placeholder, replaced by the crate's owner
+//! Block formats and scalar reference kernels for fak.
+//!
+//! A tensor row of a ggml type is a run of fixed-size blocks (see
+//! [`fak_gguf::GgmlType`] for the geometry, [`blocks`] for the byte
+//! layouts). This crate converts rows between `f32` and those formats and
+//! takes dot products of weight rows with quantized activation rows:
+//!
+//! ```text
+//!            quantize_row                 vec_dot(ty, n, w, a)
+//!   f32 row ─────────────► a: vec_dot_type(ty) ──┐
+//!                                                ├─► f32
+//!   weights (file, any type ty) ──── w ──────────┘
+//!            ▲
+//!            └─ dequantize_row ─► f32 row (embeddings, norms)
+//! ```
+//!
+//! * [`dequantize_row`] and [`quantize_row`] are bit-identical to ggml's
+//!   `dequantize_row_*` and reference quantizers (`quantize_row_*_ref`, i.e.
+//!   `ggml_quantize_chunk` without an importance matrix); this is checked
+//!   against a fixture generated with llama.cpp's own library
+//!   (`bench/peers/gen_quant_fixture.py`).
+//! * [`vec_dot`] and the per-type `vec_dot_*` functions follow ggml's
+//!   generic scalar kernels: exact integer sums per block, then float
+//!   scaling in ggml's operation order. They are the reference the SIMD
+//!   kernels are tested against.
+//!
+//! Nothing here panics on input: every slice length is checked against the
+//! type's geometry first, and a mismatch is a [`KernelError`].
+
+pub mod blocks;
+mod dequant;
+mod dot;
+mod dot_k;
+mod error;
+pub mod fp;
+mod quant;
+mod quant_k;
+
+pub use dequant::{can_dequantize, dequantize_row, dequantize_row_to_vec};
+pub use dot::{
+    can_vec_dot, vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_q4_0_q8_0,
+    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0, vec_dot_type,
+};
+pub use dot_k::{vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k, vec_dot_q8_k_q8_k};
+pub use error::{KernelError, Op, Operand};
+pub use quant::{can_quantize, quantize_row, quantize_row_to_vec};

@@ -1,1 +1,36 @@
-//! placeholder, replaced by the crate's owner
+//! Byte-level BPE tokenization and chat templates, built from GGUF metadata
+//! and checked token-for-token against llama.cpp.
+//!
+//! * [`Tokenizer`]: text → ids ([`Tokenizer::encode`], special tokens parsed
+//!   like llama.cpp's CLI) and ids → bytes/text ([`Tokenizer::token_bytes`],
+//!   [`Tokenizer::decode`]).
+//! * [`StreamDecoder`]: ids → text during generation, never splitting a
+//!   UTF-8 character.
+//! * [`ChatTemplate`]: `tokenizer.chat_template` rendered with minijinja.
+//!
+//! Supported: `tokenizer.ggml.model = "gpt2"` with the pre-tokenizers in
+//! [`PreTokenizer`] (llama.cpp's `default`, GPT-2, SmolLM/StarCoder, Qwen2
+//! and Llama 3 groups). See `docs/tokenizer.md` for the pipeline and the
+//! llama.cpp behaviours reproduced.
+//!
+//! ```text
+//! text ─► special tokens cut out ─► pre-tokenizer words ─► BPE per word ─► ids
+//! ids  ─► token_bytes (GPT-2 byte map undone) ─► UTF-8 (StreamDecoder / decode)
+//! ```
+
+mod bpe;
+mod chat;
+mod error;
+mod gguf;
+mod pretok;
+mod stream;
+mod tokenizer;
+mod unicode;
+mod vocab;
+
+pub use chat::{ChatMessage, ChatTemplate};
+pub use error::TokenizerError;
+pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
+pub use stream::StreamDecoder;
+pub use tokenizer::{AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig};
+pub use vocab::{SpecialTokenIds, TokenType};

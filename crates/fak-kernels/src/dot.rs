@@ -1,0 +1,273 @@
+//! Scalar reference dot products of one weight row with one activation row,
+//! following ggml's generic (non-SIMD) `ggml_vec_dot_*` semantics. These are
+//! the "twins" that SIMD kernels are tested against.
+//!
+//! The weight row stays in its own format; the activation row is quantized
+//! to [`vec_dot_type`] of the weight type. Per block, the products are
+//! summed exactly in integers; only the block's scale is applied in float:
+//!
+//! ```text
+//!   weight block  ─┐
+//!                  ├─► sumi = Σ q_w · q_a   (i32, exact)
+//!   act. block    ─┘        │
+//!                           ▼
+//!   sumf += scale(sumi)      (f32, one rounding chain per block, ggml's order)
+//! ```
+//!
+//! | weight | activation | per-block float step (ggml's operation order) |
+//! |---|---|---|
+//! | Q4_0 | Q8_0 | `sumf += (sumi as f32 * d_w) * d_a` |
+//! | Q5_0 | Q8_0 | `sumf += (d_w * d_a) * sumi as f32` |
+//! | Q8_0 | Q8_0 | `sumf += sumi as f32 * (d_w * d_a)` |
+//! | Q4_1, Q5_1 | Q8_1 | `sumf += (d_w * d_a) * sumi as f32 + m_w * s_a` |
+//! | Q4_K, Q5_K, Q6_K, Q8_K | Q8_K | see `dot_k` |
+//! | F32, F16, BF16 | same | `f64` sum of `f32` products (ggml's `ggml_float`) |
+//!
+//! Every per-type function validates `n` and both slice lengths once and
+//! returns an error instead of panicking.
+
+use fak_gguf::GgmlType;
+
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::dot_k;
+use crate::error::{KernelError, Op, Operand, RowCheck};
+use crate::fp::{bf16_to_f32, f16_to_f32};
+
+/// The format activations must be quantized to before [`vec_dot`] with a
+/// weight row of type `ty` (ggml's `vec_dot_type`).
+///
+/// Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; the k-quants → Q8_K; F32, F16
+/// and BF16 pair with themselves. Types without a dot product map to
+/// themselves, and [`vec_dot`] rejects them.
+pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 => Q8_0,
+        Q4_1 | Q5_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => Q8_K,
+        other => other,
+    }
+}
+
+/// Whether [`vec_dot`] supports weights of type `ty`.
+pub fn can_vec_dot(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(
+        ty,
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K | Q6_K | Q8_K
+    )
+}
+
+/// Dot product of one row of `n` weights with one row of `n` activations.
+///
+/// * `w`: `n` elements of `ty`, exactly `ty.row_bytes(n)` bytes.
+/// * `a`: `n` elements of `vec_dot_type(ty)`, exactly that type's
+///   `row_bytes(n)` bytes.
+///
+/// # Errors
+///
+/// [`KernelError::Unsupported`] for weight types without a dot product;
+/// [`KernelError::PartialBlock`] if `n` is not a whole number of blocks;
+/// [`KernelError::Length`] if either slice is not exactly one row.
+pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    match ty {
+        GgmlType::F32 => vec_dot_f32(n, w, a),
+        GgmlType::F16 => vec_dot_f16(n, w, a),
+        GgmlType::BF16 => vec_dot_bf16(n, w, a),
+        GgmlType::Q4_0 => vec_dot_q4_0_q8_0(n, w, a),
+        GgmlType::Q4_1 => vec_dot_q4_1_q8_1(n, w, a),
+        GgmlType::Q5_0 => vec_dot_q5_0_q8_0(n, w, a),
+        GgmlType::Q5_1 => vec_dot_q5_1_q8_1(n, w, a),
+        GgmlType::Q8_0 => vec_dot_q8_0_q8_0(n, w, a),
+        GgmlType::Q4_K => dot_k::vec_dot_q4_k_q8_k(n, w, a),
+        GgmlType::Q5_K => dot_k::vec_dot_q5_k_q8_k(n, w, a),
+        GgmlType::Q6_K => dot_k::vec_dot_q6_k_q8_k(n, w, a),
+        GgmlType::Q8_K => dot_k::vec_dot_q8_k_q8_k(n, w, a),
+        _ => Err(KernelError::Unsupported { op: Op::VecDot, ty }),
+    }
+}
+
+/// Checks `n`, `w` and `a` for a dot product of weight type `wty`.
+pub(crate) fn check_dot(wty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<(), KernelError> {
+    RowCheck {
+        op: Op::VecDot,
+        ty: wty,
+        n,
+    }
+    .expect_row(Operand::WeightRow, w.len())?;
+    let aty = vec_dot_type(wty);
+    RowCheck {
+        op: Op::VecDot,
+        ty: aty,
+        n,
+    }
+    .expect_row(Operand::ActivationRow, a.len())
+}
+
+/// Pairs up the weight and activation blocks of a checked row.
+#[inline]
+pub(crate) fn block_pairs<'a, const BW: usize, const BA: usize>(
+    w: &'a [u8],
+    a: &'a [u8],
+) -> impl Iterator<Item = (&'a [u8; BW], &'a [u8; BA])> {
+    w.as_chunks::<BW>().0.iter().zip(a.as_chunks::<BA>().0)
+}
+
+/// Exact integer dot product of two equally long quant arrays.
+#[inline]
+fn idot<const N: usize>(x: &[i8; N], y: &[i8; N]) -> i32 {
+    x.iter()
+        .zip(y)
+        .map(|(&p, &q)| i32::from(p) * i32::from(q))
+        .sum()
+}
+
+/// Exact integer dot product of unsigned and signed quants.
+#[inline]
+fn udot<const N: usize>(x: &[u8; N], y: &[i8; N]) -> i32 {
+    x.iter()
+        .zip(y)
+        .map(|(&p, &q)| i32::from(p) * i32::from(q))
+        .sum()
+}
+
+/// Q4_0 weights · Q8_0 activations.
+///
+/// * `w`: `n / 32` Q4_0 blocks (`n / 32 * 18` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes); `n` a multiple of 32.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q4_0, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ4_0::BYTES }, { BlockQ8_0::BYTES }>(w, a) {
+        let (x, y) = (BlockQ4_0::from_bytes(bw), BlockQ8_0::from_bytes(ba));
+        let sumi = idot(&x.quants(), &y.qs);
+        sumf += sumi as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
+    }
+    Ok(sumf)
+}
+
+/// Q4_1 weights · Q8_1 activations.
+///
+/// * `w`: `n / 32` Q4_1 blocks (`n / 32 * 20` bytes); `a`: `n / 32` Q8_1
+///   blocks (`n / 32 * 36` bytes); `n` a multiple of 32.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q4_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q4_1, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ4_1::BYTES }, { BlockQ8_1::BYTES }>(w, a) {
+        let (x, y) = (BlockQ4_1::from_bytes(bw), BlockQ8_1::from_bytes(ba));
+        let sumi = udot(&x.quants(), &y.qs);
+        sumf +=
+            (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
+    }
+    Ok(sumf)
+}
+
+/// Q5_0 weights · Q8_0 activations.
+///
+/// * `w`: `n / 32` Q5_0 blocks (`n / 32 * 22` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes); `n` a multiple of 32.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q5_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q5_0, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ5_0::BYTES }, { BlockQ8_0::BYTES }>(w, a) {
+        let (x, y) = (BlockQ5_0::from_bytes(bw), BlockQ8_0::from_bytes(ba));
+        let sumi = idot(&x.quants(), &y.qs);
+        sumf += (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32;
+    }
+    Ok(sumf)
+}
+
+/// Q5_1 weights · Q8_1 activations.
+///
+/// * `w`: `n / 32` Q5_1 blocks (`n / 32 * 24` bytes); `a`: `n / 32` Q8_1
+///   blocks (`n / 32 * 36` bytes); `n` a multiple of 32.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q5_1, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ5_1::BYTES }, { BlockQ8_1::BYTES }>(w, a) {
+        let (x, y) = (BlockQ5_1::from_bytes(bw), BlockQ8_1::from_bytes(ba));
+        let sumi = udot(&x.quants(), &y.qs);
+        sumf +=
+            (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
+    }
+    Ok(sumf)
+}
+
+/// Q8_0 weights · Q8_0 activations.
+///
+/// * `w`, `a`: `n / 32` Q8_0 blocks each (`n / 32 * 34` bytes); `n` a
+///   multiple of 32.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q8_0, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ8_0::BYTES }, { BlockQ8_0::BYTES }>(w, a) {
+        let (x, y) = (BlockQ8_0::from_bytes(bw), BlockQ8_0::from_bytes(ba));
+        let sumi = idot(&x.qs, &y.qs);
+        sumf += sumi as f32 * (f16_to_f32(x.d) * f16_to_f32(y.d));
+    }
+    Ok(sumf)
+}
+
+/// Shared float dot: `f64` sum of `f32` products of `E`-byte little-endian
+/// elements decoded by `dec`.
+#[inline]
+fn float_dot<const E: usize>(w: &[u8], a: &[u8], dec: impl Fn([u8; E]) -> f32) -> f32 {
+    let mut sum = 0.0f64;
+    for (x, y) in block_pairs::<E, E>(w, a) {
+        sum += f64::from(dec(*x) * dec(*y));
+    }
+    sum as f32
+}
+
+/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each). Products are formed
+/// in `f32` and summed in `f64`, like ggml's scalar path.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_f32(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::F32, n, w, a)?;
+    Ok(float_dot::<4>(w, a, f32::from_le_bytes))
+}
+
+/// F16 · F16 (`w`, `a`: `n` little-endian f16s each); `f32` products summed
+/// in `f64`, like ggml's scalar path.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_f16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::F16, n, w, a)?;
+    Ok(float_dot::<2>(w, a, |b| f16_to_f32(u16::from_le_bytes(b))))
+}
+
+/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each); `f32` products
+/// summed in `f64`, like ggml's scalar path.
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_bf16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::BF16, n, w, a)?;
+    Ok(float_dot::<2>(w, a, |b| bf16_to_f32(u16::from_le_bytes(b))))
+}

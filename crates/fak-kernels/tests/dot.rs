@@ -1,0 +1,229 @@
+//! `vec_dot(ty, w, quantize(vec_dot_type(ty), a))` agrees with the f64 dot
+//! product of the two dequantized rows, for every supported weight type.
+//!
+//! Weight rows are random valid blocks (random bytes with sane f16 scales
+//! in ±[2^-8, 2^2]); activations are random f32 rows quantized with
+//! `quantize_row`. The two sides compute the same sum in a different order,
+//! so the tolerance is rounding-sized:
+//!
+//! ```text
+//!   |vec_dot - Σ w'·a'| ≤ 1e-5 · (Σ|w'_i·a'_i| + Σ|min_i·a'_i|)      (+ for Q4_1/Q5_1)
+//!                         + Σ_blocks |m_w| · e16(s_a)
+//! ```
+//!
+//! where `min_i` is the min part of a weight with mins (Q4_1/Q5_1: `m`;
+//! Q4_K/Q5_K: `dmin·m_sub`), which can cancel against the scaled part, and
+//! the last term covers Q8_1's `s = f16(d·Σq)`, which the dot uses in place
+//! of the exact sum (error at most half an f16 ulp of `s`).
+
+use fak_gguf::GgmlType;
+use fak_kernels::blocks::{
+    get_scale_min_k4, BlockQ4_1, BlockQ4_K, BlockQ5_1, BlockQ5_K, BlockQ8_1,
+};
+use fak_kernels::fp::{f16_to_f32, f32_to_f16};
+use fak_kernels::{dequantize_row, quantize_row_to_vec, vec_dot, vec_dot_type};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+
+const WEIGHT_TYPES: [GgmlType; 12] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+];
+
+/// Byte offsets of the f16 scale fields in one block of `ty`.
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+fn sane_scale(rng: &mut impl Rng) -> f32 {
+    let mag = 2f32.powf(rng.gen_range(-8.0..2.0));
+    if rng.gen() {
+        mag
+    } else {
+        -mag
+    }
+}
+
+/// A random valid weight row of `n` elements of `ty`.
+fn random_weights(ty: GgmlType, n: usize, rng: &mut impl Rng) -> Vec<u8> {
+    if !ty.is_quantized() {
+        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        return quantize_row_to_vec(ty, &x).expect("float weights");
+    }
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    let mut row = vec![0u8; n / bs * ts];
+    rng.fill(row.as_mut_slice());
+    for block in row.chunks_exact_mut(ts) {
+        for &off in f16_fields(ty) {
+            block[off..off + 2].copy_from_slice(&f32_to_f16(sane_scale(rng)).to_le_bytes());
+        }
+        if ty == GgmlType::Q8_K {
+            block[0..4].copy_from_slice(&sane_scale(rng).to_le_bytes());
+        }
+    }
+    row
+}
+
+/// Per-element min parts of a weight row (zero for types without mins).
+fn min_parts(ty: GgmlType, w: &[u8], n: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; n];
+    match ty {
+        GgmlType::Q4_1 | GgmlType::Q5_1 => {
+            for (blk, o) in w.chunks_exact(ty.type_size()).zip(out.chunks_exact_mut(32)) {
+                let m = if ty == GgmlType::Q4_1 {
+                    BlockQ4_1::from_bytes(blk.try_into().expect("q4_1 block")).m
+                } else {
+                    BlockQ5_1::from_bytes(blk.try_into().expect("q5_1 block")).m
+                };
+                o.fill(f16_to_f32(m));
+            }
+        }
+        GgmlType::Q4_K | GgmlType::Q5_K => {
+            for (blk, o) in w
+                .chunks_exact(ty.type_size())
+                .zip(out.chunks_exact_mut(256))
+            {
+                let (dmin, scales) = if ty == GgmlType::Q4_K {
+                    let b = BlockQ4_K::from_bytes(blk.try_into().expect("q4_k block"));
+                    (b.dmin, b.scales)
+                } else {
+                    let b = BlockQ5_K::from_bytes(blk.try_into().expect("q5_k block"));
+                    (b.dmin, b.scales)
+                };
+                let (_, m) = get_scale_min_k4(&scales);
+                for (sub, &mv) in o.chunks_exact_mut(32).zip(&m) {
+                    sub.fill(f16_to_f32(dmin) * f32::from(mv));
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Σ_blocks |m_w| · e16(s_a) for Q4_1/Q5_1 (0 otherwise).
+fn q8_1_sum_allowance(ty: GgmlType, w: &[u8], a: &[u8]) -> f64 {
+    if !matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        return 0.0;
+    }
+    let mins = min_parts(ty, w, a.len() / 36 * 32);
+    a.chunks_exact(36)
+        .zip(mins.chunks_exact(32))
+        .map(|(blk, m)| {
+            let s = f64::from(f16_to_f32(
+                BlockQ8_1::from_bytes(blk.try_into().expect("q8_1 block")).s,
+            ));
+            f64::from(m[0].abs()) * (s.abs() * 2f64.powi(-11) + 2f64.powi(-25))
+        })
+        .sum()
+}
+
+fn check_dot(ty: GgmlType, n: usize, seed: u64) -> Result<(), String> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let w = random_weights(ty, n, &mut rng);
+    let aty = vec_dot_type(ty);
+    let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect();
+    let a = quantize_row_to_vec(aty, &x).map_err(|e| e.to_string())?;
+    let got = vec_dot(ty, n, &w, &a).map_err(|e| e.to_string())?;
+    let mut wf = vec![0.0f32; n];
+    let mut af = vec![0.0f32; n];
+    dequantize_row(ty, &w, &mut wf).map_err(|e| e.to_string())?;
+    dequantize_row(aty, &a, &mut af).map_err(|e| e.to_string())?;
+    let exact: f64 = wf
+        .iter()
+        .zip(&af)
+        .map(|(&p, &q)| f64::from(p) * f64::from(q))
+        .sum();
+    let scale: f64 = wf
+        .iter()
+        .zip(&min_parts(ty, &w, n))
+        .zip(&af)
+        .map(|((&p, &m), &q)| (f64::from(p).abs() + f64::from(m).abs()) * f64::from(q).abs())
+        .sum();
+    let tol = 1e-5 * scale + q8_1_sum_allowance(ty, &w, &a) * 1.01;
+    let err = (f64::from(got) - exact).abs();
+    if err <= tol {
+        Ok(())
+    } else {
+        Err(format!(
+            "{ty}·{aty} n={n} seed={seed}: vec_dot {got} vs {exact} (|diff| {err:e} > tol {tol:e})"
+        ))
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot(seed in any::<u64>(), blocks in 1usize..5) {
+        for ty in WEIGHT_TYPES {
+            if let Err(e) = check_dot(ty, blocks * 256, seed) {
+                prop_assert!(false, "{}", e);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_weight_type_has_a_dot() {
+    for ty in WEIGHT_TYPES {
+        assert!(fak_kernels::can_vec_dot(ty), "{ty}");
+        check_dot(ty, 512, 7).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn vec_dot_types_follow_ggml() {
+    use GgmlType::*;
+    let table = [
+        (Q4_0, Q8_0),
+        (Q5_0, Q8_0),
+        (Q8_0, Q8_0),
+        (Q4_1, Q8_1),
+        (Q5_1, Q8_1),
+        (Q2_K, Q8_K),
+        (Q3_K, Q8_K),
+        (Q4_K, Q8_K),
+        (Q5_K, Q8_K),
+        (Q6_K, Q8_K),
+        (Q8_K, Q8_K),
+        (F32, F32),
+        (F16, F16),
+        (BF16, BF16),
+    ];
+    for (w, a) in table {
+        assert_eq!(vec_dot_type(w), a, "vec_dot_type({w})");
+    }
+}
+
+#[test]
+fn dot_of_known_q8_0_rows() {
+    // Blocks built by hand: w quants i - 16 with d_w = 0.5, a quants 3 with
+    // d_a = 0.25.
+    let mut w = vec![0u8; 34];
+    w[0..2].copy_from_slice(&f32_to_f16(0.5).to_le_bytes());
+    let mut a = vec![0u8; 34];
+    a[0..2].copy_from_slice(&f32_to_f16(0.25).to_le_bytes());
+    for i in 0..32 {
+        w[2 + i] = (i as i8 - 16) as u8;
+        a[2 + i] = 3;
+    }
+    // Σ (i - 16) · 3 over i in 0..32 = 3 · (-16) = -48, times 0.5 · 0.25.
+    let got = vec_dot(GgmlType::Q8_0, 32, &w, &a).expect("dot");
+    assert_eq!(got, -48.0 * 0.125);
+}
