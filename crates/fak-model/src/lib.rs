@@ -1,1 +1,37 @@
-//! placeholder, replaced by the crate's owner
+//! The llama / qwen2 forward pass.
+//!
+//! A [`Model`] is stateless: it owns read-only weights (memory-mapped from
+//! the GGUF file) and computes logits for a [`Batch`] of tokens, reading and
+//! writing keys and values through a [`KvStore`]. A batch is *ragged*: it may
+//! hold tokens of several sequences, each token with its own position, so a
+//! prefill chunk of one sequence and single decode tokens of others can run in
+//! one call.
+//!
+//! ```text
+//!  Batch{token,pos,seq} ──► embed ──► [ layer × n_layer ] ──► norm ──► output ──► Logits
+//!                                        │        ▲
+//!                               write K,V│        │read K,V of 0..=pos
+//!                                        ▼        │
+//!                                      KvStore (per sequence)
+//! ```
+//!
+//! Each token's result depends only on its own sequence's tokens: every
+//! matrix product computes each output element with the same per-row dot
+//! product whatever the batch holds, and attention walks each token's own
+//! sequence in position order.
+
+mod batch;
+mod error;
+mod forward;
+mod kv;
+mod matmul;
+mod ops;
+pub mod quantize;
+mod weights;
+
+pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
+pub use error::ModelError;
+pub use fak_gguf::model::{Arch, ModelConfig, RopeStyle};
+pub use forward::Logits;
+pub use kv::{FlatKv, KvError, KvStore};
+pub use weights::{Model, Weight};

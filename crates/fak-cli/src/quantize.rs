@@ -1,0 +1,49 @@
+//! `fak quantize IN OUT TYPE`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use fak_model::quantize::{quantize_file, FileType};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(clap::Args)]
+pub struct QuantizeArgs {
+    /// Input GGUF file.
+    input: PathBuf,
+    /// Output GGUF file.
+    output: PathBuf,
+    /// Target file type: f16, q8_0, q4_0 or q4_1.
+    ty: String,
+}
+
+pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
+    let Some(ftype) = FileType::from_name(&a.ty) else {
+        bail!(
+            "unknown target type '{}' (expected f16, q8_0, q4_0 or q4_1)",
+            a.ty
+        );
+    };
+    if a.input == a.output {
+        bail!("input and output are the same file: {}", a.input.display());
+    }
+    let input = fak_gguf::GgufFile::open(&a.input)
+        .with_context(|| format!("reading {}", a.input.display()))?;
+    let bar = ProgressBar::new(input.tensors().len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} quantizing [{bar:40}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut progress = |i: usize, _n: usize, name: &str| {
+        bar.set_position(i as u64);
+        bar.set_message(name.to_string());
+    };
+    quantize_file(&input, &a.output, ftype, &mut progress)
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    bar.finish_and_clear();
+    eprintln!(
+        "fak: wrote {} ({})",
+        a.output.display(),
+        a.ty.to_ascii_lowercase()
+    );
+    Ok(())
+}

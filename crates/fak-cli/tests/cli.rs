@@ -1,0 +1,431 @@
+//! End-to-end tests of the `fak` binary, run as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn fak(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fak"))
+        .args(args)
+        .output()
+        .expect("run fak")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model(name: &str) -> String {
+    let p = root().join("models").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    p.display().to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fak-cli-test-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// Asserts a clean failure: non-zero exit, exactly one line on stderr that
+/// mentions `needle`, and no panic.
+fn assert_clean_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert!(
+        !o.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert_ne!(
+        o.status.code(),
+        Some(101),
+        "exit code 101 means a panic: {err}"
+    );
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "error must be one line: {err:?}"
+    );
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "error {err:?} should mention {needle:?}"
+    );
+}
+
+fn golden_prompt(stem: &str, name: &str) -> Value {
+    let p = root()
+        .join("crates/fak-model/tests/golden")
+        .join(format!("{stem}.json"));
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(&p).expect("golden file"))
+        .expect("golden json");
+    g["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .find(|x| x["name"] == name)
+        .expect("prompt")
+        .clone()
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_u64().expect("id"))
+        .collect()
+}
+
+/// Checks `fak generate --json` output against a golden prompt: equal prompt
+/// ids, and equal greedy ids up to llama.cpp's first near tie.
+fn check_generate(stem: &str, file: &str, prompt_name: &str, n: usize) {
+    let g = golden_prompt(stem, prompt_name);
+    let text = g["text"].as_str().expect("text");
+    let o = fak(&[
+        "generate",
+        "--model",
+        &model(file),
+        "--prompt",
+        text,
+        "-n",
+        &n.to_string(),
+        "--json",
+        "--ignore-eos",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: Value =
+        serde_json::from_slice(&o.stdout).expect("generate --json prints one JSON object");
+    assert_eq!(ids(&out["prompt_ids"]), ids(&g["prompt_ids"]));
+    let want = ids(&g["greedy_ids"]);
+    let margins: Vec<f64> = g["margins"]
+        .as_array()
+        .expect("margins")
+        .iter()
+        .map(|m| m.as_f64().expect("f"))
+        .collect();
+    let checked = margins
+        .iter()
+        .position(|&m| m < 0.1)
+        .unwrap_or(margins.len())
+        .min(n);
+    let got = ids(&out["generated_ids"]);
+    assert_eq!(
+        got[..checked],
+        want[..checked],
+        "greedy ids differ from llama.cpp"
+    );
+    assert!(out["text"].is_string());
+}
+
+#[test]
+fn generate_json_matches_llama_cpp_smollm2_q8_0() {
+    check_generate(
+        "smollm2-135m-instruct-q8_0",
+        "smollm2-135m-instruct-q8_0.gguf",
+        "capital",
+        16,
+    );
+}
+
+#[test]
+fn generate_json_matches_llama_cpp_qwen() {
+    check_generate(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "code",
+        12,
+    );
+}
+
+#[test]
+fn generate_prompt_file_equals_prompt() {
+    let dir = tmpdir("pf");
+    let f = dir.join("p.txt");
+    std::fs::write(&f, "Hello, my name is").expect("write");
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let a = fak(&[
+        "generate",
+        "--model",
+        &m,
+        "--prompt-file",
+        f.to_str().expect("utf8"),
+        "-n",
+        "4",
+        "--json",
+    ]);
+    let b = fak(&[
+        "generate",
+        "--model",
+        &m,
+        "--prompt",
+        "Hello, my name is",
+        "-n",
+        "4",
+        "--json",
+    ]);
+    assert!(
+        a.status.success() && b.status.success(),
+        "{} {}",
+        stderr(&a),
+        stderr(&b)
+    );
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn sampling_is_seeded() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let run = |seed: &str| {
+        let o = fak(&[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "Once upon a time",
+            "-n",
+            "12",
+            "--temp",
+            "1.0",
+            "--seed",
+            seed,
+            "--json",
+            "--ignore-eos",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+        ids(&v["generated_ids"])
+    };
+    assert_eq!(run("3"), run("3"));
+    assert_ne!(run("3"), run("4"));
+}
+
+#[test]
+fn inspect_json_reports_types() {
+    let o = fak(&[
+        "inspect",
+        &model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["architecture"], "qwen2");
+    assert_eq!(v["file_type"]["name"], "MOSTLY_Q4_K_M");
+    assert_eq!(v["config"]["n_layer"], 24);
+    assert_eq!(v["tensors"].as_array().expect("tensors").len(), 291);
+    let o = fak(&["inspect", &model("smollm2-135m-instruct-q4_1.gguf")]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("token_embd.weight"));
+}
+
+#[test]
+fn tokenize_json() {
+    let o = fak(&[
+        "tokenize",
+        "--model",
+        &model("smollm2-135m-instruct-q8_0.gguf"),
+        "<|im_start|>user\nhi",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let got = ids(&v["ids"]);
+    assert_eq!(got[0], 1, "<|im_start|> is parsed as one special token");
+    assert_eq!(v["n_tokens"].as_u64(), Some(got.len() as u64));
+}
+
+#[test]
+fn hostile_files_fail_cleanly() {
+    let dir = tmpdir("hostile");
+    let real = std::fs::read(model("smollm2-135m-instruct-q4_1.gguf")).expect("read model");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty", vec![], "magic"),
+        ("bad-magic", b"GGUX\x03\x00\x00\x00".to_vec(), "magic"),
+        (
+            "bad-version",
+            [b"GGUF".as_slice(), &9u32.to_le_bytes(), &[0u8; 16]].concat(),
+            "version",
+        ),
+        (
+            "huge-counts",
+            [
+                b"GGUF".as_slice(),
+                &3u32.to_le_bytes(),
+                &u64::MAX.to_le_bytes(),
+                &0u64.to_le_bytes(),
+            ]
+            .concat(),
+            "tensor",
+        ),
+        ("truncated-header", real[..4096].to_vec(), ""),
+        ("truncated-data", real[..real.len() / 2].to_vec(), ""),
+    ];
+    for (name, bytes, needle) in cases {
+        let p = dir.join(format!("{name}.gguf"));
+        std::fs::write(&p, &bytes).expect("write");
+        let path = p.to_str().expect("utf8");
+        for args in [
+            vec!["inspect", path],
+            vec!["generate", "--model", path, "--prompt", "hi", "-n", "1"],
+            vec!["tokenize", "--model", path, "hi"],
+        ] {
+            let o = fak(&args);
+            assert_clean_error(&o, needle);
+        }
+    }
+}
+
+#[test]
+fn usage_errors_are_one_line() {
+    let o = fak(&["generate", "--model", "/nonexistent.gguf", "--prompt", "x"]);
+    assert_clean_error(&o, "nonexistent");
+    let o = fak(&[
+        "quantize",
+        &model("smollm2-135m-instruct-q4_1.gguf"),
+        "/tmp/x.gguf",
+        "q3_zz",
+    ]);
+    assert_clean_error(&o, "q3_zz");
+}
+
+fn sha_hex(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// `fak quantize` of the Q4_1 file gives tensor data byte-identical to
+/// llama.cpp's own requantization (per-tensor SHA-256 from
+/// `bench/peers/requant_golden.py`).
+fn check_requant(ty: &str) {
+    let golden_path = root().join(format!(
+        "crates/fak-cli/tests/golden/requant-smollm2-q4_1-to-{ty}.json"
+    ));
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(&golden_path).expect("golden"))
+            .expect("json");
+    let dir = tmpdir(&format!("requant-{ty}"));
+    let out = dir.join(format!("out-{ty}.gguf"));
+    let o = fak(&[
+        "quantize",
+        &model("smollm2-135m-instruct-q4_1.gguf"),
+        out.to_str().expect("utf8"),
+        ty,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = fak_gguf::GgufFile::open(&out).expect("quantized file opens");
+    let want = golden["tensors"].as_array().expect("tensors");
+    assert_eq!(f.tensors().len(), want.len());
+    let mut mismatches = Vec::new();
+    for w in want {
+        let name = w["name"].as_str().expect("name");
+        let Some(t) = f.tensor(name) else {
+            mismatches.push(format!("{name}: missing"));
+            continue;
+        };
+        let got_ty = t.ty.name();
+        let got_sha = sha_hex(f.tensor_data(t));
+        let dims: Vec<u64> = w["dims"]
+            .as_array()
+            .expect("dims")
+            .iter()
+            .map(|d| d.as_u64().expect("dim"))
+            .collect();
+        if got_ty != w["type"].as_str().expect("type")
+            || got_sha != w["data_sha256"].as_str().expect("sha")
+            || dims != t.dims
+        {
+            mismatches.push(format!("{name}: fak {got_ty} vs llama.cpp {}", w["type"]));
+        }
+    }
+    assert_eq!(
+        f.get_uint("general.file_type").expect("ok"),
+        golden["file_type"].as_u64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        mismatches.is_empty(),
+        "{} tensors differ: {:?}",
+        mismatches.len(),
+        &mismatches[..mismatches.len().min(5)]
+    );
+}
+
+#[test]
+fn quantize_q8_0_is_byte_identical_to_llama_cpp() {
+    check_requant("q8_0");
+}
+
+#[test]
+fn quantize_f16_is_byte_identical_to_llama_cpp() {
+    check_requant("f16");
+}
+
+#[test]
+fn quantize_q4_0_is_byte_identical_to_llama_cpp() {
+    check_requant("q4_0");
+}
+
+#[test]
+fn quantize_q4_1_is_byte_identical_to_llama_cpp() {
+    check_requant("q4_1");
+}
+
+#[test]
+fn chat_answers_with_the_template_applied() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fak"))
+        .args([
+            "chat",
+            "--model",
+            &model("smollm2-135m-instruct-q8_0.gguf"),
+            "-n",
+            "8",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"What is the capital of France?\nAnd of Italy?\n")
+        .expect("write");
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let replies: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(replies.len(), 2, "two replies expected, got {out:?}");
+    assert!(
+        !out.contains("<|im_"),
+        "template tokens must not leak into replies: {out:?}"
+    );
+    // The first reply is the greedy continuation of the rendered template
+    // (SmolLM2's template adds its default system prompt).
+    let rendered = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let g = fak(&[
+        "generate",
+        "--model",
+        &model("smollm2-135m-instruct-q8_0.gguf"),
+        "--prompt",
+        rendered,
+        "-n",
+        "8",
+        "--json",
+    ]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let v: Value = serde_json::from_slice(&g.stdout).expect("json");
+    assert_eq!(replies[0], v["text"].as_str().expect("text").trim_end());
+}

@@ -1,0 +1,210 @@
+//! The KV abstraction the forward pass reads and writes through.
+//!
+//! The forward pass never owns keys and values. It asks a [`KvStore`] to
+//! store each new token's K and V rows, then reads the rows of positions
+//! `0..=pos` of that token's sequence for attention. A paged, copy-on-write
+//! cache implements the same trait by resolving `(seq, pos)` through a block
+//! table; [`FlatKv`] is the simple contiguous implementation: one fixed
+//! region per sequence, allocated once.
+//!
+//! Rows are stored as f16 (llama.cpp's default KV type).
+
+use half::f16;
+
+use crate::batch::SeqId;
+
+/// A refused KV access.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    /// The sequence id is not known to the store.
+    #[error("unknown sequence {0}")]
+    UnknownSeq(u32),
+    /// The position does not fit the store's context.
+    #[error("sequence {seq}: position {pos} is beyond the context size {n_ctx}")]
+    ContextFull { seq: u32, pos: usize, n_ctx: usize },
+    /// A write skipped positions or a read asked for an unwritten one.
+    #[error("sequence {seq}: position {pos} is not next (sequence holds {len} positions)")]
+    NotContiguous { seq: u32, pos: usize, len: usize },
+    /// The row width does not match the store's layout.
+    #[error("row of {got} values does not match the KV width {want}")]
+    Width { got: usize, want: usize },
+}
+
+/// Storage for keys and values, addressed by (layer, sequence, position).
+///
+/// Each row holds `n_head_kv * head_dim` values, heads contiguous:
+/// `[head 0: d values][head 1: d values]...`.
+pub trait KvStore {
+    /// Number of positions the sequence holds (all layers agree after a
+    /// complete forward pass).
+    fn seq_len(&self, seq: SeqId) -> Result<usize, KvError>;
+
+    /// Makes room for positions `0..n` of `seq` in every layer.
+    fn reserve(&mut self, seq: SeqId, n: usize) -> Result<(), KvError>;
+
+    /// Stores K and V (each `[n_head_kv * head_dim]`) of the token at `pos`.
+    fn write(
+        &mut self,
+        layer: usize,
+        seq: SeqId,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), KvError>;
+
+    /// Marks positions `0..n` of `seq` complete (called after all layers
+    /// were written).
+    fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError>;
+
+    /// The K row (`[n_head_kv * head_dim]`, f16) at `pos`.
+    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16];
+
+    /// The V row (`[n_head_kv * head_dim]`, f16) at `pos`.
+    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16];
+}
+
+/// A contiguous KV store: `n_seq` sequences of up to `n_ctx` positions each,
+/// allocated once.
+///
+/// Layout of `k` and `v`: `[seq][layer][pos][n_kv_dim]`.
+pub struct FlatKv {
+    n_layer: usize,
+    n_ctx: usize,
+    n_kv_dim: usize,
+    k: Vec<f16>,
+    v: Vec<f16>,
+    /// Committed length per sequence.
+    len: Vec<usize>,
+    /// Reserved length per sequence (positions that may be written).
+    reserved: Vec<usize>,
+}
+
+impl FlatKv {
+    /// Allocates a store for `n_seq` sequences of `n_ctx` positions, with rows
+    /// of `n_kv_dim` values, for `n_layer` layers.
+    pub fn new(n_layer: usize, n_kv_dim: usize, n_ctx: usize, n_seq: usize) -> FlatKv {
+        let total = n_seq * n_layer * n_ctx * n_kv_dim;
+        FlatKv {
+            n_layer,
+            n_ctx,
+            n_kv_dim,
+            k: vec![f16::ZERO; total],
+            v: vec![f16::ZERO; total],
+            len: vec![0; n_seq],
+            reserved: vec![0; n_seq],
+        }
+    }
+
+    /// A store sized for `model`'s layers and KV width.
+    pub fn for_model(cfg: &crate::ModelConfig, n_ctx: usize, n_seq: usize) -> FlatKv {
+        FlatKv::new(cfg.n_layer, cfg.n_head_kv * cfg.head_dim, n_ctx, n_seq)
+    }
+
+    /// Context size per sequence.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Forgets everything of `seq` (its memory is kept for reuse).
+    pub fn clear(&mut self, seq: SeqId) -> Result<(), KvError> {
+        let i = self.index(seq)?;
+        self.len[i] = 0;
+        self.reserved[i] = 0;
+        Ok(())
+    }
+
+    /// Keeps only the first `n` positions of `seq`.
+    pub fn truncate(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
+        let i = self.index(seq)?;
+        self.len[i] = self.len[i].min(n);
+        self.reserved[i] = self.len[i];
+        Ok(())
+    }
+
+    fn index(&self, seq: SeqId) -> Result<usize, KvError> {
+        let i = seq.0 as usize;
+        if i < self.len.len() {
+            Ok(i)
+        } else {
+            Err(KvError::UnknownSeq(seq.0))
+        }
+    }
+
+    fn offset(&self, layer: usize, seq: usize, pos: usize) -> usize {
+        ((seq * self.n_layer + layer) * self.n_ctx + pos) * self.n_kv_dim
+    }
+}
+
+impl KvStore for FlatKv {
+    fn seq_len(&self, seq: SeqId) -> Result<usize, KvError> {
+        Ok(self.len[self.index(seq)?])
+    }
+
+    fn reserve(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
+        let i = self.index(seq)?;
+        if n > self.n_ctx {
+            return Err(KvError::ContextFull {
+                seq: seq.0,
+                pos: n - 1,
+                n_ctx: self.n_ctx,
+            });
+        }
+        self.reserved[i] = self.reserved[i].max(n);
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        layer: usize,
+        seq: SeqId,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), KvError> {
+        let i = self.index(seq)?;
+        if k.len() != self.n_kv_dim || v.len() != self.n_kv_dim {
+            return Err(KvError::Width {
+                got: k.len().max(v.len()),
+                want: self.n_kv_dim,
+            });
+        }
+        if pos >= self.reserved[i] || layer >= self.n_layer {
+            return Err(KvError::ContextFull {
+                seq: seq.0,
+                pos,
+                n_ctx: self.reserved[i],
+            });
+        }
+        let o = self.offset(layer, i, pos);
+        for (d, s) in self.k[o..o + self.n_kv_dim].iter_mut().zip(k) {
+            *d = f16::from_f32(*s);
+        }
+        for (d, s) in self.v[o..o + self.n_kv_dim].iter_mut().zip(v) {
+            *d = f16::from_f32(*s);
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
+        let i = self.index(seq)?;
+        if n > self.reserved[i] {
+            return Err(KvError::NotContiguous {
+                seq: seq.0,
+                pos: n,
+                len: self.reserved[i],
+            });
+        }
+        self.len[i] = n;
+        Ok(())
+    }
+
+    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+        let o = self.offset(layer, seq.0 as usize, pos);
+        &self.k[o..o + self.n_kv_dim]
+    }
+
+    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+        let o = self.offset(layer, seq.0 as usize, pos);
+        &self.v[o..o + self.n_kv_dim]
+    }
+}

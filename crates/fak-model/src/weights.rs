@@ -1,0 +1,206 @@
+//! Model weights: validated, memory-mapped tensors.
+//!
+//! Matrices stay in their GGUF block format inside the mapping and are read
+//! row by row by the matmul kernels. Small vectors (norm weights, biases) are
+//! dequantized to f32 once at load.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fak_gguf::{GgmlType, GgufFile, ModelConfig};
+use fak_kernels::pool::ThreadPool;
+
+use crate::error::ModelError;
+
+/// A weight matrix `W` of shape `[n_out, n_in]`: `n_out` rows of `n_in`
+/// elements, each row stored contiguously in block format `ty` (GGUF dims
+/// `[n_in, n_out]`).
+#[derive(Debug, Clone)]
+pub struct Weight {
+    /// Tensor name, for errors.
+    pub name: String,
+    /// Block format of the rows.
+    pub ty: GgmlType,
+    /// Elements per row (input features).
+    pub n_in: usize,
+    /// Number of rows (output features).
+    pub n_out: usize,
+    /// Index of the tensor in the file's tensor list.
+    index: usize,
+    /// Bytes per row.
+    row_bytes: usize,
+}
+
+impl Weight {
+    /// Bytes of one row in block format.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+}
+
+/// One transformer layer's weights.
+#[derive(Debug)]
+pub(crate) struct Layer {
+    pub attn_norm: Vec<f32>,
+    pub wq: Weight,
+    pub wk: Weight,
+    pub wv: Weight,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub wo: Weight,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: Weight,
+    pub w_up: Weight,
+    pub w_down: Weight,
+}
+
+/// A loaded llama / qwen2 model. Immutable; shareable across threads.
+pub struct Model {
+    pub(crate) cfg: ModelConfig,
+    pub(crate) file: GgufFile,
+    pub(crate) tok_embd: Weight,
+    pub(crate) output: Weight,
+    pub(crate) output_norm: Vec<f32>,
+    pub(crate) layers: Vec<Layer>,
+    /// Persistent workers for the matrix products (see [`Model::set_threads`]).
+    pub(crate) pool: Arc<ThreadPool>,
+}
+
+/// Types the matmul kernels accept as weight rows.
+const MATMUL_TYPES: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+impl Model {
+    /// Opens, validates and maps a GGUF model file.
+    pub fn load(path: &Path) -> Result<Model, ModelError> {
+        let file = GgufFile::open(path)?;
+        Model::from_gguf(file)
+    }
+
+    /// Builds a model over an already opened GGUF file.
+    pub fn from_gguf(file: GgufFile) -> Result<Model, ModelError> {
+        let cfg = fak_gguf::model::model_config(&file)?;
+        let tok_embd = matrix(&file, "token_embd.weight")?;
+        let output = if cfg.tied_embeddings {
+            tok_embd.clone()
+        } else {
+            matrix(&file, "output.weight")?
+        };
+        let output_norm = vector(&file, "output_norm.weight")?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for i in 0..cfg.n_layer {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
+                if cfg.qkv_bias {
+                    vector(&file, &n(s)).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            layers.push(Layer {
+                attn_norm: vector(&file, &n("attn_norm.weight"))?,
+                wq: matrix(&file, &n("attn_q.weight"))?,
+                wk: matrix(&file, &n("attn_k.weight"))?,
+                wv: matrix(&file, &n("attn_v.weight"))?,
+                bq: bias("attn_q.bias")?,
+                bk: bias("attn_k.bias")?,
+                bv: bias("attn_v.bias")?,
+                wo: matrix(&file, &n("attn_output.weight"))?,
+                ffn_norm: vector(&file, &n("ffn_norm.weight"))?,
+                w_gate: matrix(&file, &n("ffn_gate.weight"))?,
+                w_up: matrix(&file, &n("ffn_up.weight"))?,
+                w_down: matrix(&file, &n("ffn_down.weight"))?,
+            });
+        }
+        Ok(Model {
+            cfg,
+            file,
+            tok_embd,
+            output,
+            output_norm,
+            layers,
+            pool: Arc::new(ThreadPool::new(
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
+            )?),
+        })
+    }
+
+    /// The validated hyperparameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The underlying GGUF file (metadata, tokenizer, tensors).
+    pub fn gguf(&self) -> &GgufFile {
+        &self.file
+    }
+
+    /// Bytes of row `r` of `w` (`r < w.n_out`, checked by callers).
+    pub(crate) fn row<'a>(&'a self, w: &Weight, r: usize) -> &'a [u8] {
+        let all = self.matrix_bytes(w);
+        &all[r * w.row_bytes..(r + 1) * w.row_bytes]
+    }
+
+    /// All bytes of `w`: `[n_out][row_bytes]`.
+    pub(crate) fn matrix_bytes<'a>(&'a self, w: &Weight) -> &'a [u8] {
+        match self.file.tensors().get(w.index) {
+            Some(t) => self.file.tensor_data(t),
+            None => &[],
+        }
+    }
+}
+
+fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
+    let index = file
+        .tensors()
+        .iter()
+        .position(|t| t.name == name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+    let t = &file.tensors()[index];
+    if !MATMUL_TYPES.contains(&t.ty) {
+        return Err(ModelError::UnsupportedType {
+            tensor: name.to_string(),
+            ty: t.ty,
+            why: "no matmul kernel for this weight type",
+        });
+    }
+    let n_in = t.row_len() as usize;
+    let n_out = t.n_rows() as usize;
+    let row_bytes = t.ty.row_bytes(t.row_len()).unwrap_or(0) as usize;
+    Ok(Weight {
+        name: name.to_string(),
+        ty: t.ty,
+        n_in,
+        n_out,
+        index,
+        row_bytes,
+    })
+}
+
+fn vector(file: &GgufFile, name: &str) -> Result<Vec<f32>, ModelError> {
+    let t = file
+        .tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+    let mut out = vec![0.0f32; t.n_elements() as usize];
+    fak_kernels::dequantize_row(t.ty, file.tensor_data(t), &mut out).map_err(|source| {
+        ModelError::Kernel {
+            tensor: name.to_string(),
+            source,
+        }
+    })?;
+    Ok(out)
+}

