@@ -1,9 +1,10 @@
-//! `fak`: inspect, tokenize, generate, chat and quantize GGUF models.
+//! `fak`: inspect, tokenize, generate, chat, quantize and benchmark GGUF models.
 //!
 //! Every error is printed as one line on stderr with a non-zero exit.
 //! Machine-readable output (`--json`) goes to stdout; progress and timings
 //! go to stderr.
 
+mod bench;
 mod chat;
 mod generate;
 mod inspect;
@@ -37,6 +38,8 @@ enum Cmd {
     Chat(chat::ChatArgs),
     /// Requantize a model file: fak quantize IN OUT TYPE (f16, q8_0, q4_0, q4_1).
     Quantize(quantize::QuantizeArgs),
+    /// Benchmarks: `fak bench model` measures single-stream prefill and decode.
+    Bench(bench::BenchArgs),
 }
 
 /// Shared model-loading options.
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::Generate(a) => generate::run(a),
         Cmd::Chat(a) => chat::run(a),
         Cmd::Quantize(a) => quantize::run(a),
+        Cmd::Bench(a) => bench::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -119,6 +119,12 @@ pub enum KernelError {
         /// Elements in the row.
         n: usize,
     },
+    /// A kernel path was asked for that this CPU cannot run.
+    #[error("the {isa} kernels need CPU features this machine lacks")]
+    IsaUnavailable {
+        /// The instruction set asked for.
+        isa: crate::isa::Isa,
+    },
 }
 
 /// One row being checked: the operation, the element type and the row

@@ -19,28 +19,53 @@
 //!   `ggml_quantize_chunk` without an importance matrix); this is checked
 //!   against a fixture generated with llama.cpp's own library
 //!   (`bench/peers/gen_quant_fixture.py`).
-//! * [`vec_dot`] and the per-type `vec_dot_*` functions follow ggml's
-//!   generic scalar kernels: exact integer sums per block, then float
-//!   scaling in ggml's operation order. They are the reference the SIMD
-//!   kernels are tested against.
+//! * [`vec_dot`] and the per-type `vec_dot_*` functions run on the kernels
+//!   of the process-wide [`isa()`] (detected once; `FAK_ISA=scalar|avx2|avx512`
+//!   forces a path). The scalar references in [`scalar`] follow ggml's
+//!   generic kernels: exact integer sums per block, then float scaling in
+//!   ggml's operation order. The SIMD twins (`simd`: AVX2+FMA+F16C for
+//!   every weight type with a dot product) compute the same integer sums
+//!   and differ only in the order of the float accumulation. A result
+//!   depends only on the inputs and the ISA.
+//! * The activation quantizers for Q8_0, Q8_1 and Q8_K have SIMD twins that
+//!   are bit-identical to the scalar code.
 //!
 //! Nothing here panics on input: every slice length is checked against the
 //! type's geometry first, and a mismatch is a [`KernelError`].
 
 pub mod blocks;
 mod dequant;
+mod dispatch;
 mod dot;
 mod dot_k;
 mod error;
 pub mod fp;
+pub mod isa;
+pub mod pool;
 mod quant;
 mod quant_k;
+mod simd;
+
+/// The scalar reference dot products (ggml's generic kernel order), which
+/// the SIMD kernels are tested against; same signatures as the dispatched
+/// functions at the crate root.
+pub mod scalar {
+    pub use crate::dot::{
+        vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
+        vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0,
+    };
+    pub use crate::dot_k::{
+        vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k, vec_dot_q8_k_q8_k,
+    };
+}
 
 pub use dequant::{can_dequantize, dequantize_row, dequantize_row_to_vec};
-pub use dot::{
-    can_vec_dot, vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_q4_0_q8_0,
-    vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0, vec_dot_type,
+pub use dispatch::{
+    vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
+    vec_dot_q4_k_q8_k, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+    vec_dot_q8_0_q8_0, vec_dot_q8_k_q8_k, vec_dot_with_isa,
 };
-pub use dot_k::{vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k, vec_dot_q8_k_q8_k};
+pub use dot::{can_vec_dot, vec_dot_type};
 pub use error::{KernelError, Op, Operand};
-pub use quant::{can_quantize, quantize_row, quantize_row_to_vec};
+pub use isa::{detected_isa_features, isa, parse_isa, Isa};
+pub use quant::{can_quantize, quantize_row, quantize_row_to_vec, quantize_row_with_isa};

@@ -17,13 +17,18 @@
 //!
 //! `1/d` is replaced by 0 when `d == 0`; `d` and `m` are stored as f16
 //! (round to nearest even). The k-quant formats live in `quant_k`.
+//!
+//! Q8_0, Q8_1 and Q8_K (the activation formats of the hot path) run on
+//! bit-identical SIMD twins when [`isa()`] allows (see `simd`).
 
 use fak_gguf::GgmlType;
 
 use crate::blocks::{pack_5bit, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::{f32_to_bf16, f32_to_f16};
+use crate::isa::{isa, Isa};
 use crate::quant_k;
+use crate::simd;
 
 /// Whether [`quantize_row`] supports `ty`.
 pub fn can_quantize(ty: GgmlType) -> bool {
@@ -51,6 +56,32 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 /// if `src.len()` is not a whole number of blocks; [`KernelError::Length`]
 /// if `dst` is not exactly one row.
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+    quantize_with(isa(), ty, src, dst)
+}
+
+/// [`quantize_row`] on the kernels of a given `isa` instead of [`isa()`].
+/// The output is the same bits on every ISA (the Q8_0, Q8_1 and Q8_K
+/// quantizers have SIMD twins that are bit-identical to the scalar code);
+/// this entry point exists to test exactly that.
+///
+/// # Errors
+///
+/// [`KernelError::IsaUnavailable`] if this CPU cannot run `isa`; otherwise
+/// as [`quantize_row`].
+pub fn quantize_row_with_isa(
+    isa: Isa,
+    ty: GgmlType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    if !isa.is_available() {
+        return Err(KernelError::IsaUnavailable { isa });
+    }
+    quantize_with(isa, ty, src, dst)
+}
+
+/// Shared body of the quantize entry points.
+fn quantize_with(isa: Isa, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
     if !can_quantize(ty) {
         return Err(KernelError::Unsupported {
             op: Op::Quantize,
@@ -71,12 +102,12 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q4_1 => each_block(src, dst, |x| quant_q4_1(x).to_bytes()),
         GgmlType::Q5_0 => each_block(src, dst, |x| quant_q5_0(x).to_bytes()),
         GgmlType::Q5_1 => each_block(src, dst, |x| quant_q5_1(x).to_bytes()),
-        GgmlType::Q8_0 => each_block(src, dst, |x| quant_q8_0(x).to_bytes()),
-        GgmlType::Q8_1 => each_block(src, dst, |x| quant_q8_1(x).to_bytes()),
+        GgmlType::Q8_0 => each_block(src, dst, |x| quant_q8_0(isa, x).to_bytes()),
+        GgmlType::Q8_1 => each_block(src, dst, |x| quant_q8_1(isa, x).to_bytes()),
         GgmlType::Q4_K => each_block(src, dst, |x| quant_k::quant_q4_k(x).to_bytes()),
         GgmlType::Q5_K => each_block(src, dst, |x| quant_k::quant_q5_k(x).to_bytes()),
         GgmlType::Q6_K => each_block(src, dst, |x| quant_k::quant_q6_k(x).to_bytes()),
-        GgmlType::Q8_K => each_block(src, dst, |x| quant_k::quant_q8_k(x).to_bytes()),
+        GgmlType::Q8_K => each_block(src, dst, |x| quant_k::quant_q8_k(isa, x).to_bytes()),
         _ => {
             return Err(KernelError::Unsupported {
                 op: Op::Quantize,
@@ -261,15 +292,18 @@ fn quant_q5_1(x: &[f32; 32]) -> BlockQ5_1 {
 
 /// Q8_0/Q8_1 body: the scale and the rounded quants.
 #[inline]
-fn quant_8bit(x: &[f32; 32]) -> (f32, [i8; 32]) {
+fn quant_8bit(isa: Isa, x: &[f32; 32]) -> (f32, [i8; 32]) {
+    if let Some(simd) = simd::quant_8bit(isa, x) {
+        return simd;
+    }
     let d = absmax(x) / 127.0;
     let id = inverse_or_zero(d);
     (d, x.map(|v| c_trunc_to_i8((v * id).round())))
 }
 
 /// Quantizes one Q8_0 block of 32 values (`x`, element order).
-fn quant_q8_0(x: &[f32; 32]) -> BlockQ8_0 {
-    let (d, qs) = quant_8bit(x);
+fn quant_q8_0(isa: Isa, x: &[f32; 32]) -> BlockQ8_0 {
+    let (d, qs) = quant_8bit(isa, x);
     BlockQ8_0 {
         d: f32_to_f16(d),
         qs,
@@ -277,8 +311,8 @@ fn quant_q8_0(x: &[f32; 32]) -> BlockQ8_0 {
 }
 
 /// Quantizes one Q8_1 block of 32 values (`x`, element order).
-fn quant_q8_1(x: &[f32; 32]) -> BlockQ8_1 {
-    let (d, qs) = quant_8bit(x);
+fn quant_q8_1(isa: Isa, x: &[f32; 32]) -> BlockQ8_1 {
+    let (d, qs) = quant_8bit(isa, x);
     let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
     BlockQ8_1 {
         d: f32_to_f16(d),
@@ -322,14 +356,14 @@ mod tests {
         x[1] = 2.5;
         x[2] = -2.5;
         x[3] = 0.5;
-        let b = quant_q8_0(&x);
+        let b = quant_q8_0(Isa::Scalar, &x);
         assert_eq!(&b.qs[..4], &[127, 3, -3, 1]);
     }
 
     #[test]
     fn q8_1_sum_field() {
         let x: [f32; 32] = std::array::from_fn(|i| i as f32 - 10.0);
-        let b = quant_q8_1(&x);
+        let b = quant_q8_1(Isa::Scalar, &x);
         let d = crate::fp::f16_to_f32(b.d);
         let sum: i32 = b.qs.iter().map(|&q| i32::from(q)).sum();
         assert_eq!(b.s, f32_to_f16(sum as f32 * (21.0 / 127.0)));

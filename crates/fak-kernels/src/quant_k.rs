@@ -17,6 +17,8 @@ use crate::blocks::{
     get_scale_min_k4, pack_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K,
 };
 use crate::fp::{f16_to_f32, f32_to_f16, nearest_int};
+use crate::isa::Isa;
+use crate::simd;
 
 /// ggml's threshold below which a group counts as all zeros.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -25,16 +27,23 @@ const GROUP_MAX_EPS: f32 = 1e-15;
 ///
 /// An all-zero block gets `d = 0`, zero quants and zero sums (ggml leaves
 /// the sums untouched there; from a zeroed buffer that is the same bytes).
-pub(crate) fn quant_q8_k(x: &[f32; 256]) -> BlockQ8_K {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
+pub(crate) fn quant_q8_k(isa: Isa, x: &[f32; 256]) -> BlockQ8_K {
+    let max = match simd::absmax_256(isa, x) {
+        // The value of largest magnitude, first on ties (as the loop below).
+        Some(amax) => x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0),
+        None => {
+            let (mut max, mut amax) = (0.0f32, 0.0f32);
+            for &v in x {
+                let ax = v.abs();
+                if ax > amax {
+                    amax = ax;
+                    max = v;
+                }
+            }
+            max
         }
-    }
-    if amax == 0.0 {
+    };
+    if max == 0.0 {
         return BlockQ8_K {
             d: 0.0,
             qs: [0; 256],
@@ -42,7 +51,8 @@ pub(crate) fn quant_q8_k(x: &[f32; 256]) -> BlockQ8_K {
         };
     }
     let iscale = -127.0 / max;
-    let qs = x.map(|v| nearest_int(iscale * v).min(127) as i8);
+    let qs = simd::quant_q8_k_quants(isa, x, iscale)
+        .unwrap_or_else(|| x.map(|v| nearest_int(iscale * v).min(127) as i8));
     let mut bsums = [0i16; 16];
     for (s, group) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
         let sum: i32 = group.iter().map(|&q| i32::from(q)).sum();

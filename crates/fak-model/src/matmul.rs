@@ -189,3 +189,114 @@ fn scatter(col: &[f32], n_tok: usize, out: &mut [f32]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::{Batch, FlatKv, LogitsWanted, SeqId};
+
+    fn model(threads: usize) -> Model {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../models/smollm2-135m-instruct-q4_1.gguf");
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh",
+            p.display()
+        );
+        let mut m = Model::load(&p).unwrap();
+        m.set_threads(threads);
+        assert_eq!(m.threads(), threads);
+        m
+    }
+
+    /// Deterministic activations in roughly [-1, 1).
+    fn acts_f32(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every output element, for one and several tokens and any thread
+    /// count, is exactly the single `vec_dot` of its weight and token rows.
+    #[test]
+    fn each_element_is_one_vec_dot_for_any_thread_count() {
+        let m = model(1);
+        let w = &m.layers[0].w_up;
+        for n_tok in [1usize, 3] {
+            let x = acts_f32(n_tok * w.n_in, 7 + n_tok as u32);
+            let mut acts = QuantActs::new();
+            acts.quantize(w.ty, &x, w.n_in, &w.name).unwrap();
+            let mut want = vec![0.0f32; n_tok * w.n_out];
+            for t in 0..n_tok {
+                for j in 0..w.n_out {
+                    want[t * w.n_out + j] =
+                        fak_kernels::vec_dot(w.ty, w.n_in, m.row(w, j), acts.row(t)).unwrap();
+                }
+            }
+            for threads in [1usize, 2, 3] {
+                let mt = model(threads);
+                let w = &mt.layers[0].w_up;
+                let mut out = vec![f32::NAN; n_tok * w.n_out];
+                mt.matmul_q(w, &acts, &mut out).unwrap();
+                let same = out
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "n_tok {n_tok}, threads {threads}");
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_shapes_are_errors() {
+        let m = model(2);
+        let w = &m.layers[0].wq;
+        let mut acts = QuantActs::new();
+        acts.quantize(w.ty, &vec![0.5f32; 2 * w.n_in], w.n_in, &w.name)
+            .unwrap();
+        let mut out = vec![0.0f32; w.n_out];
+        assert!(matches!(
+            m.matmul_q(w, &acts, &mut out),
+            Err(ModelError::Batch(_))
+        ));
+    }
+
+    /// Prefill and decode logits are bit-identical for 1, 2 and 3 threads.
+    #[test]
+    fn logits_do_not_depend_on_thread_count() {
+        let ids = [1u32, 504, 3120, 28, 77, 9000];
+        let run = |threads: usize| -> Vec<u32> {
+            let m = model(threads);
+            let mut kv = FlatKv::for_model(m.config(), 16, 1);
+            let mut b = Batch::new();
+            b.push_seq(SeqId(0), 0, &ids, LogitsWanted::Yes);
+            let mut bits: Vec<u32> = m
+                .forward(&b, &mut kv)
+                .unwrap()
+                .data
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            let mut d = Batch::new();
+            d.push_seq(SeqId(0), ids.len() as u32, &[42], LogitsWanted::Yes);
+            bits.extend(
+                m.forward(&d, &mut kv)
+                    .unwrap()
+                    .data
+                    .iter()
+                    .map(|x| x.to_bits()),
+            );
+            bits
+        };
+        let one = run(1);
+        assert_eq!(one.len(), 2 * 49152);
+        assert!(one == run(2), "2 threads differ from 1");
+        assert!(one == run(3), "3 threads differ from 1");
+    }
+}

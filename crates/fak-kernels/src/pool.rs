@@ -1,0 +1,374 @@
+//! A persistent thread pool for fork-join loops over borrowed data.
+//!
+//! [`ThreadPool::new`]`(n)` starts `n - 1` worker threads once; every
+//! [`ThreadPool::run`] then hands one closure to all of them and to the
+//! calling thread, which takes thread index 0. `run` returns only after every
+//! index has finished, so the closure may borrow the caller's stack, the way
+//! `std::thread::scope` allows, but without creating threads or allocating
+//! per call.
+//!
+//! ```text
+//!  caller                         worker k (k = 1..n)
+//!  ──────                         ───────────────────
+//!  lock run_lock                  loop:
+//!  job      := (&f, trampoline)     wait until generation != seen
+//!  remaining := n - 1               (spin, then yield, then sleep on a condvar)
+//!  generation += 1  ──Release──►    read job            ◄──Acquire──
+//!  f(0, n)                          f(k, n)
+//!  wait until remaining == 0 ◄────  remaining -= 1      ──Release──►
+//!  unlock run_lock                  (never touches the job again)
+//! ```
+//!
+//! Soundness argument: the job slot is written only by the thread holding
+//! `run_lock`, and only while `remaining == 0`, i.e. while no worker is
+//! between reading the job and decrementing `remaining`. A worker reads the
+//! slot only after observing a new generation (Acquire, pairing with the
+//! caller's Release increment), so it sees the fully written job. The
+//! caller's borrow of `f` outlives every use because `run` does not return
+//! (not even by unwinding: panics are caught) until `remaining` is back to 0.
+//!
+//! A nested `run` (from inside a closure, on any pool) and a `run` on a
+//! pool with one thread execute every index serially on the calling thread,
+//! so every index still runs exactly once.
+
+use std::cell::{Cell, UnsafeCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+/// Busy-wait iterations (`spin_loop` hints) before a waiter starts yielding.
+const SPIN_ITERS: u32 = 1 << 12;
+/// `yield_now` calls after spinning before an idle worker goes to sleep.
+const YIELD_ITERS: u32 = 1 << 8;
+
+/// Errors of [`ThreadPool`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PoolError {
+    /// A closure invocation panicked; every other index still ran.
+    #[error("thread-pool closure panicked on thread index {thread_index}")]
+    Panicked {
+        /// The lowest thread index whose invocation panicked.
+        thread_index: usize,
+    },
+    /// The operating system refused to start a worker thread.
+    #[error("cannot start thread-pool worker {index}: {message}")]
+    Spawn {
+        /// Index of the worker that failed to start.
+        index: usize,
+        /// The OS error text.
+        message: String,
+    },
+}
+
+thread_local! {
+    /// True on pool workers, and on a caller while it runs a job: a `run`
+    /// issued there executes serially instead of waiting on a busy pool.
+    static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A type-erased reference to the caller's closure.
+#[derive(Clone, Copy)]
+struct Job {
+    /// Points at an `F: Fn(usize, usize) + Sync` on the caller's stack.
+    data: *const (),
+    /// `trampoline::<F>`: casts `data` back to `&F` and calls it.
+    call: unsafe fn(*const (), usize, usize),
+}
+
+/// Calls the closure behind `data`.
+///
+/// # Safety
+/// `data` must point to a live `F` (it came from `&F` in [`ThreadPool::run`],
+/// which does not return while a worker may still call this).
+unsafe fn trampoline<F: Fn(usize, usize) + Sync>(data: *const (), index: usize, n: usize) {
+    // SAFETY: the caller guarantees `data` is a live `&F`.
+    let f = unsafe { &*data.cast::<F>() };
+    f(index, n);
+}
+
+/// A no-op job for the slot's initial value.
+fn noop(_: *const (), _: usize, _: usize) {}
+
+/// State shared by the caller and the workers.
+struct Shared {
+    n_threads: usize,
+    /// Bumped once per job (and once at shutdown); workers wait for a change.
+    generation: AtomicU64,
+    /// Written only under `run_lock` while `remaining == 0`; see module docs.
+    job: UnsafeCell<Job>,
+    /// Workers that have not finished the current job.
+    remaining: AtomicUsize,
+    /// Lowest worker index that panicked in the current job, `usize::MAX` if none.
+    panicked: AtomicUsize,
+    shutdown: AtomicBool,
+    /// Workers asleep on `wake` (they registered under `sleep_lock`).
+    sleepers: AtomicUsize,
+    sleep_lock: Mutex<()>,
+    wake: Condvar,
+}
+
+// SAFETY: `job` is the only non-Sync field; access to it is ordered by the
+// generation/remaining protocol described in the module docs, and the closure
+// it points at is `Sync`.
+unsafe impl Sync for Shared {}
+// SAFETY: the raw pointer in `job` refers to a `Sync` closure that is only
+// called while its owner blocks in `run`.
+unsafe impl Send for Shared {}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A fixed set of worker threads that run fork-join jobs; see the module docs.
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    /// Serializes callers: one job at a time.
+    run_lock: Mutex<()>,
+}
+
+impl ThreadPool {
+    /// Starts a pool of `n_threads` threads in all (`n_threads - 1` workers
+    /// plus the caller of `run`). `0` is treated as `1`.
+    pub fn new(n_threads: usize) -> Result<ThreadPool, PoolError> {
+        let n_threads = n_threads.max(1);
+        let shared = Arc::new(Shared {
+            n_threads,
+            generation: AtomicU64::new(0),
+            job: UnsafeCell::new(Job {
+                data: std::ptr::null(),
+                call: noop,
+            }),
+            remaining: AtomicUsize::new(0),
+            panicked: AtomicUsize::new(usize::MAX),
+            shutdown: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
+            sleep_lock: Mutex::new(()),
+            wake: Condvar::new(),
+        });
+        let mut pool = ThreadPool {
+            shared,
+            workers: Vec::with_capacity(n_threads - 1),
+            run_lock: Mutex::new(()),
+        };
+        for index in 1..n_threads {
+            let sh = Arc::clone(&pool.shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("fak-pool-{index}"))
+                .spawn(move || worker(&sh, index))
+                .map_err(|e| PoolError::Spawn {
+                    index,
+                    message: e.to_string(),
+                })?;
+            // On error above, dropping `pool` joins the workers started so far.
+            pool.workers.push(handle);
+        }
+        Ok(pool)
+    }
+
+    /// Total threads a job runs on, the caller included (at least 1).
+    pub fn n_threads(&self) -> usize {
+        self.shared.n_threads
+    }
+
+    /// Calls `f(thread_index, n_threads)` once for every `thread_index` in
+    /// `0..n_threads`, concurrently, and returns when all calls are done.
+    ///
+    /// A panic inside `f` is caught (after all other indices finished) and
+    /// reported as [`PoolError::Panicked`]. Called from inside a job, `f` runs
+    /// for every index serially on the calling thread.
+    pub fn run<F: Fn(usize, usize) + Sync>(&self, f: F) -> Result<(), PoolError> {
+        let n = self.shared.n_threads;
+        if n == 1 || IN_POOL.with(Cell::get) {
+            return run_serial(&f, n);
+        }
+        let _guard = lock(&self.run_lock);
+        let sh = &*self.shared;
+        // SAFETY: we hold `run_lock` and the previous job finished
+        // (`remaining == 0`, observed with Acquire before its `run` returned),
+        // so no worker reads `job` until the generation bump below.
+        unsafe {
+            *sh.job.get() = Job {
+                data: std::ptr::from_ref(&f).cast(),
+                call: trampoline::<F>,
+            };
+        }
+        sh.panicked.store(usize::MAX, Ordering::Relaxed);
+        sh.remaining.store(n - 1, Ordering::Relaxed);
+        sh.generation.fetch_add(1, Ordering::SeqCst);
+        if sh.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&sh.sleep_lock);
+            sh.wake.notify_all();
+        }
+
+        IN_POOL.with(|c| c.set(true));
+        let own = catch_unwind(AssertUnwindSafe(|| f(0, n)));
+        IN_POOL.with(|c| c.set(false));
+
+        // Barrier: `f` must stay borrowed until every worker is done with it.
+        let mut spins = 0u32;
+        while sh.remaining.load(Ordering::Acquire) != 0 {
+            if spins < SPIN_ITERS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        if own.is_err() {
+            return Err(PoolError::Panicked { thread_index: 0 });
+        }
+        match sh.panicked.load(Ordering::Relaxed) {
+            usize::MAX => Ok(()),
+            thread_index => Err(PoolError::Panicked { thread_index }),
+        }
+    }
+
+    /// Splits `data` into `data.chunks_mut(chunk_len)` and calls
+    /// `f(chunk_index, chunk)` for every chunk, in parallel: thread `k` takes
+    /// chunks `k, k + n_threads, k + 2·n_threads, …`.
+    ///
+    /// `data`: any slice; `chunk_len`: elements per chunk (the last chunk may
+    /// be shorter; `0` is treated as `data.len()`, i.e. one chunk).
+    pub fn run_chunks_mut<T, F>(
+        &self,
+        data: &mut [T],
+        chunk_len: usize,
+        f: F,
+    ) -> Result<(), PoolError>
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
+        let len = data.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let chunk_len = if chunk_len == 0 { len } else { chunk_len };
+        let n_chunks = len.div_ceil(chunk_len);
+        let base = SendPtr(data.as_mut_ptr());
+        self.run(|k, n| {
+            let base = &base;
+            let mut c = k;
+            while c < n_chunks {
+                let start = c * chunk_len;
+                let end = (start + chunk_len).min(len);
+                // SAFETY: `start < end <= len`, so the range lies inside `data`,
+                // which stays mutably borrowed for the whole `run`. `run` calls
+                // each thread index exactly once and chunk `c` is visited only
+                // by thread `c % n`, so no two live `&mut` slices overlap.
+                let chunk =
+                    unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
+                f(c, chunk);
+                c += n;
+            }
+        })
+    }
+}
+
+/// A raw pointer to a `Send` element type that may be shared with workers.
+struct SendPtr<T>(*mut T);
+// SAFETY: only used by `run_chunks_mut`, which hands out disjoint chunks of a
+// `&mut [T]` with `T: Send` to different threads.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+/// Runs every index on the calling thread, catching panics like `run`.
+fn run_serial<F: Fn(usize, usize)>(f: &F, n: usize) -> Result<(), PoolError> {
+    let mut first_panic = None;
+    for i in 0..n {
+        if catch_unwind(AssertUnwindSafe(|| f(i, n))).is_err() && first_panic.is_none() {
+            first_panic = Some(i);
+        }
+    }
+    match first_panic {
+        None => Ok(()),
+        Some(thread_index) => Err(PoolError::Panicked { thread_index }),
+    }
+}
+
+/// Waits (spin, yield, then sleep) until the generation differs from `seen`.
+fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
+    for i in 0..SPIN_ITERS + YIELD_ITERS {
+        let g = sh.generation.load(Ordering::Acquire);
+        if g != seen {
+            return g;
+        }
+        if i < SPIN_ITERS {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    let mut guard = lock(&sh.sleep_lock);
+    sh.sleepers.fetch_add(1, Ordering::SeqCst);
+    // Re-check under the lock: a caller that bumped the generation before our
+    // registration is seen here; one that bumps it after sees `sleepers > 0`
+    // and notifies under the same lock, so no wake-up is lost.
+    let g = loop {
+        let g = sh.generation.load(Ordering::SeqCst);
+        if g != seen {
+            break g;
+        }
+        guard = sh.wake.wait(guard).unwrap_or_else(PoisonError::into_inner);
+    };
+    sh.sleepers.fetch_sub(1, Ordering::SeqCst);
+    drop(guard);
+    // Pairs with the caller's Release increment (the SeqCst load above is
+    // already acquiring; this keeps the intent explicit).
+    std::sync::atomic::fence(Ordering::Acquire);
+    g
+}
+
+fn worker(sh: &Shared, index: usize) {
+    IN_POOL.with(|c| c.set(true));
+    let mut seen = 0u64;
+    loop {
+        seen = wait_for_job(sh, seen);
+        if sh.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: we observed the new generation with Acquire, after the
+        // caller wrote `job`; the caller does not rewrite it until we
+        // decrement `remaining` below, and keeps the closure alive until then.
+        let job = unsafe { *sh.job.get() };
+        // SAFETY: `job.data` points at the live closure `job.call` expects.
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+            (job.call)(job.data, index, sh.n_threads)
+        }));
+        if r.is_err() {
+            sh.panicked.fetch_min(index, Ordering::Relaxed);
+        }
+        // Release: our writes (and the panic flag) happen-before the caller's
+        // Acquire load that sees the count reach 0.
+        sh.remaining.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl Drop for ThreadPool {
+    /// Stops and joins every worker.
+    fn drop(&mut self) {
+        let sh = &*self.shared;
+        sh.shutdown.store(true, Ordering::Release);
+        sh.generation.fetch_add(1, Ordering::SeqCst);
+        {
+            let _g = lock(&sh.sleep_lock);
+            sh.wake.notify_all();
+        }
+        for h in self.workers.drain(..) {
+            // A worker never panics outside `catch_unwind`; nothing to report.
+            let _ = h.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("n_threads", &self.shared.n_threads)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
