@@ -11,7 +11,12 @@ use crate::ModelArgs;
 #[derive(clap::Args)]
 pub struct InspectArgs {
     /// GGUF file to inspect.
-    model: PathBuf,
+    #[arg(required_unless_present = "system")]
+    model: Option<PathBuf>,
+    /// Show the machine instead: CPU, detected ISA features, the kernel path
+    /// chosen (FAK_ISA=scalar|avx2|avx512 forces one) and the thread count.
+    #[arg(long, conflicts_with = "model")]
+    system: bool,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -132,10 +137,45 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+fn system(json_out: bool) -> anyhow::Result<()> {
+    let isa = fak_kernels::isa();
+    let features = fak_kernels::detected_isa_features();
+    let available: Vec<String> = fak_kernels::Isa::available()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cpu = crate::bench::cpu_model();
+    let forced = std::env::var(fak_kernels::isa::ISA_ENV_VAR).ok();
+    if json_out {
+        println!(
+            "{}",
+            json!({"cpu": cpu, "isa": isa.to_string(), "isa_available": available, "isa_forced": forced, "cpu_features": features, "threads": threads})
+        );
+    } else {
+        println!("cpu:           {cpu}");
+        println!(
+            "kernel path:   {isa}{}",
+            forced
+                .map(|f| format!(" (FAK_ISA={f})"))
+                .unwrap_or_default()
+        );
+        println!("available:     {}", available.join(", "));
+        println!("cpu features:  {}", features.join(" "));
+        println!("threads:       {threads}");
+    }
+    Ok(())
+}
+
 pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
-    let f = GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
+    let Some(model) = a.model.as_ref().filter(|_| !a.system) else {
+        return system(a.json);
+    };
+    let f = GgufFile::open(model).with_context(|| format!("reading {}", model.display()))?;
     let cfg = fak_gguf::model::model_config(&f)
-        .with_context(|| format!("validating {}", a.model.display()))?;
+        .with_context(|| format!("validating {}", model.display()))?;
     let file_type = f.get_uint("general.file_type")?;
     let n_params: u64 = f.tensors().iter().map(|t| t.n_elements()).sum();
     let n_bytes: u64 = f.tensors().iter().map(|t| t.n_bytes).sum();
@@ -157,7 +197,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
             .map(|t| json!({"name": t.name, "type": t.ty.name(), "dims": t.dims, "n_elements": t.n_elements(), "n_bytes": t.n_bytes, "offset": t.offset}))
             .collect();
         let out = json!({
-            "file": a.model.display().to_string(),
+            "file": model.display().to_string(),
             "gguf_version": f.version(),
             "alignment": f.alignment(),
             "architecture": format!("{:?}", cfg.arch).to_lowercase(),
@@ -177,7 +217,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!("file:         {}", a.model.display());
+    println!("file:         {}", model.display());
     println!(
         "gguf version: {}  alignment: {}",
         f.version(),

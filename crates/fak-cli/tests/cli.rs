@@ -429,3 +429,19 @@ fn chat_answers_with_the_template_applied() {
     let v: Value = serde_json::from_slice(&g.stdout).expect("json");
     assert_eq!(replies[0], v["text"].as_str().expect("text").trim_end());
 }
+
+#[test]
+fn inspect_system_honours_fak_isa() {
+    let o = Command::new(env!("CARGO_BIN_EXE_fak"))
+        .args(["inspect", "--system", "--json"])
+        .env("FAK_ISA", "scalar")
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["isa"], "scalar");
+    assert!(v["threads"].as_u64().unwrap_or(0) >= 1);
+    let o = fak(&["inspect", "--system"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("kernel path:"));
+}
