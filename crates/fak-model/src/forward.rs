@@ -15,6 +15,8 @@
 
 use std::collections::BTreeMap;
 
+use fak_kernels::fp::f16_to_f32;
+
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::ModelError;
 use crate::kv::KvStore;
@@ -68,7 +70,11 @@ impl Model {
 
     /// Runs the batch through the model, writing its K/V into `kv`, and
     /// returns logits for the tokens with [`LogitsWanted::Yes`].
-    pub fn forward<K: KvStore>(&self, batch: &Batch, kv: &mut K) -> Result<Logits, ModelError> {
+    pub fn forward<K: KvStore + Sync>(
+        &self,
+        batch: &Batch,
+        kv: &mut K,
+    ) -> Result<Logits, ModelError> {
         let cfg = &self.cfg;
         let n = batch.len();
         let d = cfg.n_embd;
@@ -139,16 +145,36 @@ impl Model {
                 )?;
             }
 
-            for (ti, t) in batch.tokens.iter().enumerate() {
+            // Attention: one token per chunk, tokens spread over the pool's
+            // threads. Each token's computation is the same whichever thread
+            // runs it, so results stay bit-identical and batch-invariant.
+            let kv_view: &K = kv;
+            let q_all = &q;
+            if n == 1 {
+                let t = &batch.tokens[0];
                 self.attend(
                     li,
                     t.seq,
                     t.pos as usize,
-                    &q[ti * q_dim..(ti + 1) * q_dim],
-                    kv,
+                    &q[..q_dim],
+                    kv_view,
                     &mut scores,
-                    &mut attn[ti * q_dim..(ti + 1) * q_dim],
+                    &mut attn[..q_dim],
                 );
+            } else {
+                self.pool.run_chunks_mut(&mut attn, q_dim, |ti, out| {
+                    let t = &batch.tokens[ti];
+                    let mut scores = Vec::with_capacity(t.pos as usize + 1);
+                    self.attend(
+                        li,
+                        t.seq,
+                        t.pos as usize,
+                        &q_all[ti * q_dim..(ti + 1) * q_dim],
+                        kv_view,
+                        &mut scores,
+                        out,
+                    );
+                })?;
             }
             acts.quantize(layer.wo.ty, &attn, q_dim, &layer.wo.name)?;
             self.matmul_q(&layer.wo, &acts, &mut proj)?;
@@ -254,7 +280,7 @@ impl Model {
                 let kr = &kv.k_row(layer, seq, p)[kvh * hd..(kvh + 1) * hd];
                 let mut acc = 0.0f32;
                 for (a, b) in qh.iter().zip(kr) {
-                    acc += a * b.to_f32();
+                    acc += a * f16_to_f32(b.to_bits());
                 }
                 *s = acc * scale;
             }
@@ -264,7 +290,7 @@ impl Model {
             for (p, &w) in scores.iter().enumerate() {
                 let vr = &kv.v_row(layer, seq, p)[kvh * hd..(kvh + 1) * hd];
                 for (o, b) in oh.iter_mut().zip(vr) {
-                    *o += w * b.to_f32();
+                    *o += w * f16_to_f32(b.to_bits());
                 }
             }
         }
