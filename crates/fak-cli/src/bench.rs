@@ -53,6 +53,8 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Single-stream prefill and decode throughput of one model.
     Model(BenchModelArgs),
+    /// Memory read bandwidth (the decode roofline's denominator).
+    Bandwidth(crate::bandwidth::BandwidthArgs),
 }
 
 #[derive(clap::Args)]
@@ -198,6 +200,7 @@ pub const TOKEN_STREAM: &str = "lcg state0=2463534242 mul=6364136223846793005 \
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Model(m) => bench_model(m),
+        BenchWhat::Bandwidth(b) => crate::bandwidth::run(b),
     }
 }
 

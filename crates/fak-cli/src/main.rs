@@ -4,6 +4,7 @@
 //! Machine-readable output (`--json`) goes to stdout; progress and timings
 //! go to stderr.
 
+mod bandwidth;
 mod bench;
 mod chat;
 mod generate;
