@@ -67,21 +67,6 @@ pub struct Model {
     pub(crate) pool: Arc<ThreadPool>,
 }
 
-/// Types the matmul kernels accept as weight rows.
-const MATMUL_TYPES: [GgmlType; 11] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
-
 impl Model {
     /// Opens, validates and maps a GGUF model file.
     pub fn load(path: &Path) -> Result<Model, ModelError> {
@@ -171,7 +156,7 @@ fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
         .position(|t| t.name == name)
         .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
     let t = &file.tensors()[index];
-    if !MATMUL_TYPES.contains(&t.ty) {
+    if !fak_kernels::can_vec_dot(t.ty) {
         return Err(ModelError::UnsupportedType {
             tensor: name.to_string(),
             ty: t.ty,
