@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side table of two single-stream benchmark reports.
+"""Side-by-side tables of fak and llama.cpp benchmark reports.
 
 ``compare.py A.json B.json [--json]`` reads two reports of schema
 ``fak-bench-single/1`` (from ``fak bench model --json`` and
@@ -8,7 +8,20 @@ fak's value, llama.cpp's value and the ratio fak / llama.cpp (above 1 means
 fak is faster). Metrics are the median tokens per second of each prefill
 length and of decode. ``--json`` prints the rows as JSON instead.
 
-Only the standard library is used.
+``compare.py batch FAK.json PEER1.json [PEER2.json] [--json]`` folds
+``fak-bench-batch/1`` reports (fak, and llama.cpp with ``kv`` unified and/or
+per-seq): per batch size, decode tok/s of each, the best peer and fak / best;
+then the peak row (each side's best over all batch sizes).
+
+``compare.py fleet FAK.json PEER1.json [PEER2.json] [--json]`` folds
+``fak-bench-fleet/1`` reports: per run, agent-turns/s of fak and of each
+llama.cpp configuration, the tuned reference (the faster llama.cpp
+configuration of that run), ``current_vs_tuned_reference`` = fak / tuned,
+and TTFT p50/p95. A per-run ``ablation`` object in fak's report is passed
+through in ``--json`` only (``internal.fak_ablation``).
+
+Without the mode word, two batch or fleet reports are folded by their schema.
+Report files may come in any order. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -97,22 +110,343 @@ def render(head: list[str], table: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description="Compare a fak and a llama.cpp single-stream benchmark report.")
-    ap.add_argument("a", type=Path, help="first report (JSON)")
-    ap.add_argument("b", type=Path, help="second report (JSON)")
-    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
-    args = ap.parse_args()
+# --------------------------------------------------------------------------
+# Multi-sequence reports: batch and fleet
+# --------------------------------------------------------------------------
+
+BATCH_SCHEMA = "fak-bench-batch/1"
+FLEET_SCHEMA = "fak-bench-fleet/1"
+MODE_SCHEMA = {"single": SCHEMA, "batch": BATCH_SCHEMA, "fleet": FLEET_SCHEMA}
+# Display order of llama.cpp configurations; unknown kv values sort after.
+PEER_KV_ORDER = ("unified", "per-seq")
+FLEET_KEYS = ("profile", "prefix", "turns", "agents", "decode", "result")
+
+Report = tuple[Path, dict[str, Any]]
+
+
+def load_any(path: Path) -> dict[str, Any]:
+    """A report of any known schema (single, batch or fleet)."""
     try:
-        fak, peer = pick((args.a, load(args.a)), (args.b, load(args.b)))
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CompareError(f"{path}: cannot read: {e}") from e
+    except json.JSONDecodeError as e:
+        raise CompareError(f"{path}: not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise CompareError(f"{path}: top level is not an object")
+    if data.get("schema") not in MODE_SCHEMA.values():
+        raise CompareError(f"{path}: schema is {data.get('schema')!r}, want one of {sorted(MODE_SCHEMA.values())}")
+    if "engine" not in data:
+        raise CompareError(f"{path}: missing key 'engine'")
+    return data
+
+
+def split_engines(reports: list[Report], schema: str) -> tuple[Report, list[Report]]:
+    """(fak, [llama.cpp peers in PEER_KV_ORDER]); one fak, one or two peers
+    with distinct ``kv``, every report of ``schema``."""
+    for path, data in reports:
+        if data.get("schema") != schema:
+            raise CompareError(f"{path}: schema is {data.get('schema')!r}, want {schema!r}")
+    faks = [r for r in reports if r[1]["engine"] == "fak"]
+    peers = [r for r in reports if r[1]["engine"] == "llama.cpp"]
+    if len(faks) != 1 or not 1 <= len(peers) <= 2 or len(faks) + len(peers) != len(reports):
+        engines = sorted(str(r[1]["engine"]) for r in reports)
+        raise CompareError(f"need one 'fak' report and one or two 'llama.cpp' reports, got engines {engines}")
+    kvs = [str(p[1].get("kv")) for p in peers]
+    if len(set(kvs)) != len(kvs):
+        raise CompareError(f"the llama.cpp reports share kv {kvs[0]!r}: give one per configuration")
+
+    def order(r: Report) -> tuple[int, str]:
+        kv = str(r[1].get("kv"))
+        return (PEER_KV_ORDER.index(kv) if kv in PEER_KV_ORDER else len(PEER_KV_ORDER), kv)
+
+    return faks[0], sorted(peers, key=order)
+
+
+def multi_header(fak: Report, peers: list[Report]) -> list[str]:
+    """Shared facts, or every engine's value with MISMATCH when they differ."""
+    lines = []
+    everyone = [("fak", fak[1])] + [(f"llama.cpp {p[1].get('kv')}", p[1]) for p in peers]
+    for key in ("model", "model_sha256", "threads", "cpu", "token_stream"):
+        vals = [(name, d.get(key)) for name, d in everyone]
+        if all(v == vals[0][1] for _, v in vals):
+            if key != "token_stream":
+                lines.append(f"{key}: {vals[0][1]}")
+        else:
+            lines.append(f"{key}: " + " / ".join(f"{n} {v}" for n, v in vals) + "  (MISMATCH)")
+    return lines
+
+
+def _num(entry: dict[str, Any], key: str, path: Path) -> float:
+    try:
+        return float(entry[key])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CompareError(f"{path}: malformed entry {entry!r}: {key}: {e!r}") from e
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
+def _cell(v: float | None, status: str) -> dict[str, Any]:
+    return {"value": v, "status": status}
+
+
+# ---- batch ------------------------------------------------------------------
+
+
+def batch_results(rep: Report) -> dict[int, dict[str, Any]]:
+    """``{B: {"value": decode tok/s or None, "status": ...}}`` of one report."""
+    path, data = rep
+    out: dict[int, dict[str, Any]] = {}
+    results = data.get("results")
+    if not isinstance(results, list):
+        raise CompareError(f"{path}: 'results' is not a list")
+    for r in results:
+        if not isinstance(r, dict) or "batch" not in r:
+            raise CompareError(f"{path}: result without 'batch': {r!r}")
+        try:
+            b = int(r["batch"])
+        except (TypeError, ValueError) as e:
+            raise CompareError(f"{path}: batch {r['batch']!r} is not an integer") from e
+        if b in out:
+            raise CompareError(f"{path}: batch {b} appears twice")
+        status = str(r.get("status", "ok"))
+        v = _num(r, "decode_tok_s", path) if status == "ok" else None
+        out[b] = _cell(v, status)
+    return out
+
+
+def batch_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
+    """Rows per batch size plus the peak row; see the module doc."""
+    fres = batch_results(fak)
+    pres = [(str(p[1].get("kv")), batch_results(p)) for p in peers]
+    sizes = sorted(set(fres).union(*(set(r) for _, r in pres)))
+    absent = _cell(None, "absent")
+    rows = []
+    for b in sizes:
+        f = fres.get(b, absent)
+        cfg = {kv: r.get(b, absent) for kv, r in pres}
+        ok = [(c["value"], kv) for kv, c in cfg.items() if c["value"] is not None]
+        best = max(ok, key=lambda x: x[0]) if ok else None
+        rows.append(
+            {
+                "batch": b,
+                "fak": f,
+                "llama.cpp": cfg,
+                "best_peer": None if best is None else {"kv": best[1], "value": best[0]},
+                "ratio": _ratio(f["value"], None if best is None else best[0]),
+            }
+        )
+    fak_ok = [(c["value"], b) for b, c in fres.items() if c["value"] is not None]
+    peer_ok = [(c["value"], b, kv) for kv, r in pres for b, c in r.items() if c["value"] is not None]
+    fpk = max(fak_ok, key=lambda x: x[0]) if fak_ok else None
+    ppk = max(peer_ok, key=lambda x: x[0]) if peer_ok else None
+    peak = {
+        "fak": None if fpk is None else {"value": fpk[0], "batch": fpk[1]},
+        "best_peer": None if ppk is None else {"value": ppk[0], "batch": ppk[1], "kv": ppk[2]},
+        "ratio": _ratio(None if fpk is None else fpk[0], None if ppk is None else ppk[0]),
+    }
+    return {"metric": "decode_tok_s", "configs": [kv for kv, _ in pres], "rows": rows, "peak": peak}
+
+
+def _fmt(c: dict[str, Any], width: int) -> str:
+    if c["value"] is None:
+        text = c["status"].split(":")[0] if c["status"] else "n/a"
+        return f"{text:>{width}}"
+    return f"{c['value']:>{width}.2f}"
+
+
+def _fmt_ratio(r: float | None, width: int) -> str:
+    return f"{'n/a' if r is None else f'{r:.2f}x':>{width}}"
+
+
+def render_batch(head: list[str], t: dict[str, Any]) -> str:
+    out = list(head)
+    cols = [f"llama.cpp {kv}" for kv in t["configs"]]
+    out.append("decode tok/s (aggregate over B sequences)")
+    out.append(f"{'B':>6} {'fak':>10} " + " ".join(f"{c:>18}" for c in cols) + f" {'best peer':>20} {'fak/best':>9}")
+    for r in t["rows"]:
+        best = r["best_peer"]
+        best_s = "n/a" if best is None else f"{best['value']:.2f} ({best['kv']})"
+        cells = " ".join(_fmt(r["llama.cpp"][kv], 18) for kv in t["configs"])
+        out.append(f"{r['batch']:>6} {_fmt(r['fak'], 10)} {cells} {best_s:>20} {_fmt_ratio(r['ratio'], 9)}")
+    pk = t["peak"]
+    f = "n/a" if pk["fak"] is None else f"{pk['fak']['value']:.2f} (B={pk['fak']['batch']})"
+    p = "n/a" if pk["best_peer"] is None else f"{pk['best_peer']['value']:.2f} ({pk['best_peer']['kv']}, B={pk['best_peer']['batch']})"
+    out.append(f"peak: fak {f} vs llama.cpp {p}: {_fmt_ratio(pk['ratio'], 0).strip()}")
+    notes = sorted({c["status"] for r in t["rows"] for c in [r["fak"], *r["llama.cpp"].values()] if c["value"] is None})
+    for n in notes:
+        out.append(f"  {n}")
+    out.append("(ratio > 1: fak faster)")
+    return "\n".join(out) + "\n"
+
+
+# ---- fleet ------------------------------------------------------------------
+
+
+def fleet_runs(rep: Report) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """``{(profile, P, T, A, D, R): run}`` of one report."""
+    path, data = rep
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        raise CompareError(f"{path}: 'runs' is not a list")
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in runs:
+        if not isinstance(r, dict) or any(k not in r for k in FLEET_KEYS):
+            raise CompareError(f"{path}: run without {list(FLEET_KEYS)}: {r!r}")
+        key = tuple(r[k] for k in FLEET_KEYS)
+        if key in out:
+            raise CompareError(f"{path}: run {key} appears twice")
+        out[key] = r
+    return out
+
+
+def fleet_cell(run: dict[str, Any] | None, path: Path) -> dict[str, Any]:
+    if run is None:
+        return {"status": "absent", "agent_turns_per_s": None, "ttft_ms_p50": None, "ttft_ms_p95": None, "generated_sha256": None}
+    status = str(run.get("status", "ok"))
+    ok = status == "ok"
+    return {
+        "status": status,
+        "agent_turns_per_s": _num(run, "agent_turns_per_s", path) if ok else None,
+        "ttft_ms_p50": _num(run, "ttft_ms_p50", path) if ok else None,
+        "ttft_ms_p95": _num(run, "ttft_ms_p95", path) if ok else None,
+        "generated_sha256": run.get("generated_sha256") if ok else None,
+    }
+
+
+def fleet_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
+    """Rows per run (fak's runs first in their order, then peer-only runs)."""
+    fruns = fleet_runs(fak)
+    pruns = [(str(p[1].get("kv")), p[0], fleet_runs(p)) for p in peers]
+    keys = list(fruns)
+    for _, _, r in pruns:
+        keys.extend(k for k in r if k not in keys)
+    rows = []
+    for key in keys:
+        frun = fruns.get(key)
+        f = fleet_cell(frun, fak[0])
+        cfg = {kv: fleet_cell(r.get(key), path) for kv, path, r in pruns}
+        ok = [(c["agent_turns_per_s"], kv) for kv, c in cfg.items() if c["agent_turns_per_s"] is not None]
+        tuned = max(ok, key=lambda x: x[0]) if ok else None
+        row: dict[str, Any] = dict(zip(FLEET_KEYS, key))
+        row["fak"] = f
+        row["llama.cpp"] = cfg
+        row["tuned_reference"] = None if tuned is None else {"kv": tuned[1], "agent_turns_per_s": tuned[0]}
+        row["current_vs_tuned_reference"] = _ratio(f["agent_turns_per_s"], None if tuned is None else tuned[0])
+        row["generated_sha256_match"] = {
+            kv: (None if c["generated_sha256"] is None or f["generated_sha256"] is None else c["generated_sha256"] == f["generated_sha256"])
+            for kv, c in cfg.items()
+        }
+        if frun is not None and isinstance(frun.get("ablation"), dict):
+            row["internal"] = {"fak_ablation": frun["ablation"]}
+        rows.append(row)
+    return {"metric": "agent_turns_per_s", "configs": [kv for kv, _, _ in pruns], "rows": rows}
+
+
+def _run_name(r: dict[str, Any]) -> str:
+    return f"{r['profile']} P{r['prefix']} T{r['turns']} A{r['agents']} D{r['decode']} R{r['result']}"
+
+
+def _fv(v: float | None, status: str, width: int, prec: int = 3) -> str:
+    if v is None:
+        return f"{status.split(':')[0]:>{width}}"
+    return f"{v:>{width}.{prec}f}"
+
+
+def render_fleet(head: list[str], t: dict[str, Any]) -> str:
+    out = list(head)
+    cfgs = t["configs"]
+    w = max([len(_run_name(r)) for r in t["rows"]] + [3])
+    out.append("agent-turns/s (wall includes the prefix setup)")
+    out.append(f"{'run':<{w}} {'fak':>9} " + " ".join(f"{'llama.cpp ' + kv:>17}" for kv in cfgs) + f" {'tuned ref':>19} {'fak/tuned':>9}")
+    for r in t["rows"]:
+        tr = r["tuned_reference"]
+        tr_s = "n/a" if tr is None else f"{tr['agent_turns_per_s']:.3f} ({tr['kv']})"
+        cells = " ".join(_fv(r["llama.cpp"][kv]["agent_turns_per_s"], r["llama.cpp"][kv]["status"], 17) for kv in cfgs)
+        out.append(
+            f"{_run_name(r):<{w}} {_fv(r['fak']['agent_turns_per_s'], r['fak']['status'], 9)} {cells} {tr_s:>19} "
+            f"{_fmt_ratio(r['current_vs_tuned_reference'], 9)}"
+        )
+    out.append("TTFT ms p50 / p95")
+    out.append(f"{'run':<{w}} {'fak':>17} " + " ".join(f"{'llama.cpp ' + kv:>17}" for kv in cfgs))
+
+    def pair(c: dict[str, Any]) -> str:
+        if c["ttft_ms_p50"] is None:
+            return f"{c['status'].split(':')[0]:>17}"
+        text = f"{c['ttft_ms_p50']:.1f}/{c['ttft_ms_p95']:.1f}"
+        return f"{text:>17}"
+
+    for r in t["rows"]:
+        out.append(f"{_run_name(r):<{w}} {pair(r['fak'])} " + " ".join(pair(r["llama.cpp"][kv]) for kv in cfgs))
+    diff = [f"{_run_name(r)} vs {kv}" for r in t["rows"] for kv, m in r["generated_sha256_match"].items() if m is False]
+    if diff:
+        out.append("greedy output differs from fak: " + "; ".join(diff))
+    out.append("(fak/tuned > 1: fak faster than the faster llama.cpp configuration)")
+    return "\n".join(out) + "\n"
+
+
+# ---- command line -----------------------------------------------------------
+
+
+def fold(mode: str, paths: list[Path]) -> tuple[dict[str, Any], str]:
+    """(JSON object, text table) for ``mode`` over ``paths``."""
+    reports = [(p, load_any(p)) for p in paths]
+    if mode == "single":
+        if len(reports) != 2:
+            raise CompareError("single mode takes exactly two reports")
+        fak, peer = pick((paths[0], load(paths[0])), (paths[1], load(paths[1])))
         table = rows(fak, peer)
+        return {"fak": str(fak[0]), "llama.cpp": str(peer[0]), "rows": table}, render(header(fak[1], peer[1]), table)
+    fak, peers = split_engines(reports, MODE_SCHEMA[mode])
+    head = multi_header(fak, peers)
+    files = {"fak": str(fak[0]), "llama.cpp": {str(p[1].get("kv")): str(p[0]) for p in peers}}
+    if mode == "batch":
+        t = batch_table(fak, peers)
+        return {"mode": mode, "files": files, **t}, render_batch(head, t)
+    t = fleet_table(fak, peers)
+    return {"mode": mode, "files": files, **t}, render_fleet(head, t)
+
+
+def detect_mode(paths: list[Path]) -> str:
+    """The mode whose schema the first report has."""
+    if not paths:
+        raise CompareError("no report files given")
+    schema = load_any(paths[0]).get("schema")
+    for mode, s in MODE_SCHEMA.items():
+        if s == schema:
+            return mode
+    raise CompareError(f"{paths[0]}: unknown schema {schema!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(
+        description="Compare fak and llama.cpp benchmark reports.",
+        usage="compare.py [single|batch|fleet] FAK.json PEER.json [PEER2.json] [--json]",
+    )
+    ap.add_argument("items", nargs="+", help="optional mode word, then report files (JSON, any order)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = ap.parse_args(argv)
+    items = list(args.items)
+    mode = items.pop(0) if items[0] in MODE_SCHEMA else None
+    paths = [Path(x) for x in items]
+    try:
+        if mode is None:
+            mode = detect_mode(paths)
+        if mode == "single" and len(paths) != 2:
+            raise CompareError("single-stream comparison takes exactly two reports")
+        if mode != "single" and not 2 <= len(paths) <= 3:
+            raise CompareError(f"{mode} comparison takes FAK.json and one or two llama.cpp reports")
+        obj, text = fold(mode, paths)
     except CompareError as e:
         print(f"compare.py: error: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"fak": str(fak[0]), "llama.cpp": str(peer[0]), "rows": table}, indent=2))
+        print(json.dumps(obj, indent=2))
     else:
-        sys.stdout.write(render(header(fak[1], peer[1]), table))
+        sys.stdout.write(text)
     return 0
 
 

@@ -24,6 +24,13 @@ Protocol (identical to fak's, see ``crates/fak-cli/src/bench.rs``)::
 The cache is emptied with ``llama_memory_clear`` before every run. The
 context uses the library defaults (f16 K/V cache, flash attention "auto")
 apart from sizes and thread counts.
+
+``llamacpp.py batched`` and ``llamacpp.py fleet`` run the multi-sequence
+workloads of ``workloads.py`` (schemas ``fak-bench-batch/1`` and
+``fak-bench-fleet/1``) with llama.cpp's KV cache either unified (one cell
+pool, ``kv_unified = true``) or split per sequence (``kv_unified = false``,
+one stream of ``n_ctx / n_seq_max`` cells per sequence). See
+``bench/peers/README.md`` for the exact protocols and JSON keys.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+import workloads as wl  # noqa: E402
 
 SCHEMA = "fak-bench-single/1"
 PREFILL_LENS = (16, 64, 256)
@@ -254,6 +262,451 @@ def single(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------
+# Multi-sequence workloads: batched and fleet
+# --------------------------------------------------------------------------
+
+# LLAMA_MAX_SEQ in src/llama-cparams.h of the llama.cpp bundled with
+# llama-cpp-python 0.3.30: llama_init_from_model rejects a larger n_seq_max.
+LLAMA_MAX_SEQ = 256
+# llama.cpp pads n_ctx (and, without kv_unified, every sequence's share
+# n_ctx / n_seq_max) up to a multiple of 256 cells.
+CTX_PAD = 256
+KV_MODES = ("unified", "per-seq")
+
+
+def pad_ctx(n: int) -> int:
+    return (n + CTX_PAD - 1) // CTX_PAD * CTX_PAD
+
+
+class Model:
+    """A loaded model (CPU only) that many contexts share."""
+
+    def __init__(self, L: Any, path: Path) -> None:
+        self.L = L
+        self.path = path
+        mp = L.llama_model_default_params()
+        mp.n_gpu_layers = 0
+        self.ptr = L.llama_model_load_from_file(str(path).encode(), mp)
+        if not self.ptr:
+            raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+        self.n_vocab = int(L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.ptr)))
+
+    def close(self) -> None:
+        self.L.llama_model_free(self.ptr)
+
+
+class Context:
+    """One llama.cpp context plus a token batch of ``n_batch`` entries.
+
+    ``kv`` is ``"unified"`` (``kv_unified = true``: one pool of ``n_ctx``
+    cells that every sequence draws from; ``llama_memory_seq_cp`` only tags
+    cells) or ``"per-seq"`` (``kv_unified = false``: ``n_seq_max`` streams of
+    ``n_ctx / n_seq_max`` cells; ``llama_memory_seq_cp`` copies a whole
+    stream's buffers, queued until the next ``llama_decode``).
+    """
+
+    def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, n_seq_max: int, kv: str, threads: int) -> None:
+        L = model.L
+        self.L = L
+        cp = L.llama_context_default_params()
+        cp.n_ctx = n_ctx
+        cp.n_batch = n_batch
+        cp.n_ubatch = n_ubatch
+        cp.n_seq_max = n_seq_max
+        cp.kv_unified = kv == "unified"
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        common.llama_log_clear()
+        self.ctx = L.llama_init_from_model(model.ptr, cp)
+        if not self.ctx:
+            tail = "; ".join(common.llama_log_lines()[-3:])
+            raise common.PeerError(
+                f"llama_init_from_model failed (n_ctx {n_ctx}, n_seq_max {n_seq_max}, kv {kv}): {tail}"
+            )
+        self.n_batch = n_batch
+        self.n_ctx = int(L.llama_n_ctx(self.ctx))
+        self.batch = L.llama_batch_init(n_batch, 0, 1)
+        self.mem = L.llama_get_memory(self.ctx)
+        self.smpl = L.llama_sampler_init_greedy()
+
+    def close(self) -> None:
+        self.L.llama_sampler_free(self.smpl)
+        self.L.llama_batch_free(self.batch)
+        self.L.llama_free(self.ctx)
+
+    def clear(self) -> None:
+        self.L.llama_memory_clear(self.mem, True)
+
+    def seq_cp(self, src: int, dst: int) -> None:
+        self.L.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
+
+    def decode(self, tokens: list[int], pos: list[int], seqs: list[int], logits: list[bool]) -> float:
+        """One ``llama_decode`` of parallel lists (token, position, sequence,
+        wants logits), at most ``n_batch`` long; returns its wall time (s)."""
+        n = len(tokens)
+        if n > self.n_batch:
+            raise common.PeerError(f"batch of {n} tokens exceeds n_batch {self.n_batch}")
+        b = self.batch
+        b.n_tokens = n
+        for i in range(n):
+            b.token[i] = tokens[i]
+            b.pos[i] = pos[i]
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seqs[i]
+            b.logits[i] = 1 if logits[i] else 0
+        t0 = time.perf_counter()
+        rc = self.L.llama_decode(self.ctx, b)
+        self.L.llama_synchronize(self.ctx)
+        dt = time.perf_counter() - t0
+        if rc != 0:
+            tail = "; ".join(common.llama_log_lines()[-3:])
+            raise common.PeerError(f"llama_decode returned {rc} ({n} tokens, n_ctx {self.n_ctx}): {tail}")
+        return dt
+
+    def decode_chunked(self, tokens: list[int], pos: list[int], seqs: list[int], logits: list[bool]) -> float:
+        """``decode`` in consecutive slices of at most ``n_batch``; total seconds."""
+        total = 0.0
+        for o in range(0, len(tokens), self.n_batch):
+            e = o + self.n_batch
+            total += self.decode(tokens[o:e], pos[o:e], seqs[o:e], logits[o:e])
+        return total
+
+    def greedy(self, idx: int) -> int:
+        """Argmax (ties -> lowest id: llama.cpp's greedy sampler keeps the
+        first maximum) of the logits of batch entry ``idx`` of the last decode."""
+        if not self.L.llama_get_logits_ith(self.ctx, idx):
+            raise common.PeerError(f"no logits for batch entry {idx}")
+        return int(self.L.llama_sampler_sample(self.smpl, self.ctx, idx))
+
+
+def progress_line(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{text}   ", end="", file=sys.stderr, flush=True)
+
+
+def progress_done(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{text}   ", file=sys.stderr, flush=True)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+# ---- batched ----------------------------------------------------------------
+
+
+def batch_ctx_size(b: int, kv: str) -> int:
+    """Cells to ask for: every sequence needs 16 + 16 = 32 cells."""
+    need = wl.BATCH_PROMPT + wl.BATCH_STEPS
+    return b * pad_ctx(need) if kv == "per-seq" else pad_ctx(need * b)
+
+
+def batched_once(c: Context, w: wl.BatchWorkload) -> tuple[float, list[float]]:
+    """Prefill + 16 decode steps into an emptied cache; (prefill s, step s)."""
+    b = w.batch
+    c.clear()
+    toks: list[int] = []
+    pos: list[int] = []
+    seqs: list[int] = []
+    want: list[bool] = []
+    for i in range(b):
+        p = w.prompt(i)
+        toks.extend(p)
+        pos.extend(range(wl.BATCH_PROMPT))
+        seqs.extend([i] * wl.BATCH_PROMPT)
+        want.extend([False] * (wl.BATCH_PROMPT - 1) + [True])
+    prefill_s = c.decode_chunked(toks, pos, seqs, want)
+    seq_ids = list(range(b))
+    all_out = [True] * b
+    steps = []
+    for s in range(wl.BATCH_STEPS):
+        steps.append(c.decode(w.step(s), [wl.BATCH_PROMPT + s] * b, seq_ids, all_out))
+        if not c.L.llama_get_logits_ith(c.ctx, b - 1):
+            raise common.PeerError(f"batch {b} step {s}: no logits for the last sequence")
+    return prefill_s, steps
+
+
+def batched_one(m: Model, b: int, kv: str, threads: int, reps: int) -> dict[str, Any]:
+    """Runs one batch size ``reps`` times (fresh stream each time) in a fresh
+    context sized for it; medians over the runs."""
+    if b > LLAMA_MAX_SEQ:
+        return {"batch": b, "status": f"skipped: n_seq_max cap {LLAMA_MAX_SEQ}"}
+    n_batch = max(512, b)
+    c = Context(m, n_ctx=batch_ctx_size(b, kv), n_batch=n_batch, n_ubatch=n_batch, n_seq_max=b, kv=kv, threads=threads)
+    try:
+        pre, dec, tok_s, step_ms = [], [], [], []
+        for _ in range(reps):
+            w = wl.BatchWorkload.make(m.n_vocab, b)  # the stream restarts every rep
+            p, steps = batched_once(c, w)
+            d = sum(steps)
+            pre.append(p)
+            dec.append(d)
+            tok_s.append(b * wl.BATCH_STEPS / max(d, 1e-12))
+            step_ms.extend(s * 1e3 for s in steps)
+        n_ctx = c.n_ctx
+    finally:
+        c.close()
+    prefill_s = median(pre)
+    return {
+        "batch": b,
+        "status": "ok",
+        "n_ctx": n_ctx,
+        "n_batch": n_batch,
+        "n_ubatch": n_batch,
+        "prefill_s": prefill_s,
+        "prefill_tok_s": wl.BATCH_PROMPT * b / max(prefill_s, 1e-12),
+        "decode_s": median(dec),
+        "decode_tok_s": median(tok_s),
+        "decode_step_ms_median": median(step_ms),
+        "decode_tok_s_reps": tok_s,
+    }
+
+
+def batched(args: argparse.Namespace) -> int:
+    if args.reps < 1:
+        raise common.PeerError("--reps must be at least 1")
+    if args.threads < 1:
+        raise common.PeerError("--threads must be at least 1")
+    sizes = wl.parse_batches(args.batch)
+    path = Path(args.model)
+    if not path.is_file():
+        raise common.PeerError(f"model file {path} does not exist")
+    L = common.llama_init()
+    m = Model(L, path)
+    try:
+        progress_line("llama.cpp batched warm-up (B=1)")
+        batched_one(m, 1, args.kv, args.threads, 1)
+        results = []
+        for k, b in enumerate(sizes):
+            progress_line(f"llama.cpp batched {args.kv} {k + 1}/{len(sizes)} B={b}")
+            r = batched_one(m, b, args.kv, args.threads, args.reps)
+            results.append(r)
+            if r["status"] == "ok":
+                progress_done(f"llama.cpp batched {args.kv} B={b}: decode {r['decode_tok_s']:.1f} tok/s, prefill {r['prefill_tok_s']:.1f} tok/s")
+            else:
+                progress_done(f"llama.cpp batched {args.kv} B={b}: {r['status']}")
+        report = {
+            "schema": wl.BATCH_SCHEMA,
+            "engine": "llama.cpp",
+            "engine_version": common.PEER,
+            "cpu": cpu_model(),
+            "isa": isa_string(L),
+            "threads": args.threads,
+            "model": path.name,
+            "model_sha256": common.sha256_file(path),
+            "n_vocab": m.n_vocab,
+            "prompt_tokens": wl.BATCH_PROMPT,
+            "decode_steps": wl.BATCH_STEPS,
+            "reps": args.reps,
+            "kv": args.kv,
+            "token_stream": wl.BATCH_TOKEN_STREAM,
+            "results": results,
+        }
+    finally:
+        m.close()
+    write_report(report, args.out)
+    return 0
+
+
+def write_report(report: dict[str, Any], out: str | None) -> None:
+    text = json.dumps(report, indent=2) + "\n"
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+# ---- fleet ------------------------------------------------------------------
+
+
+def fleet_ctx_size(s: wl.FleetShape, kv: str) -> int:
+    """unified: P shared + T*(R+D) per agent; per-seq: (A+1) equal streams."""
+    per_agent = s.turns * (s.result + s.decode)
+    if kv == "per-seq":
+        return (s.agents + 1) * pad_ctx(s.prefix + per_agent)
+    return pad_ctx(s.prefix + s.agents * per_agent)
+
+
+def fleet_n_batch(s: wl.FleetShape) -> int:
+    """Large enough for a whole turn's ingest in one llama_decode."""
+    return max(2048, s.agents * (s.result + 1))
+
+
+def peak_rss_mb() -> float:
+    import resource  # noqa: PLC0415 (POSIX only; imported where used)
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> tuple[dict[str, Any], list[list[list[int]]]]:
+    """One fleet run (see README); returns the run's report fields and the
+    generated ids ``[agent][turn][k]``."""
+    s.check()
+    A = s.agents
+    if A + 1 > LLAMA_MAX_SEQ:
+        return {"status": f"skipped: n_seq_max cap {LLAMA_MAX_SEQ} (needs {A + 1})"}, []
+    ids = wl.lcg_ids(m.n_vocab, s.stream_len())
+    n_batch = fleet_n_batch(s)
+    c = Context(m, n_ctx=fleet_ctx_size(s, kv), n_batch=n_batch, n_ubatch=512, n_seq_max=A + 1, kv=kv, threads=threads)
+    try:
+        c.clear()
+        gen: list[list[list[int]]] = [[] for _ in range(A)]
+        ttft: list[float] = []
+        fed = 0
+        t_start = time.perf_counter()
+        # Setup: the prefix once into spare sequence A, then copied to every agent.
+        pre = s.prefix_ids(ids)
+        fed += len(pre)
+        c.decode_chunked(pre, list(range(s.prefix)), [A] * s.prefix, [i == s.prefix - 1 for i in range(s.prefix)])
+        for a in range(A):
+            c.seq_cp(A, a)
+        prefix_s = time.perf_counter() - t_start
+        pos = [s.prefix] * A
+        last = [0] * A
+        for t in range(s.turns):
+            progress_line(f"{label} turn {t + 1}/{s.turns}")
+            t0 = time.perf_counter()
+            toks: list[int] = []
+            tpos: list[int] = []
+            seqs: list[int] = []
+            want: list[bool] = []
+            out_idx = []
+            for a in range(A):
+                ing = ([last[a]] if t > 0 else []) + s.result_ids(ids, t, a)
+                toks.extend(ing)
+                tpos.extend(range(pos[a], pos[a] + len(ing)))
+                seqs.extend([a] * len(ing))
+                want.extend([False] * (len(ing) - 1) + [True])
+                pos[a] += len(ing)
+                out_idx.append(len(toks) - 1)
+            fed += len(toks)
+            c.decode(toks, tpos, seqs, want)  # n_batch holds a whole turn
+            g = [c.greedy(i) for i in out_idx]
+            t1 = time.perf_counter()
+            ttft.extend([t1 - t0] * A)
+            turn_gen = [[x] for x in g]
+            agents = list(range(A))
+            for _ in range(s.decode - 1):
+                c.decode(g, list(pos), agents, [True] * A)
+                fed += A
+                for a in range(A):
+                    pos[a] += 1
+                g = [c.greedy(a) for a in range(A)]
+                for a in range(A):
+                    turn_gen[a].append(g[a])
+            for a in range(A):
+                gen[a].append(turn_gen[a])
+                last[a] = g[a]
+        wall_s = time.perf_counter() - t_start
+        n_ctx = c.n_ctx
+        for a in range(A):
+            got = int(c.L.llama_memory_seq_pos_max(c.mem, a)) + 1
+            if got != s.final_context():
+                raise common.PeerError(f"agent {a} holds {got} positions, expected {s.final_context()}")
+    finally:
+        c.close()
+    if fed != s.tokens_computed():
+        raise common.PeerError(f"fed {fed} tokens, expected {s.tokens_computed()}")
+    ms = [x * 1e3 for x in ttft]
+    report = {
+        "status": "ok",
+        "agent_turns_per_s": A * s.turns / max(wall_s, 1e-12),
+        "wall_s": wall_s,
+        "prefix_s": prefix_s,
+        "ttft_ms_p50": wl.nearest_rank(ms, 0.50),
+        "ttft_ms_p95": wl.nearest_rank(ms, 0.95),
+        "prefix_evaluations": 1,
+        "tokens_computed": fed,
+        "tokens_reused": s.tokens_reused(),
+        "peak_rss_mb": peak_rss_mb(),
+        "generated_sha256": wl.generated_sha256(gen),
+        "n_ctx": n_ctx,
+        "n_batch": n_batch,
+        "n_ubatch": 512,
+    }
+    return report, gen
+
+
+def fleet_shapes(args: argparse.Namespace) -> list[tuple[str, wl.FleetShape]]:
+    custom = [args.prefix, args.turns, args.agents, args.decode, args.result]
+    if args.profile:
+        if any(v is not None for v in custom):
+            raise common.PeerError("--profile excludes --prefix/--turns/--agents/--decode/--result")
+        if args.profile not in wl.PROFILES:
+            raise common.PeerError(f"unknown profile {args.profile!r} (known: {', '.join(wl.PROFILES)})")
+        return [(args.profile, s) for s in wl.PROFILES[args.profile]]
+    if any(v is None for v in custom):
+        raise common.PeerError("give --profile NAME, or all of --prefix --turns --agents --decode --result")
+    shape = wl.FleetShape(args.prefix, args.turns, args.agents, args.decode, args.result)
+    shape.check()
+    return [("custom", shape)]
+
+
+def fleet(args: argparse.Namespace) -> int:
+    if args.threads < 1:
+        raise common.PeerError("--threads must be at least 1")
+    shapes = fleet_shapes(args)
+    path = Path(args.model)
+    if not path.is_file():
+        raise common.PeerError(f"model file {path} does not exist")
+    L = common.llama_init()
+    m = Model(L, path)
+    try:
+        runs = []
+        dumps = []
+        for k, (name, s) in enumerate(shapes):
+            label = f"llama.cpp fleet {args.kv} run {k + 1}/{len(shapes)} {name} T={s.turns} A={s.agents}"
+            r, gen = fleet_one(m, s, args.kv, args.threads, label)
+            runs.append({"profile": name, **s.as_dict(), **r})
+            dumps.append({"profile": name, **s.as_dict(), "generated": gen})
+            if r["status"] == "ok":
+                progress_done(f"{label}: {r['agent_turns_per_s']:.3f} agent-turns/s, wall {r['wall_s']:.1f} s")
+            else:
+                progress_done(f"{label}: {r['status']}")
+        report = {
+            "schema": wl.FLEET_SCHEMA,
+            "engine": "llama.cpp",
+            "engine_version": common.PEER,
+            "cpu": cpu_model(),
+            "isa": isa_string(L),
+            "threads": args.threads,
+            "model": path.name,
+            "model_sha256": common.sha256_file(path),
+            "n_vocab": m.n_vocab,
+            "kv": args.kv,
+            "token_stream": wl.FLEET_TOKEN_STREAM,
+            "runs": runs,
+        }
+    finally:
+        m.close()
+    write_report(report, args.out)
+    if args.dump_generated:
+        Path(args.dump_generated).write_text(json.dumps({"kv": args.kv, "runs": dumps}) + "\n", encoding="utf-8")
+    return 0
+
+
+def add_multiseq_subcommands(sub: Any) -> None:
+    b = sub.add_parser("batched", help="B sequences: batched prefill, then 16 decode steps of B tokens")
+    b.add_argument("--model", required=True, help="GGUF model file")
+    b.add_argument("--threads", type=int, required=True, help="llama.cpp threads (n_threads and n_threads_batch)")
+    b.add_argument("--batch", default=",".join(map(str, wl.DEFAULT_BATCHES)), help="comma-separated batch sizes")
+    b.add_argument("--kv", choices=KV_MODES, required=True, help="unified KV cache or one stream per sequence")
+    b.add_argument("--reps", type=int, default=1, help="measured runs per batch size (median reported)")
+    b.add_argument("--out", help="write the JSON report here (default: stdout)")
+    f = sub.add_parser("fleet", help="agents sharing a prefix: turns of ingest + greedy decode")
+    f.add_argument("--model", required=True, help="GGUF model file")
+    f.add_argument("--threads", type=int, required=True, help="llama.cpp threads (n_threads and n_threads_batch)")
+    f.add_argument("--profile", help=f"named workload ({', '.join(wl.PROFILES)}); every combination is run")
+    f.add_argument("--prefix", type=int, help="shared prefix tokens P")
+    f.add_argument("--turns", type=int, help="turns T")
+    f.add_argument("--agents", type=int, help="agents A")
+    f.add_argument("--decode", type=int, help="greedy tokens per agent per turn D")
+    f.add_argument("--result", type=int, help="result tokens ingested per agent per turn R")
+    f.add_argument("--kv", choices=KV_MODES, required=True, help="unified KV cache or one stream per sequence")
+    f.add_argument("--out", help="write the JSON report here (default: stdout)")
+    f.add_argument("--dump-generated", metavar="FILE", help="also write every run's generated ids [agent][turn][k] as JSON")
+
+
 def main() -> int:
     common.ensure_peer_python()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -263,10 +716,15 @@ def main() -> int:
     s.add_argument("--threads", type=int, required=True, help="llama.cpp threads (n_threads and n_threads_batch)")
     s.add_argument("--reps", type=int, default=3, help="measured runs per workload after one warm-up")
     s.add_argument("--out", help="write the JSON report here (default: stdout)")
+    add_multiseq_subcommands(sub)
     args = ap.parse_args()
     try:
-        return single(args)
-    except common.PeerError as e:
+        if args.cmd == "single":
+            return single(args)
+        if args.cmd == "batched":
+            return batched(args)
+        return fleet(args)
+    except (common.PeerError, wl.WorkloadError) as e:
         print(f"llamacpp.py: error: {e}", file=sys.stderr)
         return 1
 

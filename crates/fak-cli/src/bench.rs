@@ -25,7 +25,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
+use fak_engine::{PagedKv, PagedKvConfig, Tenant};
+use fak_model::{Batch, FlatKv, KvStore, LogitsWanted, Model, SeqId};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -55,6 +56,12 @@ enum BenchWhat {
     Model(BenchModelArgs),
     /// Memory read bandwidth (the decode roofline's denominator).
     Bandwidth(crate::bandwidth::BandwidthArgs),
+    /// Aggregate decode throughput of many sequences through the paged KV cache.
+    Batch(crate::bench_batch::BenchBatchArgs),
+    /// Cost of evicting a span from one sequence (exact vs re-ingest vs shift).
+    Evict(crate::bench_evict::BenchEvictArgs),
+    /// Agent fleets: shared prefix, many agents, many turns.
+    Fleet(crate::bench_fleet::BenchFleetArgs),
 }
 
 #[derive(clap::Args)]
@@ -67,6 +74,10 @@ struct BenchModelArgs {
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
+    /// KV store: flat (contiguous) or paged (the block store that batches
+    /// and fleets use).
+    #[arg(long, value_enum, default_value_t = KvKind::Flat)]
+    kv: KvKind,
 }
 
 /// The token-id stream of the protocol (see the module docs).
@@ -186,6 +197,7 @@ pub struct Report {
     pub n_vocab: usize,
     pub reps: usize,
     pub token_stream: String,
+    pub kv: KvKind,
     pub prefill: Vec<PrefillResult>,
     pub decode: DecodeResult,
 }
@@ -201,6 +213,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Model(m) => bench_model(m),
         BenchWhat::Bandwidth(b) => crate::bandwidth::run(b),
+        BenchWhat::Batch(b) => crate::bench_batch::run(b),
+        BenchWhat::Fleet(f) => crate::bench_fleet::run(f),
+        BenchWhat::Evict(e) => crate::bench_evict::run(e),
     }
 }
 
@@ -226,8 +241,6 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         .chain([DECODE_PROMPT + DECODE_STEPS])
         .max()
         .unwrap_or(DECODE_PROMPT + DECODE_STEPS);
-    let mut kv = FlatKv::for_model(model.config(), max_ctx, 1);
-
     let runs_per_workload = a.reps + 1;
     let total = (PREFILL_LENS.len() + 1) * runs_per_workload;
     let bar = ProgressBar::new(total as u64);
@@ -238,39 +251,20 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
     );
     bar.set_prefix("bench");
 
-    let mut prefill = Vec::with_capacity(PREFILL_LENS.len());
-    for &p in &PREFILL_LENS {
-        bar.set_message(format!("prefill {p}"));
-        let ids = LcgIds::take(n_vocab, p);
-        let mut secs = Vec::with_capacity(a.reps);
-        for run in 0..runs_per_workload {
-            let s = time_prefill(&model, &mut kv, &ids)?;
-            if run > 0 {
-                secs.push(s);
-            }
-            bar.inc(1);
+    let (prefill, tok_s_reps, all_steps_ms) = match a.kv {
+        KvKind::Flat => {
+            let mut kv = FlatKv::for_model(model.config(), max_ctx, 1);
+            workloads(&model, &mut kv, a.reps, &bar)?
         }
-        let tok_s_reps: Vec<f64> = secs.iter().map(|s| p as f64 / s.max(1e-12)).collect();
-        prefill.push(PrefillResult {
-            n_tokens: p,
-            tok_s: median(&tok_s_reps),
-            tok_s_reps,
-            seconds_reps: secs,
-        });
-    }
-
-    bar.set_message(format!("decode {DECODE_STEPS}"));
-    let ids = LcgIds::take(n_vocab, DECODE_PROMPT + DECODE_STEPS);
-    let mut tok_s_reps = Vec::with_capacity(a.reps);
-    let mut all_steps_ms = Vec::with_capacity(a.reps * DECODE_STEPS);
-    for run in 0..runs_per_workload {
-        let steps = time_decode(&model, &mut kv, &ids)?;
-        if run > 0 {
-            tok_s_reps.push(1.0 / median(&steps).max(1e-12));
-            all_steps_ms.extend(steps.iter().map(|s| s * 1e3));
+        KvKind::Paged => {
+            let sizes = PagedKvConfig::for_sequences(16, 1, max_ctx);
+            let mut kv = PagedBench {
+                kv: PagedKv::new(model.config(), sizes)?,
+                seq: None,
+            };
+            workloads(&model, &mut kv, a.reps, &bar)?
         }
-        bar.inc(1);
-    }
+    };
     bar.finish_and_clear();
 
     let report = Report {
@@ -288,6 +282,7 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         n_vocab,
         reps: a.reps,
         token_stream: TOKEN_STREAM.to_string(),
+        kv: a.kv,
         prefill,
         decode: DecodeResult {
             prompt_tokens: DECODE_PROMPT,
@@ -305,10 +300,58 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prefill and decode measurements: per prefill length its result; decode
+/// tok/s per rep and every step's milliseconds.
+type Measured = (Vec<PrefillResult>, Vec<f64>, Vec<f64>);
+
+/// Runs the protocol's workloads (one warm-up + `reps` runs each) on `kv`.
+fn workloads<K: BenchKv>(
+    model: &Model,
+    kv: &mut K,
+    reps: usize,
+    bar: &ProgressBar,
+) -> anyhow::Result<Measured> {
+    let n_vocab = model.config().n_vocab;
+    let runs_per_workload = reps + 1;
+    let mut prefill = Vec::with_capacity(PREFILL_LENS.len());
+    for &p in &PREFILL_LENS {
+        bar.set_message(format!("prefill {p}"));
+        let ids = LcgIds::take(n_vocab, p);
+        let mut secs = Vec::with_capacity(reps);
+        for run in 0..runs_per_workload {
+            let s = time_prefill(model, kv, &ids)?;
+            if run > 0 {
+                secs.push(s);
+            }
+            bar.inc(1);
+        }
+        let tok_s_reps: Vec<f64> = secs.iter().map(|s| p as f64 / s.max(1e-12)).collect();
+        prefill.push(PrefillResult {
+            n_tokens: p,
+            tok_s: median(&tok_s_reps),
+            tok_s_reps,
+            seconds_reps: secs,
+        });
+    }
+
+    bar.set_message(format!("decode {DECODE_STEPS}"));
+    let ids = LcgIds::take(n_vocab, DECODE_PROMPT + DECODE_STEPS);
+    let mut tok_s_reps = Vec::with_capacity(reps);
+    let mut all_steps_ms = Vec::with_capacity(reps * DECODE_STEPS);
+    for run in 0..runs_per_workload {
+        let steps = time_decode(model, kv, &ids)?;
+        if run > 0 {
+            tok_s_reps.push(1.0 / median(&steps).max(1e-12));
+            all_steps_ms.extend(steps.iter().map(|s| s * 1e3));
+        }
+        bar.inc(1);
+    }
+    Ok((prefill, tok_s_reps, all_steps_ms))
+}
+
 /// One prefill of `ids` (`[P]` token ids) into an empty cache; returns seconds.
-fn time_prefill(model: &Model, kv: &mut FlatKv, ids: &[u32]) -> anyhow::Result<f64> {
-    let seq = SeqId(0);
-    kv.clear(seq)?;
+fn time_prefill<K: BenchKv>(model: &Model, kv: &mut K, ids: &[u32]) -> anyhow::Result<f64> {
+    let seq = kv.fresh()?;
     let mut batch = Batch::new();
     batch.push_seq(seq, 0, ids, LogitsWanted::Yes);
     let t0 = Instant::now();
@@ -321,9 +364,8 @@ fn time_prefill(model: &Model, kv: &mut FlatKv, ids: &[u32]) -> anyhow::Result<f
 /// Untimed prompt of `ids[..DECODE_PROMPT]`, then one timed single-token
 /// step per remaining id. `ids`: `[DECODE_PROMPT + DECODE_STEPS]`. Returns
 /// each step's seconds.
-fn time_decode(model: &Model, kv: &mut FlatKv, ids: &[u32]) -> anyhow::Result<Vec<f64>> {
-    let seq = SeqId(0);
-    kv.clear(seq)?;
+fn time_decode<K: BenchKv>(model: &Model, kv: &mut K, ids: &[u32]) -> anyhow::Result<Vec<f64>> {
+    let seq = kv.fresh()?;
     let (prompt, steps) = ids.split_at(DECODE_PROMPT.min(ids.len()));
     let mut batch = Batch::new();
     batch.push_seq(seq, 0, prompt, LogitsWanted::Yes);
@@ -338,6 +380,80 @@ fn time_decode(model: &Model, kv: &mut FlatKv, ids: &[u32]) -> anyhow::Result<Ve
         std::hint::black_box(&logits);
     }
     Ok(times)
+}
+
+/// A KV store the benchmark can empty between runs.
+trait BenchKv: KvStore + Sync {
+    /// Forgets the benchmark's sequence and returns the id of an empty one.
+    fn fresh(&mut self) -> anyhow::Result<SeqId>;
+}
+
+impl BenchKv for FlatKv {
+    fn fresh(&mut self) -> anyhow::Result<SeqId> {
+        self.clear(SeqId(0))?;
+        Ok(SeqId(0))
+    }
+}
+
+/// The paged store with the benchmark's one sequence.
+struct PagedBench {
+    kv: PagedKv,
+    seq: Option<SeqId>,
+}
+
+impl KvStore for PagedBench {
+    fn seq_len(&self, seq: SeqId) -> Result<usize, fak_model::KvError> {
+        self.kv.seq_len(seq)
+    }
+    fn reserve(&mut self, seq: SeqId, n: usize) -> Result<(), fak_model::KvError> {
+        self.kv.reserve(seq, n)
+    }
+    fn write(
+        &mut self,
+        layer: usize,
+        seq: SeqId,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), fak_model::KvError> {
+        self.kv.write(layer, seq, pos, k, v)
+    }
+    fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), fak_model::KvError> {
+        self.kv.commit(seq, n)
+    }
+    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[half::f16] {
+        self.kv.k_row(layer, seq, pos)
+    }
+    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[half::f16] {
+        self.kv.v_row(layer, seq, pos)
+    }
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[half::f16] {
+        self.kv.k_run(layer, seq, pos, end)
+    }
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[half::f16] {
+        self.kv.v_run(layer, seq, pos, end)
+    }
+}
+
+impl BenchKv for PagedBench {
+    fn fresh(&mut self) -> anyhow::Result<SeqId> {
+        if let Some(s) = self.seq.take() {
+            self.kv.free(s)?;
+        }
+        let s = self.kv.create(Tenant(0));
+        self.seq = Some(s);
+        Ok(s)
+    }
+}
+
+/// `--kv` values of `fak bench model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvKind {
+    /// One contiguous region per sequence.
+    Flat,
+    /// The paged, copy-on-write block store (16-token blocks).
+    Paged,
 }
 
 /// The first `model name` line of /proc/cpuinfo, or "unknown".

@@ -6,9 +6,13 @@
 
 mod bandwidth;
 mod bench;
+mod bench_batch;
+mod bench_evict;
+mod bench_fleet;
 mod chat;
 mod generate;
 mod inspect;
+mod project;
 mod quantize;
 
 use std::path::PathBuf;
@@ -41,6 +45,8 @@ enum Cmd {
     Quantize(quantize::QuantizeArgs),
     /// Benchmarks: `fak bench model` measures single-stream prefill and decode.
     Bench(bench::BenchArgs),
+    /// MODELED projections of fleet throughput from measured rates.
+    Project(project::ProjectArgs),
 }
 
 /// Shared model-loading options.
@@ -78,6 +84,7 @@ fn main() -> ExitCode {
         Cmd::Chat(a) => chat::run(a),
         Cmd::Quantize(a) => quantize::run(a),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Project(a) => project::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -445,3 +445,92 @@ fn inspect_system_honours_fak_isa() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("kernel path:"));
 }
+
+/// `--prompts-json`: the ragged batch (together) and one-by-one (alone)
+/// give every prompt the same tokens and the same per-step logits digest,
+/// and a prompt run on its own through `--prompt` (flat, unpaged cache)
+/// has that digest too.
+#[test]
+fn prompts_json_is_batch_invariant_from_outside() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let dir = tmpdir("prompts");
+    let file = dir.join("prompts.json");
+    let prompts = [
+        "The capital of France is",
+        "def fib(n):",
+        "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n",
+        "1, 2, 3, 4,",
+    ];
+    std::fs::write(&file, serde_json::to_string(&prompts).expect("json")).expect("write");
+    let run = |mode: &str| -> Vec<Value> {
+        let o = fak(&[
+            "generate",
+            "-m",
+            &m,
+            "--prompts-json",
+            file.to_str().expect("utf-8 path"),
+            "-n",
+            "8",
+            "--json",
+            "--logits-digest",
+            "--batch-mode",
+            mode,
+            "--block-size",
+            "4",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("json list");
+        v.as_array().expect("list").clone()
+    };
+    let together = run("together");
+    let alone = run("alone");
+    assert_eq!(together.len(), 4);
+    for (t, a) in together.iter().zip(&alone) {
+        assert_eq!(t["generated_ids"], a["generated_ids"]);
+        assert_eq!(t["logits_digest"], a["logits_digest"]);
+        assert_eq!(t["logits_digest"].as_str().map(str::len), Some(64));
+        assert!(t["text"].is_string() && t["prompt_ids"].is_array());
+    }
+    let o = fak(&[
+        "generate",
+        "-m",
+        &m,
+        "-p",
+        prompts[1],
+        "-n",
+        "8",
+        "--json",
+        "--logits-digest",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let single: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(single["logits_digest"], together[1]["logits_digest"]);
+    // A malformed list is one clean error line.
+    std::fs::write(&file, "{\"not\": \"a list\"}").expect("write");
+    let o = fak(&[
+        "generate",
+        "-m",
+        &m,
+        "--prompts-json",
+        file.to_str().expect("path"),
+    ]);
+    assert_clean_error(&o, "list of prompt strings");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fak bench batch` reports every batch size with the shared schema.
+#[test]
+fn bench_batch_json_has_the_shared_schema() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let o = fak(&[
+        "bench", "batch", "-m", &m, "--batch", "1,3", "--json", "-t", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-bench-batch/1");
+    assert_eq!(v["kv"], "paged");
+    let r = v["results"].as_array().expect("results");
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[1]["batch"], 3);
+    assert!(r[1]["decode_tok_s"].as_f64().expect("rate") > 0.0);
+}

@@ -1,6 +1,6 @@
 //! Single-sequence generation.
 
-use fak_model::{Batch, FlatKv, KvStore, LogitsWanted, Model, SeqId};
+use fak_model::{Batch, FlatKv, KvStore, LogitsWanted, Model, SeqId, Workspace};
 use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::sampling::{Sampler, SamplingParams};
@@ -53,6 +53,7 @@ pub struct Generation {
 /// One sequence with its own KV store.
 pub struct Sequence {
     kv: FlatKv,
+    ws: Workspace,
     tokens: Vec<u32>,
 }
 
@@ -63,6 +64,7 @@ impl Sequence {
     pub fn new(model: &Model, n_ctx: usize) -> Sequence {
         Sequence {
             kv: FlatKv::for_model(model.config(), n_ctx, 1),
+            ws: Workspace::new(),
             tokens: Vec::new(),
         }
     }
@@ -101,7 +103,7 @@ impl Sequence {
         let start = self.kv.seq_len(SEQ).map_err(fak_model::ModelError::from)?;
         let mut batch = Batch::new();
         batch.push_seq(SEQ, start as u32, ids, LogitsWanted::Yes);
-        let logits = model.forward(&batch, &mut self.kv)?;
+        let logits = model.forward_into(&batch, &mut self.kv, &mut self.ws)?;
         self.tokens.extend_from_slice(ids);
         Ok(logits.row(0).to_vec())
     }

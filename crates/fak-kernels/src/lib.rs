@@ -39,8 +39,11 @@ mod dispatch;
 mod dot;
 mod dot_k;
 mod error;
+
 pub mod fp;
+pub mod gemm;
 pub mod isa;
+pub mod ops;
 pub mod pool;
 mod quant;
 mod quant_k;
@@ -68,4 +71,7 @@ pub use dispatch::{
 pub use dot::{can_vec_dot, vec_dot_type};
 pub use error::{KernelError, Op, Operand};
 pub use isa::{detected_isa_features, isa, parse_isa, Isa};
-pub use quant::{can_quantize, quantize_row, quantize_row_to_vec, quantize_row_with_isa};
+pub use quant::{
+    can_quantize, quantize_acts, quantize_acts_with_isa, quantize_row, quantize_row_to_vec,
+    quantize_row_with_isa,
+};

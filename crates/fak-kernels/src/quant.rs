@@ -56,7 +56,7 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 /// if `src.len()` is not a whole number of blocks; [`KernelError::Length`]
 /// if `dst` is not exactly one row.
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
-    quantize_with(isa(), ty, src, dst)
+    quantize_with(isa(), ty, src, dst, Flavor::Reference)
 }
 
 /// [`quantize_row`] on the kernels of a given `isa` instead of [`isa()`].
@@ -77,11 +77,81 @@ pub fn quantize_row_with_isa(
     if !isa.is_available() {
         return Err(KernelError::IsaUnavailable { isa });
     }
-    quantize_with(isa, ty, src, dst)
+    quantize_with(isa, ty, src, dst, Flavor::Reference)
+}
+
+/// Quantizes a row of activations into a dot-product format the way
+/// llama.cpp's CPU backend does at run time (its `from_float`), which for
+/// Q8_0 and Q8_1 is not the reference quantizer of [`quantize_row`]:
+///
+/// ```text
+///   reference (quantize_row):  id = 1 / (amax / 127),  q = round(x·id)   ties away from 0
+///   run time  (this):          id = 127 / amax,        q = rint(x·id)    ties to even
+/// ```
+///
+/// Matching it keeps fak's matrix-product inputs identical to llama.cpp's.
+/// Other types (Q8_K, F16, ...) quantize exactly as [`quantize_row`]. The
+/// result is the same bits on every ISA (scalar twin and AVX2 twin agree;
+/// blocks holding a NaN take the scalar path).
+///
+/// * `src`: `[n]` f32; `dst`: exactly `ty.row_bytes(n)` bytes.
+///
+/// # Errors
+///
+/// As [`quantize_row`].
+pub fn quantize_acts(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+    quantize_acts_with_isa(isa(), ty, src, dst)
+}
+
+/// [`quantize_acts`] on the kernels of a given `isa` (the output does not
+/// depend on it; this exists to test exactly that).
+///
+/// # Errors
+///
+/// [`KernelError::IsaUnavailable`] if this CPU cannot run `isa`; otherwise
+/// as [`quantize_row`].
+pub fn quantize_acts_with_isa(
+    isa: Isa,
+    ty: GgmlType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    if !isa.is_available() {
+        return Err(KernelError::IsaUnavailable { isa });
+    }
+    quantize_with(isa, ty, src, dst, Flavor::Runtime)
+}
+
+/// Runtime activation body (see [`quantize_acts`]): the scale and the
+/// quants `rint(x · 127 / amax)`.
+#[inline]
+fn quant_8bit_acts(isa: Isa, x: &[f32; 32]) -> (f32, [i8; 32]) {
+    if let Some(simd) = simd::quant_8bit_acts(isa, x) {
+        return simd;
+    }
+    let amax = absmax(x);
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    (d, x.map(|v| c_trunc_to_i8((v * id).round_ties_even())))
+}
+
+/// Which Q8_0/Q8_1 quantizer runs (the other types have one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    /// ggml's reference quantizer (files, `quantize_row`).
+    Reference,
+    /// llama.cpp's CPU run-time activation quantizer (`quantize_acts`).
+    Runtime,
 }
 
 /// Shared body of the quantize entry points.
-fn quantize_with(isa: Isa, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+fn quantize_with(
+    isa: Isa,
+    ty: GgmlType,
+    src: &[f32],
+    dst: &mut [u8],
+    flavor: Flavor,
+) -> Result<(), KernelError> {
     if !can_quantize(ty) {
         return Err(KernelError::Unsupported {
             op: Op::Quantize,
@@ -102,8 +172,8 @@ fn quantize_with(isa: Isa, ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<
         GgmlType::Q4_1 => each_block(src, dst, |x| quant_q4_1(x).to_bytes()),
         GgmlType::Q5_0 => each_block(src, dst, |x| quant_q5_0(x).to_bytes()),
         GgmlType::Q5_1 => each_block(src, dst, |x| quant_q5_1(x).to_bytes()),
-        GgmlType::Q8_0 => each_block(src, dst, |x| quant_q8_0(isa, x).to_bytes()),
-        GgmlType::Q8_1 => each_block(src, dst, |x| quant_q8_1(isa, x).to_bytes()),
+        GgmlType::Q8_0 => each_block(src, dst, |x| quant_q8_0(isa, x, flavor).to_bytes()),
+        GgmlType::Q8_1 => each_block(src, dst, |x| quant_q8_1(isa, x, flavor).to_bytes()),
         GgmlType::Q4_K => each_block(src, dst, |x| quant_k::quant_q4_k(x).to_bytes()),
         GgmlType::Q5_K => each_block(src, dst, |x| quant_k::quant_q5_k(x).to_bytes()),
         GgmlType::Q6_K => each_block(src, dst, |x| quant_k::quant_q6_k(x).to_bytes()),
@@ -301,9 +371,18 @@ fn quant_8bit(isa: Isa, x: &[f32; 32]) -> (f32, [i8; 32]) {
     (d, x.map(|v| c_trunc_to_i8((v * id).round())))
 }
 
+/// The Q8_0/Q8_1 body of `flavor`.
+#[inline]
+fn quant_8bit_of(isa: Isa, x: &[f32; 32], flavor: Flavor) -> (f32, [i8; 32]) {
+    match flavor {
+        Flavor::Reference => quant_8bit(isa, x),
+        Flavor::Runtime => quant_8bit_acts(isa, x),
+    }
+}
+
 /// Quantizes one Q8_0 block of 32 values (`x`, element order).
-fn quant_q8_0(isa: Isa, x: &[f32; 32]) -> BlockQ8_0 {
-    let (d, qs) = quant_8bit(isa, x);
+fn quant_q8_0(isa: Isa, x: &[f32; 32], flavor: Flavor) -> BlockQ8_0 {
+    let (d, qs) = quant_8bit_of(isa, x, flavor);
     BlockQ8_0 {
         d: f32_to_f16(d),
         qs,
@@ -311,8 +390,8 @@ fn quant_q8_0(isa: Isa, x: &[f32; 32]) -> BlockQ8_0 {
 }
 
 /// Quantizes one Q8_1 block of 32 values (`x`, element order).
-fn quant_q8_1(isa: Isa, x: &[f32; 32]) -> BlockQ8_1 {
-    let (d, qs) = quant_8bit(isa, x);
+fn quant_q8_1(isa: Isa, x: &[f32; 32], flavor: Flavor) -> BlockQ8_1 {
+    let (d, qs) = quant_8bit_of(isa, x, flavor);
     let sum: i32 = qs.iter().map(|&q| i32::from(q)).sum();
     BlockQ8_1 {
         d: f32_to_f16(d),
@@ -356,14 +435,14 @@ mod tests {
         x[1] = 2.5;
         x[2] = -2.5;
         x[3] = 0.5;
-        let b = quant_q8_0(Isa::Scalar, &x);
+        let b = quant_q8_0(Isa::Scalar, &x, Flavor::Reference);
         assert_eq!(&b.qs[..4], &[127, 3, -3, 1]);
     }
 
     #[test]
     fn q8_1_sum_field() {
         let x: [f32; 32] = std::array::from_fn(|i| i as f32 - 10.0);
-        let b = quant_q8_1(Isa::Scalar, &x);
+        let b = quant_q8_1(Isa::Scalar, &x, Flavor::Reference);
         let d = crate::fp::f16_to_f32(b.d);
         let sum: i32 = b.qs.iter().map(|&q| i32::from(q)).sum();
         assert_eq!(b.s, f32_to_f16(sum as f32 * (21.0 / 127.0)));

@@ -13,9 +13,9 @@
 //! logits = (rms_norm(x) · output_norm)·Woutᵀ              only for tokens that asked
 //! ```
 
-use std::collections::BTreeMap;
-
-use fak_kernels::fp::f16_to_f32;
+use fak_kernels::ops as kops;
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::ModelError;
@@ -25,7 +25,7 @@ use crate::ops;
 use crate::weights::Model;
 
 /// Logits for the tokens of a batch that asked for them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Logits {
     /// Vocabulary size (row length).
     pub n_vocab: usize,
@@ -45,6 +45,74 @@ impl Logits {
     pub fn for_batch_token(&self, b: usize) -> Option<&[f32]> {
         self.batch_index.binary_search(&b).ok().map(|i| self.row(i))
     }
+}
+
+/// Reusable buffers of [`Model::forward_into`]; they grow to the largest
+/// batch seen and are kept.
+pub struct Workspace {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    normed: Vec<f32>,
+    scores: Vec<f32>,
+    rope_cache: Vec<(f32, f32)>,
+    ends: Vec<(SeqId, usize)>,
+    acts: QuantActs,
+    logits: Logits,
+}
+
+impl Default for Workspace {
+    fn default() -> Workspace {
+        Workspace {
+            x: Vec::new(),
+            h: Vec::new(),
+            q: Vec::new(),
+            k: Vec::new(),
+            v: Vec::new(),
+            attn: Vec::new(),
+            proj: Vec::new(),
+            gate: Vec::new(),
+            up: Vec::new(),
+            normed: Vec::new(),
+            scores: Vec::new(),
+            rope_cache: Vec::new(),
+            ends: Vec::new(),
+            acts: QuantActs::new(),
+            logits: Logits::default(),
+        }
+    }
+}
+
+impl Workspace {
+    /// Empty buffers.
+    pub fn new() -> Workspace {
+        Workspace::default()
+    }
+
+    /// The logits of the last pass.
+    pub fn logits(&self) -> &Logits {
+        &self.logits
+    }
+
+    /// Moves the last pass's logits out (the buffer starts empty again).
+    pub fn take_logits(&mut self) -> Logits {
+        std::mem::take(&mut self.logits)
+    }
+}
+
+/// Initial capacity of the attention-score buffer (positions).
+const SCORES_MIN: usize = 4096;
+
+/// `buf` resized to `n` values (zeros where it grew), as a slice.
+fn sized(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    buf.resize(n, 0.0);
+    &mut buf[..n]
 }
 
 impl Model {
@@ -70,24 +138,60 @@ impl Model {
 
     /// Runs the batch through the model, writing its K/V into `kv`, and
     /// returns logits for the tokens with [`LogitsWanted::Yes`].
+    ///
+    /// Allocates its buffers on every call; loops that run many passes use
+    /// [`Model::forward_into`] with a [`Workspace`] instead.
     pub fn forward<K: KvStore + Sync>(
         &self,
         batch: &Batch,
         kv: &mut K,
     ) -> Result<Logits, ModelError> {
+        let mut ws = Workspace::new();
+        self.forward_into(batch, kv, &mut ws)?;
+        Ok(ws.take_logits())
+    }
+
+    /// [`Model::forward`] into the reusable buffers of `ws`: once `ws` has
+    /// seen a batch of this size, a pass makes no heap allocation (the
+    /// decode-step test counts them) except inside a [`KvStore`] that
+    /// allocates.
+    pub fn forward_into<'w, K: KvStore + Sync>(
+        &self,
+        batch: &Batch,
+        kv: &mut K,
+        ws: &'w mut Workspace,
+    ) -> Result<&'w Logits, ModelError> {
         let cfg = &self.cfg;
         let n = batch.len();
         let d = cfg.n_embd;
         let hd = cfg.head_dim;
         let q_dim = cfg.n_head * hd;
         let kv_dim = cfg.n_head_kv * hd;
-        let ends = self.check_batch(batch, kv)?;
-        for (&seq, &end) in &ends {
+        self.check_batch(batch, kv, &mut ws.ends)?;
+        for &(seq, end) in &ws.ends {
             kv.reserve(seq, end)?;
+        }
+        let x = sized(&mut ws.x, n * d);
+        let h = sized(&mut ws.h, n * d);
+        let q = sized(&mut ws.q, n * q_dim);
+        let k = sized(&mut ws.k, n * kv_dim);
+        let v = sized(&mut ws.v, n * kv_dim);
+        let attn = sized(&mut ws.attn, n * q_dim);
+        let proj = sized(&mut ws.proj, n * d);
+        let gate = sized(&mut ws.gate, n * cfg.n_ff);
+        let up = sized(&mut ws.up, n * cfg.n_ff);
+        let rope_cache = &mut ws.rope_cache;
+        rope_cache.resize(cfg.rope_dim / 2, (0.0, 0.0));
+        let acts = &mut ws.acts;
+        let scores = &mut ws.scores;
+        // Room for the longest context in the batch, at least SCORES_MIN and
+        // grown by doubling: decode steps reallocate only at powers of two.
+        let longest = ws.ends.iter().map(|e| e.1).max().unwrap_or(0);
+        if scores.capacity() < longest {
+            scores.reserve(longest.max(SCORES_MIN).next_power_of_two() - scores.len());
         }
 
         // Embeddings.
-        let mut x = vec![0.0f32; n * d];
         for (t, xt) in batch.tokens.iter().zip(x.chunks_exact_mut(d)) {
             let row = self.row(&self.tok_embd, t.token as usize);
             fak_kernels::dequantize_row(self.tok_embd.ty, row, xt).map_err(|source| {
@@ -98,43 +202,31 @@ impl Model {
             })?;
         }
 
-        let mut h = vec![0.0f32; n * d];
-        let mut q = vec![0.0f32; n * q_dim];
-        let mut k = vec![0.0f32; n * kv_dim];
-        let mut v = vec![0.0f32; n * kv_dim];
-        let mut attn = vec![0.0f32; n * q_dim];
-        let mut proj = vec![0.0f32; n * d];
-        let mut gate = vec![0.0f32; n * cfg.n_ff];
-        let mut up = vec![0.0f32; n * cfg.n_ff];
-        let mut acts = QuantActs::new();
-        let mut rope_cache = vec![(0.0f32, 0.0f32); cfg.rope_dim / 2];
-        let mut scores: Vec<f32> = Vec::new();
-
         for (li, layer) in self.layers.iter().enumerate() {
             for (xt, ht) in x.chunks_exact(d).zip(h.chunks_exact_mut(d)) {
-                ops::rms_norm(xt, &layer.attn_norm, cfg.rms_eps, ht);
+                kops::rms_norm(xt, &layer.attn_norm, cfg.rms_eps, ht);
             }
-            acts.quantize(layer.wq.ty, &h, d, &layer.wq.name)?;
-            self.matmul_q(&layer.wq, &acts, &mut q)?;
+            acts.quantize(layer.wq.ty, h, d, &layer.wq.name)?;
+            self.matmul_q(&layer.wq, acts, q)?;
             if layer.wk.ty != layer.wq.ty {
-                acts.quantize(layer.wk.ty, &h, d, &layer.wk.name)?;
+                acts.quantize(layer.wk.ty, h, d, &layer.wk.name)?;
             }
-            self.matmul_q(&layer.wk, &acts, &mut k)?;
+            self.matmul_q(&layer.wk, acts, k)?;
             if layer.wv.ty != layer.wk.ty {
-                acts.quantize(layer.wv.ty, &h, d, &layer.wv.name)?;
+                acts.quantize(layer.wv.ty, h, d, &layer.wv.name)?;
             }
-            self.matmul_q(&layer.wv, &acts, &mut v)?;
-            add_bias(&mut q, layer.bq.as_deref());
-            add_bias(&mut k, layer.bk.as_deref());
-            add_bias(&mut v, layer.bv.as_deref());
+            self.matmul_q(&layer.wv, acts, v)?;
+            add_bias(q, layer.bq.as_deref());
+            add_bias(k, layer.bk.as_deref());
+            add_bias(v, layer.bv.as_deref());
 
             for (ti, t) in batch.tokens.iter().enumerate() {
-                ops::rope_angles(t.pos, cfg.rope_theta, cfg.rope_dim, &mut rope_cache);
+                ops::rope_angles(t.pos, cfg.rope_theta, cfg.rope_dim, rope_cache);
                 for head in q[ti * q_dim..(ti + 1) * q_dim].chunks_exact_mut(hd) {
-                    ops::rope_head(head, &rope_cache, cfg.rope_dim, cfg.rope_style);
+                    ops::rope_head(head, rope_cache, cfg.rope_dim, cfg.rope_style);
                 }
                 for head in k[ti * kv_dim..(ti + 1) * kv_dim].chunks_exact_mut(hd) {
-                    ops::rope_head(head, &rope_cache, cfg.rope_dim, cfg.rope_style);
+                    ops::rope_head(head, rope_cache, cfg.rope_dim, cfg.rope_style);
                 }
                 kv.write(
                     li,
@@ -149,7 +241,7 @@ impl Model {
             // threads. Each token's computation is the same whichever thread
             // runs it, so results stay bit-identical and batch-invariant.
             let kv_view: &K = kv;
-            let q_all = &q;
+            let q_all: &[f32] = q;
             if n == 1 {
                 let t = &batch.tokens[0];
                 self.attend(
@@ -158,11 +250,11 @@ impl Model {
                     t.pos as usize,
                     &q[..q_dim],
                     kv_view,
-                    &mut scores,
+                    scores,
                     &mut attn[..q_dim],
                 );
             } else {
-                self.pool.run_chunks_mut(&mut attn, q_dim, |ti, out| {
+                self.pool.run_chunks_mut(attn, q_dim, |ti, out| {
                     let t = &batch.tokens[ti];
                     let mut scores = Vec::with_capacity(t.pos as usize + 1);
                     self.attend(
@@ -176,62 +268,63 @@ impl Model {
                     );
                 })?;
             }
-            acts.quantize(layer.wo.ty, &attn, q_dim, &layer.wo.name)?;
-            self.matmul_q(&layer.wo, &acts, &mut proj)?;
-            ops::add_assign(&mut x, &proj);
+            acts.quantize(layer.wo.ty, attn, q_dim, &layer.wo.name)?;
+            self.matmul_q(&layer.wo, acts, proj)?;
+            kops::add_assign(x, proj);
 
             for (xt, ht) in x.chunks_exact(d).zip(h.chunks_exact_mut(d)) {
-                ops::rms_norm(xt, &layer.ffn_norm, cfg.rms_eps, ht);
+                kops::rms_norm(xt, &layer.ffn_norm, cfg.rms_eps, ht);
             }
-            acts.quantize(layer.w_gate.ty, &h, d, &layer.w_gate.name)?;
-            self.matmul_q(&layer.w_gate, &acts, &mut gate)?;
+            acts.quantize(layer.w_gate.ty, h, d, &layer.w_gate.name)?;
+            self.matmul_q(&layer.w_gate, acts, gate)?;
             if layer.w_up.ty != layer.w_gate.ty {
-                acts.quantize(layer.w_up.ty, &h, d, &layer.w_up.name)?;
+                acts.quantize(layer.w_up.ty, h, d, &layer.w_up.name)?;
             }
-            self.matmul_q(&layer.w_up, &acts, &mut up)?;
-            ops::swiglu(&mut gate, &up);
-            acts.quantize(layer.w_down.ty, &gate, cfg.n_ff, &layer.w_down.name)?;
-            self.matmul_q(&layer.w_down, &acts, &mut proj)?;
-            ops::add_assign(&mut x, &proj);
+            self.matmul_q(&layer.w_up, acts, up)?;
+            kops::swiglu(gate, up);
+            acts.quantize(layer.w_down.ty, gate, cfg.n_ff, &layer.w_down.name)?;
+            self.matmul_q(&layer.w_down, acts, proj)?;
+            kops::add_assign(x, proj);
         }
-        for (&seq, &end) in &ends {
+        for &(seq, end) in &ws.ends {
             kv.commit(seq, end)?;
         }
 
         // Output for the tokens that asked.
-        let batch_index: Vec<usize> = batch
-            .tokens
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.logits == LogitsWanted::Yes)
-            .map(|(i, _)| i)
-            .collect();
-        let n_out = batch_index.len();
-        let mut normed = vec![0.0f32; n_out * d];
-        for (&bi, ht) in batch_index.iter().zip(normed.chunks_exact_mut(d)) {
-            ops::rms_norm(&x[bi * d..(bi + 1) * d], &self.output_norm, cfg.rms_eps, ht);
+        let out = &mut ws.logits;
+        out.batch_index.clear();
+        out.batch_index.extend(
+            batch
+                .tokens
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.logits == LogitsWanted::Yes)
+                .map(|(i, _)| i),
+        );
+        let n_out = out.batch_index.len();
+        let normed = sized(&mut ws.normed, n_out * d);
+        for (&bi, ht) in out.batch_index.iter().zip(normed.chunks_exact_mut(d)) {
+            kops::rms_norm(&x[bi * d..(bi + 1) * d], &self.output_norm, cfg.rms_eps, ht);
         }
-        let mut data = vec![0.0f32; n_out * self.output.n_out];
+        out.n_vocab = self.output.n_out;
+        let data = sized(&mut out.data, n_out * self.output.n_out);
         if n_out > 0 {
-            acts.quantize(self.output.ty, &normed, d, &self.output.name)?;
-            self.matmul_q(&self.output, &acts, &mut data)?;
+            acts.quantize(self.output.ty, normed, d, &self.output.name)?;
+            self.matmul_q(&self.output, acts, data)?;
         }
-        Ok(Logits {
-            n_vocab: self.output.n_out,
-            batch_index,
-            data,
-        })
+        Ok(&ws.logits)
     }
 
-    /// Checks token ids and positions; returns each sequence's length after
-    /// the batch.
+    /// Checks token ids and positions; fills `ends` with each sequence's
+    /// length after the batch, sorted by sequence.
     fn check_batch<K: KvStore>(
         &self,
         batch: &Batch,
         kv: &K,
-    ) -> Result<BTreeMap<SeqId, usize>, ModelError> {
+        ends: &mut Vec<(SeqId, usize)>,
+    ) -> Result<(), ModelError> {
         let n_vocab = self.tok_embd.n_out;
-        let mut next: BTreeMap<SeqId, usize> = BTreeMap::new();
+        ends.clear();
         for (i, t) in batch.tokens.iter().enumerate() {
             if t.token as usize >= n_vocab {
                 return Err(ModelError::Batch(format!(
@@ -239,9 +332,10 @@ impl Model {
                     t.token
                 )));
             }
-            let expect = match next.get(&t.seq) {
-                Some(&p) => p,
-                None => kv.seq_len(t.seq)?,
+            let slot = ends.binary_search_by_key(&t.seq, |e| e.0);
+            let expect = match slot {
+                Ok(j) => ends[j].1,
+                Err(_) => kv.seq_len(t.seq)?,
             };
             if t.pos as usize != expect {
                 return Err(ModelError::Batch(format!(
@@ -249,9 +343,12 @@ impl Model {
                     t.seq.0, t.pos
                 )));
             }
-            next.insert(t.seq, expect + 1);
+            match slot {
+                Ok(j) => ends[j].1 = expect + 1,
+                Err(j) => ends.insert(j, (t.seq, expect + 1)),
+            }
         }
-        Ok(next)
+        Ok(())
     }
 
     /// Attention of one token over its sequence's positions `0..=pos`.
@@ -270,37 +367,60 @@ impl Model {
     ) {
         let cfg = &self.cfg;
         let hd = cfg.head_dim;
+        let kv_dim = cfg.n_head_kv * hd;
         let group = cfg.n_head / cfg.n_head_kv;
         let scale = 1.0f32 / (hd as f32).sqrt();
-        scores.resize(pos + 1, 0.0);
+        let end = pos + 1;
+        scores.resize(end, 0.0);
         for h in 0..cfg.n_head {
             let kvh = h / group;
             let qh = &q[h * hd..(h + 1) * hd];
-            for (p, s) in scores.iter_mut().enumerate() {
-                let kr = &kv.k_row(layer, seq, p)[kvh * hd..(kvh + 1) * hd];
-                let mut acc = 0.0f32;
-                for (a, b) in qh.iter().zip(kr) {
-                    acc += a * f16_to_f32(b.to_bits());
+            // Scores, one position at a time, walking the store's runs.
+            let mut p = 0;
+            while p < end {
+                let run = kv.k_run(layer, seq, p, end);
+                let m = run.len() / kv_dim;
+                if m == 0 {
+                    break;
                 }
-                *s = acc * scale;
+                let k: &[u16] = run.reinterpret_cast();
+                let out = &mut scores[p..p + m];
+                kops::dot_f32_f16_rows(qh, &k[kvh * hd..], kv_dim, m, out);
+                for s in out.iter_mut() {
+                    *s *= scale;
+                }
+                p += m;
             }
-            ops::softmax(scores);
+            kops::softmax(scores);
             let oh = &mut out[h * hd..(h + 1) * hd];
             oh.fill(0.0);
-            for (p, &w) in scores.iter().enumerate() {
-                let vr = &kv.v_row(layer, seq, p)[kvh * hd..(kvh + 1) * hd];
-                for (o, b) in oh.iter_mut().zip(vr) {
-                    *o += w * f16_to_f32(b.to_bits());
+            let mut p = 0;
+            while p < end {
+                let run = kv.v_run(layer, seq, p, end);
+                let m = run.len() / kv_dim;
+                if m == 0 {
+                    break;
                 }
+                for (&w, row) in scores[p..p + m].iter().zip(run.chunks_exact(kv_dim)) {
+                    attn_axpy(w, &row[kvh * hd..(kvh + 1) * hd], oh);
+                }
+                p += m;
             }
         }
     }
 }
 
+/// `out[i] += w · v[i]` (`v`, `out`: `[head_dim]`); bit-identical on
+/// every ISA, like the scores.
+#[inline]
+fn attn_axpy(w: f32, v: &[f16], out: &mut [f32]) {
+    kops::axpy_f16(w, v.reinterpret_cast(), out)
+}
+
 fn add_bias(x: &mut [f32], b: Option<&[f32]>) {
     if let Some(b) = b {
         for row in x.chunks_exact_mut(b.len()) {
-            ops::add_assign(row, b);
+            kops::add_assign(row, b);
         }
     }
 }

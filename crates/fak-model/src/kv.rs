@@ -28,6 +28,9 @@ pub enum KvError {
     /// The row width does not match the store's layout.
     #[error("row of {got} values does not match the KV width {want}")]
     Width { got: usize, want: usize },
+    /// A paged store has no free block left for the new positions.
+    #[error("KV cache is full: {needed} more blocks needed, {available} available")]
+    OutOfBlocks { needed: usize, available: usize },
 }
 
 /// Storage for keys and values, addressed by (layer, sequence, position).
@@ -61,6 +64,24 @@ pub trait KvStore {
 
     /// The V row (`[n_head_kv * head_dim]`, f16) at `pos`.
     fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16];
+
+    /// The longest run of K rows stored contiguously from `pos` on, at most
+    /// up to position `end` (exclusive, `end > pos`): `[m, n_head_kv *
+    /// head_dim]` with `1 <= m <= end - pos`, position-major.
+    ///
+    /// Attention walks a sequence run by run; a paged store returns up to
+    /// the end of `pos`'s block, a flat store everything up to `end`. Which
+    /// runs a walk sees never changes what is computed per position.
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        let _ = end;
+        self.k_row(layer, seq, pos)
+    }
+
+    /// Like [`KvStore::k_run`], for V rows.
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        let _ = end;
+        self.v_row(layer, seq, pos)
+    }
 }
 
 /// A contiguous KV store: `n_seq` sequences of up to `n_ctx` positions each,
@@ -206,5 +227,17 @@ impl KvStore for FlatKv {
     fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
         let o = self.offset(layer, seq.0 as usize, pos);
         &self.v[o..o + self.n_kv_dim]
+    }
+
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        let o = self.offset(layer, seq.0 as usize, pos);
+        let m = end.min(self.n_ctx).saturating_sub(pos).max(1);
+        &self.k[o..o + m * self.n_kv_dim]
+    }
+
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        let o = self.offset(layer, seq.0 as usize, pos);
+        let m = end.min(self.n_ctx).saturating_sub(pos).max(1);
+        &self.v[o..o + m * self.n_kv_dim]
     }
 }

@@ -32,6 +32,7 @@ mod weights;
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
 pub use error::ModelError;
 pub use fak_gguf::model::{Arch, ModelConfig, RopeStyle};
-pub use forward::Logits;
+pub use forward::{Logits, Workspace};
 pub use kv::{FlatKv, KvError, KvStore};
+pub use ops::rope_shift_back;
 pub use weights::{Model, Weight};

@@ -2,18 +2,20 @@
 //!
 //! The activations `X` (`[n_tok, n_in]`, f32, row-major) are first quantized
 //! row by row into the weight type's dot-product format
-//! ([`fak_kernels::vec_dot_type`]), as ggml does. Then every output element
-//! is one [`fak_kernels::vec_dot`] of a weight row with an activation row.
-//! The threads of the model's persistent pool
-//! ([`fak_kernels::pool::ThreadPool`]) split the weight rows; each element is always computed by the same
-//! dot product in the same order, so results do not depend on the thread
-//! count or on which other tokens are in the batch.
+//! ([`fak_kernels::vec_dot_type`]), as ggml does. The threads of the
+//! model's persistent pool ([`fak_kernels::pool::ThreadPool`]) split the
+//! weight rows into chunks of whole register tiles; each chunk is one
+//! [`fak_kernels::gemm::gemm`] call over all tokens. Every output element is
+//! bit-identical to one [`fak_kernels::vec_dot`] of its weight and token
+//! rows (the tiles and `vec_dot` share one per-element accumulation), so
+//! results depend neither on the thread count nor on which other tokens
+//! are in the batch.
 //!
 //! ```text
-//!            W rows (n_out) split across threads
+//!            W rows (n_out) split across threads, ROW_TILE-aligned
 //!          ┌────────┬────────┐
 //!  X rows  │ thread0│ thread1│   Y[t, j] = dot(W[j, :], X[t, :])
-//!  (n_tok) │        │        │
+//!  (n_tok) │  gemm  │  gemm  │
 //!          └────────┴────────┘
 //! ```
 
@@ -26,6 +28,10 @@ use crate::weights::{Model, Weight};
 
 /// Work (in multiply-adds) below which a product runs on the calling thread.
 const PARALLEL_MIN_WORK: usize = 1 << 18;
+
+/// Thread chunks are whole multiples of this many weight rows (the gemm
+/// register tile height), so no chunk ends in a narrower remainder tile.
+const ROW_TILE: usize = 4;
 
 /// Activations quantized once for a given dot-product type.
 pub(crate) struct QuantActs {
@@ -67,7 +73,7 @@ impl QuantActs {
             .chunks_exact(n_in)
             .zip(self.data.chunks_exact_mut(row_bytes))
         {
-            fak_kernels::quantize_row(ty, src, dst).map_err(|source| ModelError::Kernel {
+            fak_kernels::quantize_acts(ty, src, dst).map_err(|source| ModelError::Kernel {
                 tensor: name.to_string(),
                 source,
             })?;
@@ -82,6 +88,7 @@ impl QuantActs {
         self.data.len().checked_div(self.row_bytes).unwrap_or(0)
     }
 
+    #[cfg(test)]
     fn row(&self, t: usize) -> &[u8] {
         &self.data[t * self.row_bytes..(t + 1) * self.row_bytes]
     }
@@ -91,9 +98,11 @@ impl Model {
     /// `out[t, j] = Σ_i x[t, i] · W[j, i]` where `x` was quantized into `acts`
     /// for `w`'s type. `out` is `[n_tok, w.n_out]`, row-major.
     ///
-    /// Runs on the model's persistent pool: thread `k` computes the weight
-    /// rows of chunk `k` into a disjoint part of a `[n_out, n_tok]` column
-    /// buffer (for one token that buffer *is* `out`, so nothing is copied).
+    /// On one thread, a single [`fak_kernels::gemm::gemm`] writes `out`
+    /// directly. On the pool, chunk `k` (weight rows `k·R..(k+1)·R`) is
+    /// computed into its own disjoint part of a scratch buffer, laid out
+    /// `[n_tok, R]`, and then copied into its columns of `out` (for one
+    /// token the scratch *is* `out`, so nothing is copied).
     pub(crate) fn matmul_q(
         &self,
         w: &Weight,
@@ -120,71 +129,91 @@ impl Model {
         } else {
             self.pool.n_threads().clamp(1, w.n_out)
         };
-        // With one token, `[n_out, 1]` and `[1, n_out]` are the same layout.
-        let mut col_buf = Vec::new();
-        let col: &mut [f32] = if n_tok == 1 {
-            out
-        } else {
-            col_buf.resize(n_tok * w.n_out, 0.0f32);
-            &mut col_buf
-        };
         if threads == 1 {
-            self.matmul_rows(w, acts, 0, col)?;
+            return self.matmul_rows(w, acts, 0, out, w.n_out);
+        }
+        let rows_per_chunk = w.n_out.div_ceil(threads).next_multiple_of(ROW_TILE);
+        // Chunk `c` covers rows `c·rows_per_chunk..` and is `[n_tok, rows]`
+        // (stride `rows`); with one token that is exactly `out`'s layout.
+        let mut scratch = Vec::new();
+        let buf: &mut [f32] = if n_tok == 1 {
+            &mut *out
         } else {
-            let rows_per_chunk = w.n_out.div_ceil(threads);
-            let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
-            self.pool
-                .run_chunks_mut(col, rows_per_chunk * n_tok, |c, chunk| {
-                    if let Err(e) = self.matmul_rows(w, acts, c * rows_per_chunk, chunk) {
-                        let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
-                        slot.get_or_insert(e);
-                    }
-                })?;
-            if let Some(e) = first_err
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner)
-            {
-                return Err(e);
-            }
+            scratch.resize(n_tok * w.n_out, 0.0f32);
+            &mut scratch
+        };
+        let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+        self.pool
+            .run_chunks_mut(buf, rows_per_chunk * n_tok, |c, chunk| {
+                let rows = chunk.len() / n_tok;
+                if let Err(e) = self.matmul_rows(w, acts, c * rows_per_chunk, chunk, rows) {
+                    let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
+                    slot.get_or_insert(e);
+                }
+            })?;
+        if let Some(e) = first_err
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(e);
         }
         if n_tok > 1 {
-            scatter(&col_buf, n_tok, out);
+            gather(&scratch, rows_per_chunk, n_tok, out);
         }
         Ok(())
     }
 
-    /// Computes weight rows `lo..lo + col.len() / n_tok` for all tokens into
-    /// `col` (`[rows, n_tok]`, weight-row-major).
+    /// Computes weight rows `lo..lo + rows` for all tokens into `dst`
+    /// (`[n_tok, stride]`, token-row-major; row `lo + j` of token `t` lands
+    /// at `dst[t * stride + j]`) with one gemm call.
     fn matmul_rows(
         &self,
         w: &Weight,
         acts: &QuantActs,
         lo: usize,
-        col: &mut [f32],
+        dst: &mut [f32],
+        stride: usize,
     ) -> Result<(), ModelError> {
-        let n_tok = acts.n_tok();
-        for (j, col_row) in (lo..).zip(col.chunks_exact_mut(n_tok)) {
-            let wrow = self.row(w, j);
-            for (t, y) in col_row.iter_mut().enumerate() {
-                *y = fak_kernels::vec_dot(w.ty, w.n_in, wrow, acts.row(t)).map_err(|source| {
-                    ModelError::Kernel {
-                        tensor: w.name.clone(),
-                        source,
-                    }
-                })?;
-            }
-        }
-        Ok(())
+        let rows = stride.min(w.n_out.saturating_sub(lo));
+        let wrows = self
+            .matrix_bytes(w)
+            .get(lo * w.row_bytes()..(lo + rows) * w.row_bytes())
+            .ok_or_else(|| {
+                ModelError::Batch(format!(
+                    "matmul '{}': weight rows {lo}..{} are outside the tensor",
+                    w.name,
+                    lo + rows
+                ))
+            })?;
+        fak_kernels::gemm::gemm(
+            w.ty,
+            w.n_in,
+            wrows,
+            rows,
+            &acts.data,
+            acts.n_tok(),
+            dst,
+            stride,
+        )
+        .map_err(|source| ModelError::Kernel {
+            tensor: w.name.clone(),
+            source,
+        })
     }
 }
 
-/// Transposes `col` (`[n_out, n_tok]`, weight-row-major) into `out`
-/// (`[n_tok, n_out]`, token-row-major); both hold `n_tok * n_out` values.
-fn scatter(col: &[f32], n_tok: usize, out: &mut [f32]) {
-    for (j, col_row) in col.chunks_exact(n_tok).enumerate() {
-        for (out_row, &y) in out.chunks_exact_mut(col.len() / n_tok).zip(col_row) {
-            if let Some(o) = out_row.get_mut(j) {
-                *o = y;
+/// Copies the chunks of `scratch` into `out` (`[n_tok, n_out]`,
+/// token-row-major, `n_out = out.len() / n_tok`): chunk `c` starts at
+/// `c · rows_per_chunk · n_tok`, holds weight rows `c · rows_per_chunk ..`
+/// (`rows` of them, the last chunk may be shorter) and is `[n_tok, rows]`.
+fn gather(scratch: &[f32], rows_per_chunk: usize, n_tok: usize, out: &mut [f32]) {
+    let n_out = out.len() / n_tok;
+    for (c, chunk) in scratch.chunks(rows_per_chunk * n_tok).enumerate() {
+        let rows = chunk.len() / n_tok;
+        let lo = c * rows_per_chunk;
+        for (src, dst) in chunk.chunks_exact(rows).zip(out.chunks_exact_mut(n_out)) {
+            if let Some(d) = dst.get_mut(lo..lo + rows) {
+                d.copy_from_slice(src);
             }
         }
     }

@@ -1,20 +1,12 @@
-//! Element-wise and row-wise operations of the forward pass (scalar).
+//! RoPE for the forward pass (scalar). The other row operations (RMSNorm,
+//! softmax, SwiGLU, residual adds, attention dots) are vectorized in
+//! [`fak_kernels::ops`].
 //!
 //! The arithmetic mirrors ggml's CPU reference closely (sums of squares in
 //! f64, RoPE angles by repeated multiplication) so that logits stay close to
 //! llama.cpp's.
 
 use fak_gguf::model::RopeStyle;
-
-/// RMSNorm of `x` (`[n]`) scaled by `w` (`[n]`), written to `out` (`[n]`).
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
-    let mean = (sum / x.len() as f64) as f32;
-    let scale = 1.0f32 / (mean + eps).sqrt();
-    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = (v * scale) * g;
-    }
-}
 
 /// Rotation angles for one position.
 ///
@@ -57,32 +49,19 @@ pub fn rope_head(head: &mut [f32], cache: &[(f32, f32)], rope_dim: usize, style:
     }
 }
 
-/// In-place softmax of `x` (`[n]`).
-pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f64;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v as f64;
+/// Moves an already roped key row back by `delta` positions: rotates every
+/// head of `k` (`[n_head_kv * head_dim]`, heads contiguous) by the angles of
+/// position `delta`, negated. Used by the approximate `shift` eviction,
+/// which re-ropes the keys after a removed span instead of recomputing
+/// them (the rows keep the removed span's influence).
+pub fn rope_shift_back(k: &mut [f32], head_dim: usize, cfg: &crate::ModelConfig, delta: u32) {
+    let mut cache = vec![(0.0f32, 0.0f32); cfg.rope_dim / 2];
+    rope_angles(delta, cfg.rope_theta, cfg.rope_dim, &mut cache);
+    for c in cache.iter_mut() {
+        c.1 = -c.1;
     }
-    let inv = (1.0 / sum) as f32;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
-}
-
-/// SwiGLU: `gate[i] = silu(gate[i]) * up[i]` (`[n]` each).
-pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let s = *g / (1.0 + (-*g).exp());
-        *g = s * u;
-    }
-}
-
-/// `x[i] += y[i]` (`[n]` each).
-pub fn add_assign(x: &mut [f32], y: &[f32]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
+    for head in k.chunks_exact_mut(head_dim.max(1)) {
+        rope_head(head, &cache, cfg.rope_dim, cfg.rope_style);
     }
 }
 
@@ -118,20 +97,38 @@ mod tests {
     }
 
     #[test]
-    fn softmax_sums_to_one() {
-        let mut x = vec![1.0, 2.0, 3.0, -100.0];
-        softmax(&mut x);
-        let s: f32 = x.iter().sum();
-        assert!((s - 1.0).abs() < 1e-6);
-        assert!(x[2] > x[1] && x[1] > x[0]);
-    }
-
-    #[test]
-    fn rms_norm_unit_weight() {
-        let x = [3.0f32, 4.0];
-        let mut out = [0.0; 2];
-        rms_norm(&x, &[1.0, 1.0], 0.0, &mut out);
-        let rms = (12.5f32).sqrt();
-        assert!((out[0] - 3.0 / rms).abs() < 1e-6);
+    fn rope_shift_back_moves_a_key_to_an_earlier_position() {
+        let cfg = crate::ModelConfig {
+            arch: fak_gguf::model::Arch::Llama,
+            n_vocab: 10,
+            n_embd: 16,
+            n_layer: 1,
+            n_head: 2,
+            n_head_kv: 2,
+            head_dim: 8,
+            n_ff: 32,
+            n_ctx_train: 128,
+            rope_theta: 10000.0,
+            rope_dim: 8,
+            rope_style: RopeStyle::Neox,
+            rms_eps: 1e-5,
+            tied_embeddings: true,
+            qkv_bias: false,
+        };
+        let orig: Vec<f32> = (0..16).map(|i| (i as f32 - 7.0) * 0.3).collect();
+        let at = |pos: u32| {
+            let mut cache = vec![(0.0, 0.0); 4];
+            rope_angles(pos, cfg.rope_theta, 8, &mut cache);
+            let mut h = orig.clone();
+            for head in h.chunks_exact_mut(8) {
+                rope_head(head, &cache, 8, cfg.rope_style);
+            }
+            h
+        };
+        let mut k = at(40);
+        rope_shift_back(&mut k, 8, &cfg, 15);
+        for (a, b) in k.iter().zip(at(25)) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
     }
 }

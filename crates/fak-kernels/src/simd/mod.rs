@@ -17,7 +17,11 @@
 //! the data, so a result is a function of (inputs, ISA) alone.
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(crate) mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod gemm_avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod ops_avx2;
 #[cfg(target_arch = "x86_64")]
 mod quant_avx2;
 
@@ -175,6 +179,19 @@ pub(crate) fn quant_8bit(isa: Isa, x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked that the CPU has AVX2.
         return unsafe { quant_avx2::quant_8bit(x) };
+    }
+    let _ = (isa, x);
+    None
+}
+
+/// SIMD body of the runtime activation quantizer (Q8_0/Q8_1): `(d,
+/// quants)` of the 32 values `x`, or `None` when `isa` has no twin or the
+/// block holds a NaN (the scalar code gives the same bits).
+pub(crate) fn quant_8bit_acts(isa: Isa, x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) {
+        // SAFETY: `avx2_ok` checked that the CPU has AVX2.
+        return unsafe { quant_avx2::quant_8bit_acts(x) };
     }
     let _ = (isa, x);
     None

@@ -117,6 +117,45 @@ pub(crate) unsafe fn quant_8bit(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
     Some((d, out))
 }
 
+/// AVX2 twin of the runtime activation quantizer's Q8_0/Q8_1 body
+/// (`quant::quant_8bit_acts`): `d = absmax / 127`, `id = 127 / absmax`
+/// (0 for an all-zero block), quants `x · id` rounded to nearest, ties to
+/// even. This is the arithmetic of llama.cpp's x86 `quantize_row_q8_0`.
+///
+/// Returns `None` if the block holds a NaN (the caller runs the scalar code).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn quant_8bit_acts(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
+    let v = [
+        load8::<0, 32>(x),
+        load8::<8, 32>(x),
+        load8::<16, 32>(x),
+        load8::<24, 32>(x),
+    ];
+    if v.iter().any(|&vi| has_nan(vi)) {
+        return None;
+    }
+    let amax = hmax_ps(_mm256_max_ps(
+        _mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
+        _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])),
+    ));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let idv = _mm256_set1_ps(id);
+    let q = v.map(|vi| {
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(vi, idv),
+        );
+        _mm256_cvttps_epi32(r)
+    });
+    let mut out = [0i8; 32];
+    store32::<0, 32>(&mut out, low_bytes(q[0], q[1], q[2], q[3]));
+    Some((d, out))
+}
+
 /// AVX2 twin of the Q8_K quant step (`quant_k::quant_q8_k` after the scale
 /// is known): `min(127, nearest_int(iscale · x)) as i8` for all 256 values.
 ///

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Agent-fleet benchmark of fak against llama.cpp on one model.
+#
+#   bench/fleet.sh MODEL THREADS PROFILE
+#
+# PROFILE is one of probe, interactive, long, bounded-long (see
+# bench/peers/workloads.py; every combination of the profile is run).
+# Builds fak (release), runs `fak bench fleet --json`, then
+# `bench/peers/llamacpp.py fleet` with the unified and the per-sequence KV
+# cache, all back to back (never concurrently) with the same thread count,
+# and prints the table of `bench/compare.py fleet` (fak / the faster
+# llama.cpp configuration per run). Reports are kept in $FAK_BENCH_OUT
+# (default ${TMPDIR:-/tmp}/fak-bench). The llama.cpp peer's interpreter is
+# chosen as described in bench/peers/common.py.
+set -euo pipefail
+
+if [[ $# -ne 3 ]]; then
+    echo "usage: $0 MODEL THREADS PROFILE" >&2
+    exit 2
+fi
+model=$1
+threads=$2
+profile=$3
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${FAK_BENCH_OUT:-${TMPDIR:-/tmp}/fak-bench}
+mkdir -p "$out"
+name=$(basename "$model" .gguf)
+fak_json="$out/fleet-$profile-fak-$name-t$threads.json"
+uni_json="$out/fleet-$profile-llamacpp-unified-$name-t$threads.json"
+per_json="$out/fleet-$profile-llamacpp-per-seq-$name-t$threads.json"
+
+cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
+fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
+"$fak" bench fleet --model "$model" --profile "$profile" --threads "$threads" --json >"$fak_json"
+python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
+    --kv unified --out "$uni_json"
+python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
+    --kv per-seq --out "$per_json"
+echo "reports: $fak_json $uni_json $per_json" >&2
+python3 "$root/bench/compare.py" fleet "$fak_json" "$uni_json" "$per_json"

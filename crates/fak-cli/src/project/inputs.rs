@@ -1,0 +1,353 @@
+//! The measured inputs of `fak project`: rates files from `fak bench model`
+//! (`fak-bench-single/1`), `fak bench batch` (`fak-bench-batch/1`) and
+//! `fak bench fleet` (`fak-bench-fleet/1`), or a brief in-process
+//! measurement when a kind of rates file is not given.
+//!
+//! ```text
+//!  in-process (only for what no --rates file supplies):
+//!    prefill   one warm-up forward of 256 LCG ids, then one timed forward
+//!              of the first n ids, n ∈ {16, 64, 256}, each into an empty cache
+//!    decode    B ∈ {1, 8, 32}: B prompts of 16 ids (untimed), then 8 timed
+//!              steps of B tokens through fak_engine::Sequences;
+//!              tok/s = 8·B / Σ step times
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use fak_engine::{Append, PagedKvConfig, PrefixCache, Sequences, Tenant};
+use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
+use serde::Deserialize;
+
+use super::calc::{DecodePoint, FleetPoint, Measured, ModelInfo, PrefillPoint, Source, Workload};
+use crate::bench::{sha256_file, LcgIds};
+
+/// Prefill length measured in-process.
+pub const MEASURE_PREFILL: usize = 256;
+/// Batch sizes measured in-process.
+pub const MEASURE_BATCHES: [usize; 3] = [1, 8, 32];
+/// Timed decode steps per batch size in-process.
+pub const MEASURE_STEPS: usize = 8;
+const MEASURE_PROMPT: usize = 16;
+
+#[derive(Deserialize)]
+struct Head {
+    schema: String,
+    model_sha256: String,
+    threads: usize,
+}
+
+#[derive(Deserialize)]
+struct Single {
+    prefill: Vec<PrefillPoint>,
+}
+
+#[derive(Deserialize)]
+struct BatchRow {
+    batch: usize,
+    status: String,
+    decode_tok_s: f64,
+}
+
+#[derive(Deserialize)]
+struct BatchFile {
+    results: Vec<BatchRow>,
+}
+
+#[derive(Deserialize)]
+struct FleetRow {
+    #[serde(flatten)]
+    shape: Workload,
+    agent_turns_per_s: f64,
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct FleetFile {
+    runs: Vec<FleetRow>,
+}
+
+/// The rates given on the command line, sorted by kind.
+#[derive(Default)]
+pub struct Rates {
+    pub prefill: Option<Measured<PrefillPoint>>,
+    pub decode: Option<Measured<DecodePoint>>,
+}
+
+fn read_json(path: &Path) -> anyhow::Result<(serde_json::Value, Head, Source)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let head: Head = serde_json::from_value(v.clone()).with_context(|| {
+        format!(
+            "{}: not a fak bench report (needs schema, model_sha256, threads)",
+            path.display()
+        )
+    })?;
+    let src = Source {
+        file: Some(path.display().to_string()),
+        sha256: Some(sha256_file(path)?),
+        schema: head.schema.clone(),
+        threads: head.threads,
+        how: String::new(),
+    };
+    Ok((v, head, src))
+}
+
+fn check_model(path: &Path, head: &Head, model: &ModelInfo) -> anyhow::Result<()> {
+    if head.model_sha256 != model.sha256 {
+        bail!(
+            "{} was measured on a model with sha256 {}, but {} has sha256 {}",
+            path.display(),
+            head.model_sha256,
+            model.file,
+            model.sha256
+        );
+    }
+    Ok(())
+}
+
+fn check_threads(path: &Path, head: &Head, threads: Option<usize>) -> anyhow::Result<()> {
+    match threads {
+        Some(t) if t != head.threads => bail!(
+            "{} was measured with {} threads, but --threads is {t}",
+            path.display(),
+            head.threads
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Reads `--rates` files: at most one `fak-bench-single/1` and one
+/// `fak-bench-batch/1`, each measured on `model` (same sha256) and, when
+/// `threads` is given, with that many threads.
+pub fn read_rates(
+    files: &[PathBuf],
+    model: &ModelInfo,
+    threads: Option<usize>,
+) -> anyhow::Result<Rates> {
+    let mut rates = Rates::default();
+    for path in files {
+        let (v, head, mut src) = read_json(path)?;
+        check_model(path, &head, model)?;
+        check_threads(path, &head, threads)?;
+        match head.schema.as_str() {
+            crate::bench::SCHEMA => {
+                if rates.prefill.is_some() {
+                    bail!("two fak-bench-single/1 rates files: give one");
+                }
+                let s: Single = serde_json::from_value(v)
+                    .with_context(|| format!("{}: reading prefill", path.display()))?;
+                src.how = "fak bench model: single-stream prefill, one forward of n LCG ids into an empty cache; median over reps".into();
+                rates.prefill = Some(Measured {
+                    source: src,
+                    points: s.prefill,
+                });
+            }
+            crate::bench_batch::SCHEMA => {
+                if rates.decode.is_some() {
+                    bail!("two fak-bench-batch/1 rates files: give one");
+                }
+                let b: BatchFile = serde_json::from_value(v)
+                    .with_context(|| format!("{}: reading results", path.display()))?;
+                src.how = "fak bench batch: aggregate decode tok/s of B sequences (16-token prompts, 16 steps), status ok rows".into();
+                let points: Vec<DecodePoint> = b
+                    .results
+                    .iter()
+                    .filter(|r| r.status == "ok")
+                    .map(|r| DecodePoint {
+                        batch: r.batch,
+                        tok_s: r.decode_tok_s,
+                    })
+                    .collect();
+                if points.is_empty() {
+                    bail!("{}: no result with status ok", path.display());
+                }
+                rates.decode = Some(Measured {
+                    source: src,
+                    points,
+                });
+            }
+            other => bail!(
+                "{}: schema {other:?} is not a rates file (want {} or {})",
+                path.display(),
+                crate::bench::SCHEMA,
+                crate::bench_batch::SCHEMA
+            ),
+        }
+    }
+    Ok(rates)
+}
+
+/// Reads a `fak-bench-fleet/1` report measured on `model`: its status-ok runs.
+pub fn read_fleet(path: &Path, model: &ModelInfo) -> anyhow::Result<Measured<FleetPoint>> {
+    let (v, head, mut src) = read_json(path)?;
+    if head.schema != crate::bench_fleet::SCHEMA {
+        bail!(
+            "{}: schema {:?} is not {}",
+            path.display(),
+            head.schema,
+            crate::bench_fleet::SCHEMA
+        );
+    }
+    check_model(path, &head, model)?;
+    let f: FleetFile =
+        serde_json::from_value(v).with_context(|| format!("{}: reading runs", path.display()))?;
+    let points: Vec<FleetPoint> = f
+        .runs
+        .iter()
+        .filter(|r| r.status == "ok" && r.agent_turns_per_s > 0.0)
+        .map(|r| FleetPoint {
+            shape: r.shape,
+            agent_turns_per_s: r.agent_turns_per_s,
+        })
+        .collect();
+    if points.is_empty() {
+        bail!("{}: no run with status ok", path.display());
+    }
+    src.how = "fak bench fleet: measured agent-turns/s per run (status ok runs)".into();
+    Ok(Measured {
+        source: src,
+        points,
+    })
+}
+
+/// Identity and KV geometry of the model file (metadata only; no weights
+/// are read).
+pub fn model_info(path: &Path) -> anyhow::Result<ModelInfo> {
+    let f =
+        fak_gguf::GgufFile::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let c = fak_gguf::model_config(&f).with_context(|| format!("reading {}", path.display()))?;
+    Ok(ModelInfo {
+        file: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string()),
+        sha256: sha256_file(path)?,
+        n_layer: c.n_layer,
+        n_kv_dim: c.n_embd_kv(),
+    })
+}
+
+/// Loads the model for an in-process measurement.
+pub fn load_model(path: &Path, threads: Option<usize>) -> anyhow::Result<Model> {
+    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
+    if let Some(t) = threads {
+        model.set_threads(t);
+        if model.threads() != t.max(1) {
+            bail!("could not start {t} threads");
+        }
+    }
+    Ok(model)
+}
+
+/// One untimed warm-up prefill of [`MEASURE_PREFILL`] ids, then one timed
+/// prefill of each length of [`crate::bench::PREFILL_LENS`] (16, 64, 256).
+pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> {
+    let ids = LcgIds::take(model.config().n_vocab, MEASURE_PREFILL);
+    let mut kv = FlatKv::for_model(model.config(), MEASURE_PREFILL, 1);
+    let mut once = |n: usize| -> anyhow::Result<f64> {
+        kv.clear(SeqId(0))?;
+        let mut batch = Batch::new();
+        batch.push_seq(SeqId(0), 0, ids.get(..n).unwrap_or(&ids), LogitsWanted::Yes);
+        let t0 = Instant::now();
+        std::hint::black_box(model.forward(&batch, &mut kv)?);
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    once(MEASURE_PREFILL)?;
+    let points = crate::bench::PREFILL_LENS
+        .iter()
+        .filter(|&&n| n <= MEASURE_PREFILL)
+        .map(|&n| {
+            Ok(PrefillPoint {
+                n_tokens: n,
+                tok_s: n as f64 / once(n)?.max(1e-12),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Measured {
+        source: Source {
+            file: None,
+            sha256: None,
+            schema: crate::bench::SCHEMA.into(),
+            threads: model.threads(),
+            how: format!(
+                "fak project in-process: one warm-up forward of {MEASURE_PREFILL} LCG ids, then one timed forward of the first n LCG ids into an empty FlatKv cache per n"
+            ),
+        },
+        points,
+    })
+}
+
+/// Aggregate decode tok/s of `b` sequences: untimed 16-id prompts, then
+/// [`MEASURE_STEPS`] timed steps of one token per sequence.
+fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
+    let mut ids = LcgIds::new(model.config().n_vocab);
+    let sizes = PagedKvConfig::for_sequences(16, b, MEASURE_PROMPT + MEASURE_STEPS);
+    let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, 512)?;
+    let seq_ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
+    let prompts: Vec<Vec<u32>> = (0..b)
+        .map(|_| ids.by_ref().take(MEASURE_PROMPT).collect())
+        .collect();
+    let items: Vec<Append<'_>> = seq_ids
+        .iter()
+        .zip(&prompts)
+        .map(|(&seq, p)| Append {
+            seq,
+            ids: p,
+            logits: LogitsWanted::Yes,
+        })
+        .collect();
+    let mut sink = 0.0f32;
+    seqs.step_with(model, &items, |_, row| {
+        sink += row.first().copied().unwrap_or(0.0)
+    })?;
+    let mut total = 0.0;
+    for _ in 0..MEASURE_STEPS {
+        let step: Vec<[u32; 1]> = ids.by_ref().take(b).map(|id| [id]).collect();
+        let items: Vec<Append<'_>> = seq_ids
+            .iter()
+            .zip(&step)
+            .map(|(&seq, id)| Append {
+                seq,
+                ids: id,
+                logits: LogitsWanted::Yes,
+            })
+            .collect();
+        let t0 = Instant::now();
+        seqs.step_with(model, &items, |_, row| {
+            sink += row.first().copied().unwrap_or(0.0)
+        })?;
+        total += t0.elapsed().as_secs_f64();
+    }
+    std::hint::black_box(sink);
+    Ok((b * MEASURE_STEPS) as f64 / total.max(1e-12))
+}
+
+/// Batched decode at every size of [`MEASURE_BATCHES`], after a B=1 warm-up.
+pub fn measure_decode(model: &Model) -> anyhow::Result<Measured<DecodePoint>> {
+    decode_rate(model, 1)?;
+    let points = MEASURE_BATCHES
+        .iter()
+        .map(|&b| {
+            Ok(DecodePoint {
+                batch: b,
+                tok_s: decode_rate(model, b)?,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Measured {
+        source: Source {
+            file: None,
+            sha256: None,
+            schema: crate::bench_batch::SCHEMA.into(),
+            threads: model.threads(),
+            how: format!(
+                "fak project in-process: after a B=1 warm-up, per B: B prompts of {MEASURE_PROMPT} LCG ids (untimed), then {MEASURE_STEPS} timed steps of B tokens through fak_engine::Sequences (paged KV, block 16); tok/s = {MEASURE_STEPS}*B / sum of step times"
+            ),
+        },
+        points,
+    })
+}

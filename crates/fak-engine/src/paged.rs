@@ -1,0 +1,361 @@
+//! The paged KV store: f16 K/V rows in fixed-size blocks, addressed through
+//! [`fak_kv::KvManager`]'s block tables.
+//!
+//! ```text
+//!   seq 3 block table:  [ b7 | b2 | b9 ]          block_size = 4 tokens
+//!   position 9  ──►  blocks[9 / 4] = b9, row 9 % 4 = 1
+//!
+//!   storage (K and V alike), one region per physical block:
+//!   block b: [layer 0: row 0..block_size][layer 1: ...] ... each row [n_kv_dim] f16
+//! ```
+//!
+//! Bookkeeping (refcounts, copy-on-write, the prefix index) is fak-kv's;
+//! this module only moves rows: when fak-kv hands out a fresh block for a
+//! shared one, [`PagedKv::reserve`](fak_model::KvStore::reserve) copies the
+//! old rows over before anything is written. Sequence ids of the model
+//! ([`SeqId`]) and slots of fak-kv ([`SeqSlot`]) are the same numbers.
+
+use std::collections::HashMap;
+
+use fak_kv::{BlockCopy, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
+use fak_model::{KvError, KvStore, ModelConfig, SeqId};
+use half::f16;
+
+use crate::EngineError;
+
+/// Sizes of a [`PagedKv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagedKvConfig {
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Number of physical blocks.
+    pub n_blocks: usize,
+}
+
+impl PagedKvConfig {
+    /// Enough blocks of `block_size` tokens for `n_seq` private sequences of
+    /// `n_ctx` tokens each (every sequence rounds up to whole blocks).
+    pub fn for_sequences(block_size: usize, n_seq: usize, n_ctx: usize) -> PagedKvConfig {
+        let block_size = block_size.max(1);
+        PagedKvConfig {
+            block_size,
+            n_blocks: n_seq.max(1) * n_ctx.div_ceil(block_size).max(1),
+        }
+    }
+}
+
+/// f16 K/V storage in blocks, plus fak-kv's bookkeeping.
+pub struct PagedKv {
+    mgr: KvManager,
+    n_layer: usize,
+    n_kv_dim: usize,
+    block_size: usize,
+    /// `[n_blocks][n_layer][block_size][n_kv_dim]`.
+    k: Vec<f16>,
+    /// Same layout as `k`.
+    v: Vec<f16>,
+    /// Positions whose rows are complete in every layer, per sequence.
+    committed: HashMap<SeqSlot, usize>,
+}
+
+impl PagedKv {
+    /// A store for `cfg`'s layers and KV width.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] if the sizes are zero or do not fit in memory
+    /// arithmetic.
+    pub fn new(model: &ModelConfig, sizes: PagedKvConfig) -> Result<PagedKv, EngineError> {
+        let n_kv_dim = model.n_head_kv * model.head_dim;
+        let per_block = model
+            .n_layer
+            .checked_mul(sizes.block_size)
+            .and_then(|x| x.checked_mul(n_kv_dim));
+        let total = per_block.and_then(|x| x.checked_mul(sizes.n_blocks));
+        let Some(total) = total.filter(|&t| t > 0 && t <= isize::MAX as usize / 2) else {
+            return Err(EngineError::Kv(fak_kv::KvError::BadConfig(format!(
+                "{} blocks of {} tokens x {} layers x {} values",
+                sizes.n_blocks, sizes.block_size, model.n_layer, n_kv_dim
+            ))));
+        };
+        let mgr = KvManager::new(PoolConfig {
+            block_size: sizes.block_size,
+            n_blocks: sizes.n_blocks,
+        })?;
+        Ok(PagedKv {
+            mgr,
+            n_layer: model.n_layer,
+            n_kv_dim,
+            block_size: sizes.block_size,
+            k: vec![f16::ZERO; total],
+            v: vec![f16::ZERO; total],
+            committed: HashMap::new(),
+        })
+    }
+
+    /// The bookkeeping (read-only).
+    pub fn manager(&self) -> &KvManager {
+        &self.mgr
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Pool occupancy.
+    pub fn stats(&self) -> PoolStats {
+        self.mgr.stats()
+    }
+
+    /// Bytes of K and V storage.
+    pub fn storage_bytes(&self) -> usize {
+        (self.k.len() + self.v.len()) * std::mem::size_of::<f16>()
+    }
+
+    /// A new, empty sequence in `tenant`'s namespace.
+    pub fn create(&mut self, tenant: Tenant) -> SeqId {
+        let s = self.mgr.create_seq(tenant);
+        self.committed.insert(s, 0);
+        SeqId(s.0)
+    }
+
+    /// A copy of `src` that shares all of its blocks (O(blocks)).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown sequence.
+    pub fn fork(&mut self, src: SeqId) -> Result<SeqId, EngineError> {
+        let len = self.committed_len(src)?;
+        let s = self.mgr.fork(SeqSlot(src.0))?;
+        // A fork holds exactly the committed rows of its parent.
+        self.mgr.truncate(s, len)?;
+        self.committed.insert(s, len);
+        Ok(SeqId(s.0))
+    }
+
+    /// Drops a sequence and releases its blocks.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown sequence.
+    pub fn free(&mut self, seq: SeqId) -> Result<(), EngineError> {
+        self.mgr.free_seq(SeqSlot(seq.0))?;
+        self.committed.remove(&SeqSlot(seq.0));
+        Ok(())
+    }
+
+    /// Keeps positions `0..n` of `seq`.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown sequence or `n` beyond its length.
+    pub fn truncate(&mut self, seq: SeqId, n: usize) -> Result<(), EngineError> {
+        let len = self.committed_len(seq)?;
+        let n = n.min(len);
+        self.mgr.truncate(SeqSlot(seq.0), n)?;
+        self.committed.insert(SeqSlot(seq.0), n);
+        Ok(())
+    }
+
+    /// Attaches the longest cached prefix of `tokens` to the empty `seq`;
+    /// returns how many tokens it covers (whole blocks).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown or non-empty sequence.
+    pub fn attach_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, EngineError> {
+        let n = self.mgr.attach_prefix(SeqSlot(seq.0), tokens)?;
+        self.committed.insert(SeqSlot(seq.0), n);
+        Ok(n)
+    }
+
+    /// Offers `seq`'s full blocks to the prefix index; `tokens` are its ids
+    /// at positions `0..len`.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown sequence or a token count that is
+    /// not its length.
+    pub fn publish(&mut self, seq: SeqId, tokens: &[u32]) -> Result<(), EngineError> {
+        self.mgr.publish(SeqSlot(seq.0), tokens)?;
+        Ok(())
+    }
+
+    fn committed_len(&self, seq: SeqId) -> Result<usize, EngineError> {
+        self.committed
+            .get(&SeqSlot(seq.0))
+            .copied()
+            .ok_or(EngineError::Kv(fak_kv::KvError::UnknownSeq(SeqSlot(seq.0))))
+    }
+
+    /// Start of layer `layer`'s rows of block `block` in `k`/`v`.
+    fn base(&self, block: fak_kv::BlockId, layer: usize) -> usize {
+        ((block.0 as usize * self.n_layer + layer) * self.block_size) * self.n_kv_dim
+    }
+
+    /// Offset of the row at `pos` of `seq` in `layer`, if that position has
+    /// a block.
+    fn offset(&self, layer: usize, seq: SeqId, pos: usize) -> Option<usize> {
+        let blocks = self.mgr.blocks(SeqSlot(seq.0)).ok()?;
+        let b = *blocks.get(pos / self.block_size)?;
+        Some(self.base(b, layer) + (pos % self.block_size) * self.n_kv_dim)
+    }
+
+    fn copy_block(&mut self, c: BlockCopy) {
+        let rows = c.n_tokens.min(self.block_size) * self.n_kv_dim;
+        for layer in 0..self.n_layer {
+            let (src, dst) = (self.base(c.src, layer), self.base(c.dst, layer));
+            self.k.copy_within(src..src + rows, dst);
+            self.v.copy_within(src..src + rows, dst);
+        }
+    }
+
+    /// Empty slice for positions that have no block (never read by a
+    /// correct forward pass; returning it keeps reads panic-free).
+    const NONE: &'static [f16] = &[];
+}
+
+fn kv_err(seq: SeqId, e: fak_kv::KvError) -> KvError {
+    match e {
+        fak_kv::KvError::OutOfBlocks { needed, available } => {
+            KvError::OutOfBlocks { needed, available }
+        }
+        _ => KvError::UnknownSeq(seq.0),
+    }
+}
+
+impl KvStore for PagedKv {
+    fn seq_len(&self, seq: SeqId) -> Result<usize, KvError> {
+        self.committed
+            .get(&SeqSlot(seq.0))
+            .copied()
+            .ok_or(KvError::UnknownSeq(seq.0))
+    }
+
+    fn reserve(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
+        let slot = SeqSlot(seq.0);
+        let have = self.mgr.len(slot).map_err(|e| kv_err(seq, e))?;
+        if n <= have {
+            return Ok(());
+        }
+        let copies = self
+            .mgr
+            .append(slot, n - have)
+            .map_err(|e| kv_err(seq, e))?;
+        for c in copies {
+            self.copy_block(c);
+        }
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        layer: usize,
+        seq: SeqId,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), KvError> {
+        if k.len() != self.n_kv_dim || v.len() != self.n_kv_dim {
+            return Err(KvError::Width {
+                got: k.len().max(v.len()),
+                want: self.n_kv_dim,
+            });
+        }
+        let reserved = self.mgr.len(SeqSlot(seq.0)).map_err(|e| kv_err(seq, e))?;
+        let o = match self.offset(layer, seq, pos) {
+            Some(o) if pos < reserved && layer < self.n_layer => o,
+            _ => {
+                return Err(KvError::ContextFull {
+                    seq: seq.0,
+                    pos,
+                    n_ctx: reserved,
+                })
+            }
+        };
+        debug_assert!(
+            self.mgr.is_writable(SeqSlot(seq.0), pos).unwrap_or(false),
+            "write into a shared block"
+        );
+        for (d, s) in self.k[o..o + self.n_kv_dim].iter_mut().zip(k) {
+            *d = f16::from_f32(*s);
+        }
+        for (d, s) in self.v[o..o + self.n_kv_dim].iter_mut().zip(v) {
+            *d = f16::from_f32(*s);
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
+        let reserved = self.mgr.len(SeqSlot(seq.0)).map_err(|e| kv_err(seq, e))?;
+        if n > reserved {
+            return Err(KvError::NotContiguous {
+                seq: seq.0,
+                pos: n,
+                len: reserved,
+            });
+        }
+        self.committed.insert(SeqSlot(seq.0), n);
+        Ok(())
+    }
+
+    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+        match self.offset(layer, seq, pos) {
+            Some(o) => &self.k[o..o + self.n_kv_dim],
+            None => Self::NONE,
+        }
+    }
+
+    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+        match self.offset(layer, seq, pos) {
+            Some(o) => &self.v[o..o + self.n_kv_dim],
+            None => Self::NONE,
+        }
+    }
+
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        match self.offset(layer, seq, pos) {
+            Some(o) => &self.k[o..o + self.run_len(pos, end) * self.n_kv_dim],
+            None => Self::NONE,
+        }
+    }
+
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
+        match self.offset(layer, seq, pos) {
+            Some(o) => &self.v[o..o + self.run_len(pos, end) * self.n_kv_dim],
+            None => Self::NONE,
+        }
+    }
+}
+
+impl PagedKv {
+    /// Rows from `pos` to the end of its block, at most up to `end`.
+    fn run_len(&self, pos: usize, end: usize) -> usize {
+        let block_end = (pos / self.block_size + 1) * self.block_size;
+        block_end.min(end).saturating_sub(pos).max(1)
+    }
+
+    /// Reads the K and V rows (`[n_kv_dim]` each, as f32) of `seq` at `pos`
+    /// in `layer` into `k` and `v`.
+    pub(crate) fn read_rows(
+        &self,
+        layer: usize,
+        seq: SeqId,
+        pos: usize,
+        k: &mut [f32],
+        v: &mut [f32],
+    ) {
+        for (d, s) in k.iter_mut().zip(self.k_row(layer, seq, pos)) {
+            *d = s.to_f32();
+        }
+        for (d, s) in v.iter_mut().zip(self.v_row(layer, seq, pos)) {
+            *d = s.to_f32();
+        }
+    }
+
+    /// Model layers and KV row width.
+    pub(crate) fn dims(&self) -> (usize, usize) {
+        (self.n_layer, self.n_kv_dim)
+    }
+}

@@ -1,0 +1,451 @@
+//! Many sequences over one paged KV cache: ragged steps, fork, prefix reuse
+//! and span eviction.
+//!
+//! ```text
+//!   prefix  ──publish──► radix index (per tenant)
+//!                            │ attach_prefix (whole blocks)
+//!   new seq ◄────────────────┘  then compute only the rest
+//!
+//!   step([(seq a, 5 prompt ids), (seq b, 1 decode id), ...])
+//!     └─► one ragged Batch, cut into forward calls of ≤ max_batch_tokens
+//!         (a long prefill is chunked; chunking never changes a result)
+//!
+//!   evict(seq, a..b, Exact):  truncate to a ──► re-ingest tokens[b..]
+//!                             == a sequence that never saw a..b, bit for bit
+//!   evict(seq, a..b, Shift):  move rows b.. to a.., re-rope keys by -(b-a)
+//!                             APPROXIMATE: later rows keep the span's influence
+//! ```
+//!
+//! Every sequence's logits are a function of its own tokens only (the model
+//! computes each token's rows independently of the other tokens in a
+//! batch, and the cache stores rows exactly), which the tests check as
+//! bytes.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use fak_kv::Tenant;
+use fak_model::{Batch, BatchToken, KvStore, LogitsWanted, Model, SeqId, Workspace};
+
+use crate::paged::{PagedKv, PagedKvConfig};
+use crate::EngineError;
+
+/// Whether new sequences look for, and offer, cached prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixCache {
+    /// Attach cached blocks of an equal prefix; publish full blocks.
+    On,
+    /// Every sequence computes all of its tokens.
+    Off,
+}
+
+/// How [`Sequences::evict`] removes a span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictMode {
+    /// Keep the rows before the span, recompute every row after it: the
+    /// result is bit-identical to never having seen the span.
+    Exact,
+    /// APPROXIMATE: move the rows after the span down and re-rope their
+    /// keys, without recomputing. Cheap, but those rows were computed while
+    /// attending to the span, so its influence remains.
+    Shift,
+}
+
+/// What [`Sequences::evict`] did.
+#[derive(Debug, Clone)]
+pub struct EvictReport {
+    /// Tokens removed.
+    pub removed: usize,
+    /// Tokens whose rows were recomputed (0 for [`EvictMode::Shift`]).
+    pub recomputed: usize,
+    /// Logits after the sequence's last token when rows were recomputed
+    /// (`[n_vocab]`); `None` for shift mode or an empty tail.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// Tokens to append to one sequence in a [`Sequences::step`].
+#[derive(Debug, Clone, Copy)]
+pub struct Append<'a> {
+    /// The sequence.
+    pub seq: SeqId,
+    /// Token ids, appended in order after the sequence's current tokens.
+    pub ids: &'a [u32],
+    /// Whether to return the logits after the last id.
+    pub logits: LogitsWanted,
+}
+
+/// Many sequences sharing one paged KV cache.
+pub struct Sequences {
+    kv: PagedKv,
+    ws: Workspace,
+    batch: Batch,
+    tokens: HashMap<SeqId, Vec<u32>>,
+    prefix: PrefixCache,
+    max_batch_tokens: usize,
+    n_vocab: usize,
+}
+
+impl Sequences {
+    /// A cache for `model` with the given sizes. Forward calls hold at most
+    /// `max_batch_tokens` tokens (at least 1).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for unusable sizes.
+    pub fn new(
+        model: &Model,
+        sizes: PagedKvConfig,
+        prefix: PrefixCache,
+        max_batch_tokens: usize,
+    ) -> Result<Sequences, EngineError> {
+        Ok(Sequences {
+            kv: PagedKv::new(model.config(), sizes)?,
+            ws: Workspace::new(),
+            batch: Batch::new(),
+            tokens: HashMap::new(),
+            prefix,
+            max_batch_tokens: max_batch_tokens.max(1),
+            n_vocab: model.config().n_vocab,
+        })
+    }
+
+    /// The KV store (block statistics, storage size).
+    pub fn kv(&self) -> &PagedKv {
+        &self.kv
+    }
+
+    /// A new, empty sequence in `tenant`'s cache namespace.
+    pub fn create(&mut self, tenant: Tenant) -> SeqId {
+        let s = self.kv.create(tenant);
+        self.tokens.insert(s, Vec::new());
+        s
+    }
+
+    /// A new sequence sharing all of `src`'s tokens and blocks; costs
+    /// O(blocks), computes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`] if `src` does not exist.
+    pub fn fork(&mut self, src: SeqId) -> Result<SeqId, EngineError> {
+        let toks = self.tokens(src)?.to_vec();
+        let s = self.kv.fork(src)?;
+        self.tokens.insert(s, toks);
+        Ok(s)
+    }
+
+    /// Drops a sequence; its blocks go back to the pool (or the prefix
+    /// cache, if published).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`] if `seq` does not exist.
+    pub fn free(&mut self, seq: SeqId) -> Result<(), EngineError> {
+        self.tokens(seq)?;
+        self.kv.free(seq)?;
+        self.tokens.remove(&seq);
+        Ok(())
+    }
+
+    /// The tokens `seq` holds.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`] if `seq` does not exist.
+    pub fn tokens(&self, seq: SeqId) -> Result<&[u32], EngineError> {
+        self.tokens
+            .get(&seq)
+            .map(Vec::as_slice)
+            .ok_or(EngineError::UnknownSeq(seq.0))
+    }
+
+    /// For an empty `seq`: attaches the cached blocks of the longest cached
+    /// prefix of `prompt` (whole blocks; at least one token is always left
+    /// to compute, so the caller gets logits). Returns the number of tokens
+    /// reused; 0 when prefix caching is off.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`], or [`EngineError::Kv`] if `seq` is not
+    /// empty.
+    pub fn attach_prefix(&mut self, seq: SeqId, prompt: &[u32]) -> Result<usize, EngineError> {
+        self.tokens(seq)?;
+        if self.prefix == PrefixCache::Off || prompt.len() < 2 {
+            return Ok(0);
+        }
+        let n = self.kv.attach_prefix(seq, &prompt[..prompt.len() - 1])?;
+        if let Some(t) = self.tokens.get_mut(&seq) {
+            t.extend_from_slice(&prompt[..n]);
+        }
+        Ok(n)
+    }
+
+    /// Offers `seq`'s full blocks to the prefix cache (no-op when off).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`] if `seq` does not exist.
+    pub fn publish(&mut self, seq: SeqId) -> Result<(), EngineError> {
+        if self.prefix == PrefixCache::Off {
+            return Ok(());
+        }
+        let toks = self
+            .tokens
+            .get(&seq)
+            .ok_or(EngineError::UnknownSeq(seq.0))?;
+        self.kv.publish(seq, toks)
+    }
+
+    /// Keeps the first `n` tokens of `seq` (blocks before them are kept;
+    /// a shared partial block is copied on the next write).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`]; [`EngineError::BadSpan`] if `n` is
+    /// beyond the sequence's length.
+    pub fn truncate(&mut self, seq: SeqId, n: usize) -> Result<(), EngineError> {
+        let len = self.tokens(seq)?.len();
+        if n > len {
+            return Err(EngineError::BadSpan {
+                start: n,
+                end: len,
+                len,
+            });
+        }
+        self.kv.truncate(seq, n)?;
+        if let Some(t) = self.tokens.get_mut(&seq) {
+            t.truncate(n);
+        }
+        Ok(())
+    }
+
+    /// Appends every item's ids to its sequence in ragged forward passes
+    /// of at most `max_batch_tokens` tokens, and returns, per item, the
+    /// logits after its last id (`[n_vocab]`) when it asked for them.
+    ///
+    /// A sequence may appear in several items; they are appended in order.
+    /// On error, every sequence of the step is rolled back to its state
+    /// before the step.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`], [`EngineError::Model`] (e.g. out of KV
+    /// blocks, a token id outside the vocabulary).
+    pub fn step(
+        &mut self,
+        model: &Model,
+        items: &[Append<'_>],
+    ) -> Result<Vec<Option<Vec<f32>>>, EngineError> {
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+        self.step_with(model, items, |i, row| {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(row.to_vec());
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// [`Sequences::step`] without collecting: `on_logits(i, logits)` is
+    /// called with item `i`'s logits (`[n_vocab]`) as soon as its forward
+    /// call finishes (items in no particular order).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sequences::step`].
+    pub fn step_with(
+        &mut self,
+        model: &Model,
+        items: &[Append<'_>],
+        mut on_logits: impl FnMut(usize, &[f32]),
+    ) -> Result<(), EngineError> {
+        // Plan positions; remember lengths for rollback.
+        let mut next: HashMap<SeqId, usize> = HashMap::new();
+        let mut toks: Vec<(BatchToken, Option<usize>)> = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            let start = match next.get(&it.seq) {
+                Some(&p) => p,
+                None => self.tokens(it.seq)?.len(),
+            };
+            for (j, &id) in it.ids.iter().enumerate() {
+                let last = j + 1 == it.ids.len();
+                let want = last && it.logits == LogitsWanted::Yes;
+                toks.push((
+                    BatchToken {
+                        token: id,
+                        pos: (start + j) as u32,
+                        seq: it.seq,
+                        logits: if want {
+                            LogitsWanted::Yes
+                        } else {
+                            LogitsWanted::No
+                        },
+                    },
+                    want.then_some(i),
+                ));
+            }
+            next.insert(it.seq, start + it.ids.len());
+        }
+        let before: Vec<(SeqId, usize)> = next
+            .keys()
+            .map(|&s| (s, self.tokens.get(&s).map_or(0, Vec::len)))
+            .collect();
+        let result = self.run_tokens(model, &toks, &mut on_logits);
+        if let Err(e) = result {
+            for (s, n) in before {
+                self.kv.truncate(s, n)?;
+            }
+            return Err(e);
+        }
+        for it in items {
+            if let Some(t) = self.tokens.get_mut(&it.seq) {
+                t.extend_from_slice(it.ids);
+            }
+        }
+        Ok(())
+    }
+
+    fn run_tokens(
+        &mut self,
+        model: &Model,
+        toks: &[(BatchToken, Option<usize>)],
+        on_logits: &mut impl FnMut(usize, &[f32]),
+    ) -> Result<(), EngineError> {
+        for chunk in toks.chunks(self.max_batch_tokens) {
+            self.batch.tokens.clear();
+            self.batch.tokens.extend(chunk.iter().map(|(t, _)| *t));
+            let logits = model.forward_into(&self.batch, &mut self.kv, &mut self.ws)?;
+            for (b, (_, item)) in chunk.iter().enumerate() {
+                if let (Some(i), Some(row)) = (item, logits.for_batch_token(b)) {
+                    on_logits(*i, row);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `ids` to one sequence and returns the logits after the last.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sequences::step`]; [`EngineError::EmptyPrompt`] for no ids.
+    pub fn ingest(
+        &mut self,
+        model: &Model,
+        seq: SeqId,
+        ids: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
+        if ids.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let mut out = self.step(
+            model,
+            &[Append {
+                seq,
+                ids,
+                logits: LogitsWanted::Yes,
+            }],
+        )?;
+        out.pop().flatten().ok_or(EngineError::NoLogits)
+    }
+
+    /// Removes tokens `span` (`a..b`) from `seq`; see [`EvictMode`]. Other
+    /// sequences, forked siblings included, never change.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`]; [`EngineError::BadSpan`] if the span
+    /// is empty or not inside the sequence; model errors while recomputing
+    /// (the sequence is then left truncated to `a`).
+    pub fn evict(
+        &mut self,
+        model: &Model,
+        seq: SeqId,
+        span: Range<usize>,
+        mode: EvictMode,
+    ) -> Result<EvictReport, EngineError> {
+        let toks = self.tokens(seq)?.to_vec();
+        let (a, b) = (span.start, span.end);
+        if a >= b || b > toks.len() {
+            return Err(EngineError::BadSpan {
+                start: a,
+                end: b,
+                len: toks.len(),
+            });
+        }
+        let tail = &toks[b..];
+        match mode {
+            EvictMode::Exact => {
+                self.kv.truncate(seq, a)?;
+                if let Some(t) = self.tokens.get_mut(&seq) {
+                    t.truncate(a);
+                }
+                let logits = if tail.is_empty() {
+                    None
+                } else {
+                    Some(self.ingest(model, seq, tail)?)
+                };
+                Ok(EvictReport {
+                    removed: b - a,
+                    recomputed: tail.len(),
+                    logits,
+                })
+            }
+            EvictMode::Shift => {
+                self.shift(model, seq, a, b, &toks)?;
+                Ok(EvictReport {
+                    removed: b - a,
+                    recomputed: 0,
+                    logits: None,
+                })
+            }
+        }
+    }
+
+    /// Shift-mode eviction: rows `b..len` move to `a..`, keys re-roped.
+    fn shift(
+        &mut self,
+        model: &Model,
+        seq: SeqId,
+        a: usize,
+        b: usize,
+        toks: &[u32],
+    ) -> Result<(), EngineError> {
+        let cfg = model.config();
+        let (n_layer, dim) = self.kv.dims();
+        let n_tail = toks.len() - b;
+        // Read the tail's rows (all layers) before truncating.
+        let mut k = vec![0.0f32; n_tail * n_layer * dim];
+        let mut v = vec![0.0f32; n_tail * n_layer * dim];
+        for (i, pos) in (b..toks.len()).enumerate() {
+            for layer in 0..n_layer {
+                let o = (i * n_layer + layer) * dim;
+                self.kv
+                    .read_rows(layer, seq, pos, &mut k[o..o + dim], &mut v[o..o + dim]);
+            }
+        }
+        self.kv.truncate(seq, a)?;
+        let kv = &mut self.kv;
+        let model_err = |e: fak_model::KvError| EngineError::Model(e.into());
+        kv.reserve(seq, a + n_tail).map_err(model_err)?;
+        let delta = (b - a) as u32;
+        for i in 0..n_tail {
+            for layer in 0..n_layer {
+                let o = (i * n_layer + layer) * dim;
+                fak_model::rope_shift_back(&mut k[o..o + dim], cfg.head_dim, cfg, delta);
+                kv.write(layer, seq, a + i, &k[o..o + dim], &v[o..o + dim])
+                    .map_err(model_err)?;
+            }
+        }
+        kv.commit(seq, a + n_tail).map_err(model_err)?;
+        if let Some(t) = self.tokens.get_mut(&seq) {
+            t.truncate(a);
+            t.extend_from_slice(&toks[b..]);
+        }
+        Ok(())
+    }
+
+    /// Vocabulary size of the logits this returns.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+}

@@ -1,0 +1,308 @@
+//! Paged KV through [`Sequences`]: batch invariance (alone vs together,
+//! chunked vs whole, cached prefix vs computed), forks, exact and shift
+//! eviction, out-of-blocks handling. Logits are compared as bytes against
+//! a reference that runs each sequence alone in a flat (unpaged) cache.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use fak_engine::{
+    Append, EngineError, EvictMode, PagedKvConfig, PrefixCache, Sequence, Sequences, Tenant,
+};
+use fak_model::{LogitsWanted, Model, SeqId};
+use proptest::prelude::*;
+
+fn model() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh",
+            p.display()
+        );
+        let mut m = Model::load(&p).expect("load");
+        m.set_threads(2);
+        m
+    })
+}
+
+fn ids(seed: u64, n: usize) -> Vec<u32> {
+    let nv = model().config().n_vocab as u64;
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % nv) as u32
+        })
+        .collect()
+}
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Reference: logits after each chunk, the whole token list computed alone
+/// in a flat cache, one chunk per forward call.
+fn reference(chunks: &[Vec<u32>]) -> Vec<Vec<u8>> {
+    let n: usize = chunks.iter().map(Vec::len).sum();
+    let mut s = Sequence::new(model(), n);
+    chunks
+        .iter()
+        .map(|c| bytes(&s.ingest(model(), c).expect("ingest")))
+        .collect()
+}
+
+/// A sequence, the chunks it was fed, and the logits (bytes) after each.
+type History = (SeqId, Vec<Vec<u32>>, Vec<Vec<u8>>);
+
+fn cache(block_size: usize, n_blocks: usize, prefix: PrefixCache, ubatch: usize) -> Sequences {
+    Sequences::new(
+        model(),
+        PagedKvConfig {
+            block_size,
+            n_blocks,
+        },
+        prefix,
+        ubatch,
+    )
+    .expect("cache")
+}
+
+#[test]
+fn together_equals_alone_and_flat() {
+    let m = model();
+    let prompts: Vec<Vec<u32>> = (0..4).map(|i| ids(10 + i, 3 + 7 * i as usize)).collect();
+    let steps: Vec<Vec<u32>> = (0..4).map(|i| ids(50 + i, 3)).collect();
+    let mut seqs = cache(4, 64, PrefixCache::Off, 512);
+    let handles: Vec<SeqId> = (0..4).map(|_| seqs.create(Tenant(1))).collect();
+    let items: Vec<Append<'_>> = handles
+        .iter()
+        .zip(&prompts)
+        .map(|(&seq, p)| Append {
+            seq,
+            ids: p,
+            logits: LogitsWanted::Yes,
+        })
+        .collect();
+    let mut got: Vec<Vec<Vec<u8>>> = seqs
+        .step(m, &items)
+        .expect("prefill")
+        .into_iter()
+        .map(|l| vec![bytes(&l.expect("logits"))])
+        .collect();
+    for k in 0..3 {
+        let one: Vec<[u32; 1]> = steps.iter().map(|s| [s[k]]).collect();
+        let items: Vec<Append<'_>> = handles
+            .iter()
+            .zip(&one)
+            .map(|(&seq, id)| Append {
+                seq,
+                ids: id,
+                logits: LogitsWanted::Yes,
+            })
+            .collect();
+        for (g, l) in got.iter_mut().zip(seqs.step(m, &items).expect("decode")) {
+            g.push(bytes(&l.expect("logits")));
+        }
+    }
+    for i in 0..4 {
+        let mut chunks = vec![prompts[i].clone()];
+        chunks.extend(steps[i].iter().map(|&t| vec![t]));
+        assert!(got[i] == reference(&chunks), "sequence {i} differs");
+    }
+}
+
+#[test]
+fn chunked_prefill_equals_whole() {
+    let m = model();
+    let p = ids(7, 37);
+    let want = reference(std::slice::from_ref(&p));
+    for (bs, ubatch) in [(1, 5), (4, 3), (16, 16), (5, 1000)] {
+        let mut seqs = cache(bs, 64, PrefixCache::Off, ubatch);
+        let s = seqs.create(Tenant(0));
+        let got = seqs.ingest(m, s, &p).expect("ingest");
+        assert!(vec![bytes(&got)] == want, "block {bs}, ubatch {ubatch}");
+    }
+}
+
+#[test]
+fn cached_prefix_equals_computed_and_tenants_are_isolated() {
+    let m = model();
+    let prefix = ids(3, 24);
+    let a: Vec<u32> = prefix.iter().copied().chain(ids(4, 5)).collect();
+    let b: Vec<u32> = prefix.iter().copied().chain(ids(5, 6)).collect();
+    let mut seqs = cache(4, 64, PrefixCache::On, 512);
+    let sa = seqs.create(Tenant(1));
+    seqs.ingest(m, sa, &a).expect("a");
+    seqs.publish(sa).expect("publish");
+    // Same tenant: the prefix's blocks are reused.
+    let sb = seqs.create(Tenant(1));
+    let reused = seqs.attach_prefix(sb, &b).expect("attach");
+    assert_eq!(reused, 24);
+    let rest = &b[reused..];
+    let got = seqs.ingest(m, sb, rest).expect("b");
+    assert!(vec![bytes(&got)] == reference(std::slice::from_ref(&b)));
+    // Another tenant never sees them.
+    let sc = seqs.create(Tenant(2));
+    assert_eq!(seqs.attach_prefix(sc, &b).expect("attach"), 0);
+    let got = seqs.ingest(m, sc, &b).expect("c");
+    assert!(vec![bytes(&got)] == reference(std::slice::from_ref(&b)));
+    // Freed sequences leave the published blocks cached, still reusable
+    // (all 7 full blocks of `a`).
+    seqs.free(sa).expect("free");
+    seqs.free(sb).expect("free");
+    let sd = seqs.create(Tenant(1));
+    assert_eq!(seqs.attach_prefix(sd, &a).expect("attach"), 28);
+}
+
+#[test]
+fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings() {
+    let m = model();
+    let (p, span, q) = (ids(1, 21), ids(2, 9), ids(3, 14));
+    let full: Vec<u32> = [p.clone(), span.clone(), q.clone()].concat();
+    let mut seqs = cache(4, 128, PrefixCache::Off, 512);
+    let s = seqs.create(Tenant(0));
+    seqs.ingest(m, s, &full).expect("ingest");
+    let sib = seqs.fork(s).expect("fork");
+    let rep = seqs
+        .evict(m, s, p.len()..p.len() + span.len(), EvictMode::Exact)
+        .expect("evict");
+    assert_eq!((rep.removed, rep.recomputed), (9, 14));
+    let without: Vec<u32> = [p.clone(), q.clone()].concat();
+    assert!(vec![bytes(&rep.logits.expect("logits"))] == reference(std::slice::from_ref(&without)));
+    assert_eq!(seqs.tokens(s).expect("tokens"), &without[..]);
+    // Both continue; each matches its own reference.
+    let next = ids(9, 2);
+    let a = seqs.ingest(m, s, &next).expect("s");
+    let b = seqs.ingest(m, sib, &next).expect("sib");
+    assert!(bytes(&a) == reference(&[without, next.clone()])[1]);
+    assert!(bytes(&b) == reference(&[full, next])[1]);
+}
+
+#[test]
+fn shift_eviction_is_labelled_approximate_and_spares_siblings() {
+    let m = model();
+    let (p, span, q) = (ids(1, 12), ids(2, 8), ids(3, 6));
+    let full: Vec<u32> = [p.clone(), span.clone(), q.clone()].concat();
+    let mut seqs = cache(4, 64, PrefixCache::Off, 512);
+    let s = seqs.create(Tenant(0));
+    seqs.ingest(m, s, &full).expect("ingest");
+    let sib = seqs.fork(s).expect("fork");
+    let rep = seqs.evict(m, s, 12..20, EvictMode::Shift).expect("evict");
+    assert_eq!((rep.removed, rep.recomputed), (8, 0));
+    assert!(rep.logits.is_none());
+    let without: Vec<u32> = [p, q].concat();
+    assert_eq!(seqs.tokens(s).expect("tokens"), &without[..]);
+    let next = ids(9, 1);
+    let a = seqs.ingest(m, s, &next).expect("s");
+    assert!(a.iter().all(|x| x.is_finite()));
+    // Approximate: the span's influence remains, so it is not the exact answer.
+    assert!(bytes(&a) != reference(&[without, next.clone()])[1]);
+    let b = seqs.ingest(m, sib, &next).expect("sib");
+    assert!(bytes(&b) == reference(&[full, next])[1]);
+}
+
+#[test]
+fn out_of_blocks_is_an_error_and_rolls_back() {
+    let m = model();
+    let mut seqs = cache(4, 3, PrefixCache::Off, 512);
+    let s = seqs.create(Tenant(0));
+    seqs.ingest(m, s, &ids(1, 10)).expect("fits");
+    let err = seqs
+        .ingest(m, s, &ids(2, 5))
+        .expect_err("13..15 do not fit");
+    assert!(
+        matches!(err, EngineError::Model(_)),
+        "unexpected error {err:?}"
+    );
+    assert!(err.to_string().contains("full"), "{err}");
+    assert_eq!(seqs.tokens(s).expect("tokens").len(), 10);
+    // Still usable.
+    let got = seqs.ingest(m, s, &ids(3, 2)).expect("fits again");
+    assert!(bytes(&got) == reference(&[ids(1, 10), ids(3, 2)])[1]);
+}
+
+#[test]
+fn bad_spans_are_errors() {
+    let m = model();
+    let mut seqs = cache(4, 16, PrefixCache::Off, 512);
+    let s = seqs.create(Tenant(0));
+    seqs.ingest(m, s, &ids(1, 6)).expect("ingest");
+    for span in [3..3, 4..7, 7..9] {
+        assert!(matches!(
+            seqs.evict(m, s, span, EvictMode::Exact),
+            Err(EngineError::BadSpan { .. })
+        ));
+    }
+    assert!(matches!(
+        seqs.tokens(SeqId(999)),
+        Err(EngineError::UnknownSeq(999))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    /// Random schedules: sequences join at different times, prefill in
+    /// random chunks, share a prefix by fork, and decode side by side. Every
+    /// sequence's logits equal its own computation alone, as bytes.
+    #[test]
+    fn random_schedules_are_batch_invariant(
+        seed in 0u64..1000,
+        lens in proptest::collection::vec(1usize..12, 2..5),
+        chunk in 1usize..6,
+        block in 1usize..6,
+        ubatch in 2usize..40,
+    ) {
+        let m = model();
+        let mut seqs = cache(block, 256, PrefixCache::On, ubatch);
+        let root = seqs.create(Tenant(0));
+        let prefix = ids(seed, 5);
+        seqs.ingest(m, root, &prefix).expect("root");
+        seqs.publish(root).expect("publish");
+        let mut hist: Vec<History> = Vec::new();
+        for (i, &len) in lens.iter().enumerate() {
+            let s = if i % 2 == 0 { seqs.fork(root).expect("fork") } else {
+                let s = seqs.create(Tenant(0));
+                let n = seqs.attach_prefix(s, &prefix).expect("attach");
+                let head = prefix[n..].to_vec();
+                if !head.is_empty() {
+                    seqs.ingest(m, s, &head).expect("head");
+                }
+                s
+            };
+            hist.push((s, vec![prefix.clone()], Vec::new()));
+            let body = ids(seed + 1 + i as u64, len);
+            // Feed everyone's pending chunk in one ragged step per round.
+            let mut pos = 0;
+            while pos < body.len() {
+                let end = (pos + chunk).min(body.len());
+                let c = body[pos..end].to_vec();
+                let others: Vec<(usize, [u32; 1])> = (0..hist.len() - 1)
+                    .map(|j| (j, [ids(seed ^ 77, 1 + j + pos)[j + pos]]))
+                    .collect();
+                let mut items = vec![Append { seq: s, ids: &c, logits: LogitsWanted::Yes }];
+                for (j, t) in &others {
+                    items.push(Append { seq: hist[*j].0, ids: t, logits: LogitsWanted::Yes });
+                }
+                let out = seqs.step(m, &items).expect("step");
+                let last = hist.len() - 1;
+                hist[last].1.push(c.clone());
+                hist[last].2.push(bytes(out[0].as_ref().expect("logits")));
+                for ((j, t), o) in others.iter().zip(&out[1..]) {
+                    hist[*j].1.push(t.to_vec());
+                    hist[*j].2.push(bytes(o.as_ref().expect("logits")));
+                }
+                pos = end;
+            }
+        }
+        for (s, chunks, got) in &hist {
+            let want = reference(chunks);
+            prop_assert!(got[..] == want[1..], "sequence {:?} differs", s);
+        }
+    }
+}

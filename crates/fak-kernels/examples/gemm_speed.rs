@@ -1,0 +1,108 @@
+//! Single-thread timing of `gemm` against one `vec_dot` per element.
+//!
+//! `cargo run --release -p fak-kernels --example gemm_speed`
+//!
+//! Per type: a `[rows x n]` weight matrix times `toks` quantized activation
+//! rows (prefill), and times one row (decode); median of 5 runs each.
+
+use std::time::Instant;
+
+use fak_gguf::GgmlType;
+use fak_kernels::fp::f32_to_f16;
+use fak_kernels::gemm::gemm;
+use fak_kernels::{quantize_row_to_vec, vec_dot, vec_dot_type};
+
+/// Deterministic values in roughly [-1, 1).
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// Random-looking weight bytes with sane f16 scales for `ty`.
+fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
+    if ty == GgmlType::Q8_0 {
+        return quantize_row_to_vec(ty, &values(rows * n, 3)).expect("q8_0 weights");
+    }
+    let bytes = ty.row_bytes((rows * n) as u64).expect("whole blocks") as usize;
+    let mut w: Vec<u8> = values(bytes, 5)
+        .iter()
+        .map(|v| (v * 127.0) as i8 as u8)
+        .collect();
+    let (ts, fields): (usize, &[usize]) = match ty {
+        GgmlType::Q4_K => (144, &[0, 2]),
+        GgmlType::Q6_K => (210, &[208]),
+        _ => (ty.type_size(), &[0]),
+    };
+    let scale = f32_to_f16(0.01).to_le_bytes();
+    for block in w.chunks_exact_mut(ts) {
+        for &off in fields {
+            block[off..off + 2].copy_from_slice(&scale);
+        }
+    }
+    w
+}
+
+/// Median of 5 timings of `f`, in milliseconds.
+fn median_ms(mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..5)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[2]
+}
+
+fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
+    let w = weights(ty, rows, n);
+    let aty = vec_dot_type(ty);
+    let a: Vec<u8> = (0..toks)
+        .flat_map(|t| quantize_row_to_vec(aty, &values(n, 11 + t as u32)).expect("acts"))
+        .collect();
+    let (wrb, arb) = (w.len() / rows, a.len() / toks);
+    for nt in [toks, 1] {
+        let mut out = vec![0.0f32; nt * rows];
+        let old = median_ms(|| {
+            for t in 0..nt {
+                for j in 0..rows {
+                    out[t * rows + j] = vec_dot(
+                        ty,
+                        n,
+                        &w[j * wrb..(j + 1) * wrb],
+                        &a[t * arb..(t + 1) * arb],
+                    )
+                    .expect("vec_dot");
+                }
+            }
+        });
+        let want = out.clone();
+        let new = median_ms(|| {
+            gemm(ty, n, &w, rows, &a[..nt * arb], nt, &mut out, rows).expect("gemm");
+        });
+        let same = out
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        println!(
+            "{ty:>5} [{rows} x {n}] x {nt:>3} tok: vec_dot loop {old:8.3} ms, gemm {new:8.3} ms, \
+             speedup {:5.2}x, bit-identical: {same}",
+            old / new
+        );
+    }
+}
+
+fn main() {
+    println!("isa: {:?}", fak_kernels::isa());
+    bench(GgmlType::Q8_0, 1536, 576, 256);
+    bench(GgmlType::Q8_0, 49152, 576, 1);
+    bench(GgmlType::Q4_K, 4864, 1024, 64);
+    bench(GgmlType::Q6_K, 896, 4864, 64);
+    bench(GgmlType::Q5_0, 896, 896, 64);
+}

@@ -1,0 +1,647 @@
+//! The row operations of `fak_kernels::ops` agree with their scalar twins on
+//! every ISA this CPU can run, and the scalar twins agree bit for bit with
+//! the forward pass's original scalar code (copied below).
+//!
+//! Inputs are fresh random rows (three fixed seeds plus one new seed per
+//! run, printed on failure) of the lengths in [`LENGTHS`]. Tolerances, per
+//! element unless stated:
+//!
+//! ```text
+//!   dot_f32_f16   |simd - scalar| ≤ 1e-5 · Σ|q_i·k_i|            (whole dot)
+//!   axpy_f16      bit-identical
+//!   dot_f32_f16_rows  bit-identical (per row: the scalar dot_f32_f16)
+//!   rms_norm      |simd - scalar| ≤ 1e-6 · |scalar|
+//!   softmax       |simd - scalar| ≤ 1e-6 · |scalar| + 1e-38; masked → exactly 0
+//!   swiglu        |simd - scalar| ≤ 1e-6 · |scalar| + 1e-38; same inf/NaN
+//!   add_assign    bit-identical
+//!   exp           |got - e^x| ≤ 1e-7 · e^x for normal results,
+//!                 + 2^-149 absolute for subnormal ones (reference in f64)
+//! ```
+
+use fak_kernels::fp::{f16_to_f32, f32_to_f16};
+use fak_kernels::ops::{self, scalar};
+use fak_kernels::{isa, Isa};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Row lengths: empty, below/at/above one vector, the head dim (64), the
+/// model widths (576 hidden, 1536 FFN).
+const LENGTHS: [usize; 10] = [0, 1, 7, 8, 63, 64, 65, 128, 576, 1536];
+
+/// Bound on the relative error of the vector `exp` (normal results).
+const EXP_REL: f64 = 1e-7;
+
+/// Three fixed seeds and one fresh one.
+fn seeds() -> [u64; 4] {
+    [1, 2, 3, rand::random()]
+}
+
+fn f32s(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(lo..hi)).collect()
+}
+
+fn f16s(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<u16> {
+    (0..n).map(|_| f32_to_f16(rng.gen_range(lo..hi))).collect()
+}
+
+/// Per-element check `|got - want| ≤ rel·|want| + abs`, with infinities and
+/// NaNs required to match exactly.
+fn close(got: &[f32], want: &[f32], rel: f64, abs: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if !w.is_finite() || !g.is_finite() {
+            assert!(
+                (g.is_nan() && w.is_nan()) || g == w,
+                "{what}[{i}]: got {g}, want {w}"
+            );
+            continue;
+        }
+        let err = (f64::from(g) - f64::from(w)).abs();
+        let tol = rel * f64::from(w).abs() + abs;
+        assert!(
+            err <= tol,
+            "{what}[{i}]: got {g}, want {w}, err {err:e} > {tol:e}"
+        );
+    }
+}
+
+/// The forward pass's original scalar code (crates/fak-model: `ops.rs` and
+/// the inner loops of `attend`), copied verbatim as the bit-exact reference
+/// for the scalar twins.
+mod original {
+    use super::f16_to_f32;
+
+    pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        let sum: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let mean = (sum / x.len() as f64) as f32;
+        let scale = 1.0f32 / (mean + eps).sqrt();
+        for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+            *o = (v * scale) * g;
+        }
+    }
+
+    pub fn softmax(x: &mut [f32]) {
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f64;
+        for v in x.iter_mut() {
+            *v = (*v - max).exp();
+            sum += *v as f64;
+        }
+        let inv = (1.0 / sum) as f32;
+        for v in x.iter_mut() {
+            *v *= inv;
+        }
+    }
+
+    pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+        for (g, &u) in gate.iter_mut().zip(up) {
+            let s = *g / (1.0 + (-*g).exp());
+            *g = s * u;
+        }
+    }
+
+    pub fn add_assign(x: &mut [f32], y: &[f32]) {
+        for (a, &b) in x.iter_mut().zip(y) {
+            *a += b;
+        }
+    }
+
+    /// `attend`'s score loop body (before `* scale`), on f16 bits.
+    pub fn dot(qh: &[f32], kr: &[u16]) -> f32 {
+        let mut acc = 0.0f32;
+        for (a, b) in qh.iter().zip(kr) {
+            acc += a * f16_to_f32(*b);
+        }
+        acc
+    }
+
+    /// `attend`'s value loop body.
+    pub fn axpy(w: f32, vr: &[u16], oh: &mut [f32]) {
+        for (o, b) in oh.iter_mut().zip(vr) {
+            *o += w * f16_to_f32(*b);
+        }
+    }
+}
+
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn scalar_twins_match_forward_pass_code_bit_for_bit() {
+    for seed in seeds() {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for n in LENGTHS {
+            let q = f32s(&mut rng, n, -2.0, 2.0);
+            let k = f16s(&mut rng, n, -2.0, 2.0);
+            assert_eq!(
+                scalar::dot_f32_f16(&q, &k).to_bits(),
+                original::dot(&q, &k).to_bits(),
+                "dot n={n} seed={seed}"
+            );
+            let mut a = q.clone();
+            let mut b = q.clone();
+            scalar::axpy_f16(0.37, &k, &mut a);
+            original::axpy(0.37, &k, &mut b);
+            assert_eq!(bits(&a), bits(&b), "axpy n={n} seed={seed}");
+
+            let w = f32s(&mut rng, n, -2.0, 2.0);
+            let mut a = vec![0.0; n];
+            let mut b = vec![0.0; n];
+            scalar::rms_norm(&q, &w, 1e-5, &mut a);
+            original::rms_norm(&q, &w, 1e-5, &mut b);
+            assert_eq!(bits(&a), bits(&b), "rms_norm n={n} seed={seed}");
+
+            let mut a = f32s(&mut rng, n, -30.0, 30.0);
+            let mut b = a.clone();
+            scalar::softmax(&mut a);
+            original::softmax(&mut b);
+            assert_eq!(bits(&a), bits(&b), "softmax n={n} seed={seed}");
+
+            let up = f32s(&mut rng, n, -3.0, 3.0);
+            let mut a = f32s(&mut rng, n, -20.0, 20.0);
+            let mut b = a.clone();
+            scalar::swiglu(&mut a, &up);
+            original::swiglu(&mut b, &up);
+            assert_eq!(bits(&a), bits(&b), "swiglu n={n} seed={seed}");
+
+            let mut a = up.clone();
+            let mut b = up.clone();
+            scalar::add_assign(&mut a, &w);
+            original::add_assign(&mut b, &w);
+            assert_eq!(bits(&a), bits(&b), "add_assign n={n} seed={seed}");
+        }
+    }
+}
+
+#[test]
+fn dot_f32_f16_matches_scalar() {
+    let mut worst = 0.0f64;
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let q = f32s(&mut rng, n, -2.0, 2.0);
+                let k = f16s(&mut rng, n, -2.0, 2.0);
+                let want = scalar::dot_f32_f16(&q, &k);
+                let got = ops::dot_f32_f16_with_isa(isa, &q, &k);
+                let mag: f64 = q
+                    .iter()
+                    .zip(&k)
+                    .map(|(&a, &b)| (f64::from(a) * f64::from(f16_to_f32(b))).abs())
+                    .sum();
+                let err = (f64::from(got) - f64::from(want)).abs();
+                assert!(
+                    err <= 1e-5 * mag,
+                    "{isa} n={n} seed={seed}: got {got}, want {want}, err {err:e}, Σ|qk| {mag}"
+                );
+                if mag > 0.0 {
+                    worst = worst.max(err / mag);
+                }
+            }
+        }
+    }
+    println!("dot_f32_f16: worst |simd - scalar| / Σ|q·k| = {worst:e}");
+}
+
+#[test]
+fn axpy_f16_matches_scalar() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let a = rng.gen_range(-1.0f32..1.0);
+                let v = f16s(&mut rng, n, -4.0, 4.0);
+                let out0 = f32s(&mut rng, n, -3.0, 3.0);
+                let mut want = out0.clone();
+                let mut got = out0.clone();
+                scalar::axpy_f16(a, &v, &mut want);
+                ops::axpy_f16_with_isa(isa, a, &v, &mut got);
+                assert_eq!(bits(&got), bits(&want), "{isa} n={n} seed={seed}");
+            }
+        }
+    }
+}
+
+/// Multi-row attention scores equal the scalar single-row dot of every
+/// row, bit for bit, for any row count (16-, 8-row and leftover paths),
+/// head width, stride and offset into a KV-style row buffer.
+#[test]
+fn dot_f32_f16_rows_is_bit_identical_to_scalar_rows() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for (n, stride, off) in [
+                (64, 192, 64),
+                (64, 64, 0),
+                (13, 20, 3),
+                (8, 8, 0),
+                (0, 4, 0),
+            ] {
+                for n_rows in [0usize, 1, 7, 8, 9, 15, 16, 17, 33] {
+                    let q = f32s(&mut rng, n, -2.0, 2.0);
+                    let len = off + n_rows.saturating_sub(1) * stride + n;
+                    let k = f16s(&mut rng, len.max(1), -3.0, 3.0);
+                    let mut got = vec![f32::NAN; n_rows];
+                    ops::dot_f32_f16_rows_with_isa(isa, &q, &k[off..], stride, n_rows, &mut got);
+                    let want: Vec<f32> = (0..n_rows)
+                        .map(|r| {
+                            scalar::dot_f32_f16(&q, &k[off + r * stride..off + r * stride + n])
+                        })
+                        .collect();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{isa} n={n} stride={stride} rows={n_rows} seed={seed}"
+                    );
+                }
+            }
+            // Rows that do not fit are skipped, never read out of bounds.
+            let q = f32s(&mut rng, 64, -1.0, 1.0);
+            let k = f16s(&mut rng, 64 * 3 + 10, -1.0, 1.0);
+            let mut got = vec![7.0f32; 5];
+            ops::dot_f32_f16_rows_with_isa(isa, &q, &k, 64, 5, &mut got);
+            assert_eq!(&got[3..], &[7.0, 7.0]);
+        }
+    }
+}
+
+#[test]
+fn rms_norm_matches_scalar() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let x = f32s(&mut rng, n, -3.0, 3.0);
+                let w = f32s(&mut rng, n, -2.0, 2.0);
+                let mut want = vec![0.0; n];
+                let mut got = vec![0.0; n];
+                scalar::rms_norm(&x, &w, 1e-6, &mut want);
+                ops::rms_norm_with_isa(isa, &x, &w, 1e-6, &mut got);
+                close(
+                    &got,
+                    &want,
+                    1e-6,
+                    0.0,
+                    &format!("{isa} rms_norm n={n} seed={seed}"),
+                );
+            }
+        }
+    }
+}
+
+/// Attention-like scores: finite values in ±30, about a quarter masked to
+/// `-inf` (never the last one, like a causal mask's own position).
+fn scores(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            if i + 1 < n && rng.gen_range(0..4) == 0 {
+                f32::NEG_INFINITY
+            } else {
+                rng.gen_range(-30.0f32..30.0)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn softmax_matches_scalar() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS.into_iter().chain([256, 1000]) {
+                let x = scores(&mut rng, n);
+                let mut want = x.clone();
+                let mut got = x.clone();
+                scalar::softmax(&mut want);
+                ops::softmax_with_isa(isa, &mut got);
+                let what = format!("{isa} softmax n={n} seed={seed}");
+                close(&got, &want, 1e-6, 1e-38, &what);
+                for (i, &v) in x.iter().enumerate() {
+                    if v == f32::NEG_INFINITY {
+                        assert_eq!(got[i].to_bits(), 0, "{what}: masked [{i}] = {}", got[i]);
+                    }
+                }
+                if n > 0 {
+                    let sum: f64 = got.iter().map(|&v| f64::from(v)).sum();
+                    assert!((sum - 1.0).abs() <= 1e-5, "{what}: Σ = {sum}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_edge_rows_match_scalar() {
+    let rows: [&[f32]; 6] = [
+        &[],
+        &[5.0],
+        &[f32::NEG_INFINITY; 9],
+        &[f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY],
+        &[1.0, 2.0, 3.0, -100.0, 1e30, -1e30, 0.0, -0.0, 7.5],
+        &[-1000.0, -1000.0, -1001.0],
+    ];
+    for isa in Isa::available() {
+        for row in rows {
+            let mut want = row.to_vec();
+            let mut got = row.to_vec();
+            scalar::softmax(&mut want);
+            ops::softmax_with_isa(isa, &mut got);
+            close(&got, &want, 1e-6, 1e-38, &format!("{isa} softmax {row:?}"));
+        }
+    }
+}
+
+#[test]
+fn swiglu_matches_scalar() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let up = f32s(&mut rng, n, -3.0, 3.0);
+                let g = f32s(&mut rng, n, -25.0, 25.0);
+                let mut want = g.clone();
+                let mut got = g.clone();
+                scalar::swiglu(&mut want, &up);
+                ops::swiglu_with_isa(isa, &mut got, &up);
+                close(
+                    &got,
+                    &want,
+                    1e-6,
+                    1e-38,
+                    &format!("{isa} swiglu n={n} seed={seed}"),
+                );
+            }
+        }
+        let g = [
+            -200.0,
+            -100.0,
+            -89.0,
+            -87.0,
+            -1e-30,
+            0.0,
+            -0.0,
+            1e-30,
+            88.0,
+            100.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        let up = [1.5f32; 13];
+        let mut want = g;
+        let mut got = g;
+        scalar::swiglu(&mut want, &up);
+        ops::swiglu_with_isa(isa, &mut got, &up);
+        close(&got, &want, 1e-6, 1e-38, &format!("{isa} swiglu specials"));
+    }
+}
+
+#[test]
+fn add_assign_is_bit_identical() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let x = f32s(&mut rng, n, -1e3, 1e3);
+                let y = f32s(&mut rng, n, -1e3, 1e3);
+                let mut want = x.clone();
+                let mut got = x;
+                scalar::add_assign(&mut want, &y);
+                ops::add_assign_with_isa(isa, &mut got, &y);
+                assert_eq!(bits(&got), bits(&want), "{isa} n={n} seed={seed}");
+            }
+        }
+    }
+}
+
+/// `|got - e^x|` against the f64 reference, in units of the allowed error.
+fn exp_excess(x: f32, got: f32) -> f64 {
+    let want = f64::from(x).exp();
+    let err = (f64::from(got) - want).abs();
+    let tol = if want >= f64::from(f32::MIN_POSITIVE) {
+        EXP_REL * want
+    } else {
+        EXP_REL * want + 2f64.powi(-149)
+    };
+    err / tol
+}
+
+#[test]
+fn exp_accuracy_sweep() {
+    const STEPS: usize = 1 << 21;
+    let xs: Vec<f32> = (0..=STEPS)
+        .map(|i| -88.0 + 176.0 * (i as f32 / STEPS as f32))
+        .chain((0..=4096).map(|i| -104.0 + 16.7 * (i as f32 / 4096.0)))
+        .collect();
+    for isa in Isa::available() {
+        let mut got = xs.clone();
+        ops::exp_in_place_with_isa(isa, &mut got);
+        let mut worst_rel = 0.0f64;
+        for (&x, &g) in xs.iter().zip(&got) {
+            let excess = exp_excess(x, g);
+            assert!(
+                excess <= 1.0,
+                "{isa}: exp({x}) = {g}, want {}",
+                f64::from(x).exp()
+            );
+            let want = f64::from(x).exp();
+            if want >= f64::from(f32::MIN_POSITIVE) {
+                worst_rel = worst_rel.max((f64::from(g) - want).abs() / want);
+            }
+        }
+        println!("{isa}: exp worst relative error (normal results) {worst_rel:e}");
+    }
+}
+
+#[test]
+fn exp_special_values() {
+    let cases: [(f32, f32); 9] = [
+        (f32::NEG_INFINITY, 0.0),
+        (-1000.0, 0.0),
+        (-110.0, 0.0),
+        (-104.0, 0.0),
+        (0.0, 1.0),
+        (-0.0, 1.0),
+        (88.8, f32::INFINITY),
+        (1000.0, f32::INFINITY),
+        (f32::INFINITY, f32::INFINITY),
+    ];
+    for isa in Isa::available() {
+        let mut x: Vec<f32> = cases.iter().map(|c| c.0).collect();
+        x.push(f32::NAN);
+        x.push(88.72);
+        ops::exp_in_place_with_isa(isa, &mut x);
+        for (&(input, want), &got) in cases.iter().zip(&x) {
+            assert_eq!(got, want, "{isa}: exp({input})");
+        }
+        assert!(x[9].is_nan(), "{isa}: exp(NaN) = {}", x[9]);
+        assert!(
+            x[10].is_finite() && exp_excess(88.72, x[10]) <= 1.0,
+            "{isa}: exp(88.72)"
+        );
+    }
+}
+
+/// Runs every operation on copies of `src` starting `off` floats into a
+/// fresh buffer; returns all outputs' bits.
+fn run_at_offset(isa: Isa, off: usize, x: &[f32], y: &[f32], h: &[u16]) -> Vec<u32> {
+    let n = x.len();
+    let place = |v: &[f32]| {
+        let mut b = vec![0.0f32; off + n];
+        b[off..].copy_from_slice(v);
+        b
+    };
+    let mut hb = vec![0u16; off + n];
+    hb[off..].copy_from_slice(h);
+    let (xb, yb) = (place(x), place(y));
+    let (xs, ys, hs) = (&xb[off..], &yb[off..], &hb[off..]);
+    let mut out = vec![ops::dot_f32_f16_with_isa(isa, xs, hs).to_bits()];
+    let mut o = place(y);
+    ops::axpy_f16_with_isa(isa, 0.3, hs, &mut o[off..]);
+    out.extend(bits(&o[off..]));
+    ops::rms_norm_with_isa(isa, xs, ys, 1e-5, &mut o[off..]);
+    out.extend(bits(&o[off..]));
+    let mut o = place(x);
+    ops::softmax_with_isa(isa, &mut o[off..]);
+    out.extend(bits(&o[off..]));
+    let mut o = place(x);
+    ops::swiglu_with_isa(isa, &mut o[off..], ys);
+    out.extend(bits(&o[off..]));
+    let mut o = place(x);
+    ops::exp_in_place_with_isa(isa, &mut o[off..]);
+    out.extend(bits(&o[off..]));
+    out
+}
+
+#[test]
+fn results_do_not_depend_on_alignment() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for isa in Isa::available() {
+        for n in [7, 64, 65, 577] {
+            let x = f32s(&mut rng, n, -10.0, 10.0);
+            let y = f32s(&mut rng, n, -2.0, 2.0);
+            let h = f16s(&mut rng, n, -2.0, 2.0);
+            let base = run_at_offset(isa, 0, &x, &y, &h);
+            for off in 1..9 {
+                assert_eq!(
+                    run_at_offset(isa, off, &x, &y, &h),
+                    base,
+                    "{isa} n={n} off={off}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn dispatched_functions_use_the_process_isa() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let n = 100;
+    let x = f32s(&mut rng, n, -10.0, 10.0);
+    let y = f32s(&mut rng, n, -2.0, 2.0);
+    let h = f16s(&mut rng, n, -2.0, 2.0);
+    let want = run_at_offset(isa(), 0, &x, &y, &h);
+    let mut got = vec![ops::dot_f32_f16(&x, &h).to_bits()];
+    let mut o = y.clone();
+    ops::axpy_f16(0.3, &h, &mut o);
+    got.extend(bits(&o));
+    ops::rms_norm(&x, &y, 1e-5, &mut o);
+    got.extend(bits(&o));
+    let mut o = x.clone();
+    ops::softmax(&mut o);
+    got.extend(bits(&o));
+    let mut o = x.clone();
+    ops::swiglu(&mut o, &y);
+    got.extend(bits(&o));
+    let mut o = x.clone();
+    ops::exp_in_place(&mut o);
+    got.extend(bits(&o));
+    assert_eq!(got, want);
+    let mut a = x.clone();
+    let mut b = x.clone();
+    ops::add_assign(&mut a, &y);
+    scalar::add_assign(&mut b, &y);
+    assert_eq!(bits(&a), bits(&b));
+}
+
+#[test]
+fn mismatched_lengths_cover_the_shortest() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let long = f32s(&mut rng, 70, -2.0, 2.0);
+    let h = f16s(&mut rng, 70, -2.0, 2.0);
+    for isa in Isa::available() {
+        for (a, b) in [(70, 37), (37, 70), (9, 0), (0, 9)] {
+            let want = ops::dot_f32_f16_with_isa(isa, &long[..a.min(b)], &h[..a.min(b)]);
+            let got = ops::dot_f32_f16_with_isa(isa, &long[..a], &h[..b]);
+            assert_eq!(got.to_bits(), want.to_bits(), "{isa} dot {a}/{b}");
+
+            let mut o = long[..b].to_vec();
+            ops::axpy_f16_with_isa(isa, 0.5, &h[..a], &mut o);
+            let mut w = long[..b].to_vec();
+            let m = a.min(b);
+            ops::axpy_f16_with_isa(isa, 0.5, &h[..m], &mut w[..m]);
+            assert_eq!(bits(&o), bits(&w), "{isa} axpy {a}/{b}");
+
+            let mut g = long[..a].to_vec();
+            ops::swiglu_with_isa(isa, &mut g, &long[..b]);
+            let mut w = long[..a].to_vec();
+            ops::swiglu_with_isa(isa, &mut w[..m], &long[..m]);
+            assert_eq!(bits(&g), bits(&w), "{isa} swiglu {a}/{b}");
+
+            let mut g = long[..a].to_vec();
+            ops::add_assign_with_isa(isa, &mut g, &long[..b]);
+            let mut w = long[..a].to_vec();
+            ops::add_assign_with_isa(isa, &mut w[..m], &long[..m]);
+            assert_eq!(bits(&g), bits(&w), "{isa} add_assign {a}/{b}");
+
+            let mut o = vec![0.0; b];
+            ops::rms_norm_with_isa(isa, &long[..a], &long[..a], 1e-5, &mut o);
+            assert!(
+                o.iter().all(|v| !v.is_nan()) || a == 0,
+                "{isa} rms_norm {a}/{b}"
+            );
+        }
+    }
+}
+
+/// Every `f32` whose `e^x` is a normal float (about 2.2e9 inputs), against
+/// the f64 reference and against libm `expf`. Slow in debug builds: run
+/// with `cargo test --release -p fak-kernels --test ops -- --ignored`.
+#[test]
+#[ignore]
+fn exp_exhaustive_normal_range() {
+    let lo = f32::MIN_POSITIVE.ln();
+    let hi = f32::MAX.ln();
+    for isa in Isa::available() {
+        let (mut worst, mut worst_x, mut worst_libm) = (0.0f64, 0.0f32, 0.0f64);
+        let mut buf = Vec::with_capacity(1 << 16);
+        // Positive inputs up to `hi`, then negative ones down to `lo`.
+        for (start, end) in [(0u32, hi.to_bits()), (0x8000_0000, lo.to_bits())] {
+            let mut b = start;
+            while b <= end {
+                buf.clear();
+                buf.extend((b..=end.min(b + 0xFFFF)).map(f32::from_bits));
+                b = b.saturating_add(0x1_0000);
+                let xs = buf.clone();
+                ops::exp_in_place_with_isa(isa, &mut buf);
+                for (&x, &g) in xs.iter().zip(&buf) {
+                    let want = f64::from(x).exp();
+                    if !(f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&want) {
+                        continue; // the rounded ends of the range
+                    }
+                    let rel = (f64::from(g) - want).abs() / want;
+                    if rel > worst {
+                        (worst, worst_x) = (rel, x);
+                    }
+                    let libm = f64::from(x.exp());
+                    worst_libm = worst_libm.max((f64::from(g) - libm).abs() / libm);
+                }
+            }
+        }
+        println!(
+            "{isa}: worst relative error {worst:e} at x = {worst_x}; vs libm expf {worst_libm:e}"
+        );
+        assert!(worst <= EXP_REL, "{isa}: {worst:e} at {worst_x}");
+    }
+}

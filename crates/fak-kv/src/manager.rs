@@ -1,0 +1,466 @@
+//! [`KvManager`]: sequences, block tables, copy-on-write and prefix reuse on
+//! top of the [`crate::pool`] and the [`crate::radix`] index.
+//!
+//! Copy-on-write happens only at the one place a sequence writes into an
+//! existing block: its partially filled last block, when `append` grows it.
+//!
+//! ```text
+//!  block_size 4; A = [b0 b1], len 6; B = fork(A); truncate(B, 5); append(B, 2)
+//!
+//!   before:  A ─► b0 ████ b1 ██··      (b1 refcount 2: shared with B)
+//!            B ─► b0 ████ b1 █···      (B's len 5 ends inside b1)
+//!   append(B, 2): b1 is shared ⇒ take b7, return BlockCopy{src: b1, dst: b7, n_tokens: 1}
+//!   after:   A ─► b0 ████ b1 ██··      (untouched)
+//!            B ─► b0 ████ b7 █▒▒·      (▒ = the two new positions, written by the caller)
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::pool::{BlockPool, Release};
+use crate::radix::{Place, PrefixIndex};
+use crate::{BlockCopy, BlockId, KvError, PoolConfig, PoolStats, SeqSlot, Tenant};
+
+#[cfg(test)]
+mod tests;
+
+/// One live sequence.
+#[derive(Debug, Clone)]
+struct Seq {
+    tenant: Tenant,
+    /// Positions held.
+    len: usize,
+    /// Block table; always exactly `len.div_ceil(block_size)` entries.
+    blocks: Vec<BlockId>,
+}
+
+/// Paged KV bookkeeping for many sequences over one block pool.
+///
+/// See the crate docs for the model. All methods are O(blocks touched) plus
+/// O(log n) per LRU operation.
+#[derive(Debug, Clone)]
+pub struct KvManager {
+    block_size: usize,
+    pool: BlockPool,
+    index: PrefixIndex,
+    seqs: BTreeMap<SeqSlot, Seq>,
+    /// Next slot number to try; slots are not reused until the counter wraps.
+    next_slot: u32,
+}
+
+/// The two walks of `publish`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Check for conflicts; change nothing.
+    Validate,
+    /// Insert the missing nodes.
+    Insert,
+}
+
+/// Whether `b` may be written in place: one holder, and not published.
+fn exclusive(pool: &BlockPool, index: &PrefixIndex, b: BlockId) -> bool {
+    pool.refcount(b) == 1 && !index.is_published(b)
+}
+
+/// Drops one reference to `b`; an unreferenced block becomes cached if it is
+/// published, free otherwise.
+fn release(pool: &mut BlockPool, index: &PrefixIndex, b: BlockId) {
+    if pool.decref(b) == Release::Unreferenced {
+        if index.is_published(b) {
+            pool.cache(b);
+        } else {
+            pool.free(b);
+        }
+    }
+}
+
+/// Releases a block table from its end, so that a chain's deepest blocks
+/// enter the LRU first and are evicted before their ancestors.
+fn release_all(pool: &mut BlockPool, index: &PrefixIndex, blocks: &[BlockId]) {
+    for &b in blocks.iter().rev() {
+        release(pool, index, b);
+    }
+}
+
+/// Takes a free block, evicting the least recently used cached block (and its
+/// index subtree) when none is free. Returns `None` only when no block is
+/// free or cached.
+fn allocate(pool: &mut BlockPool, index: &mut PrefixIndex) -> Option<BlockId> {
+    if pool.n_free() == 0 {
+        let victim = pool.lru_oldest()?;
+        match index.node_of(victim) {
+            Some(node) => {
+                for b in index.remove_subtree(node) {
+                    // Unreferenced blocks of the subtree were cached: free them.
+                    // Referenced ones stay with their holders, now private.
+                    if pool.refcount(b) == 0 && pool.uncache(b) {
+                        pool.free(b);
+                    }
+                }
+            }
+            None => {
+                // A cached block is always published; recover regardless.
+                debug_assert!(false, "cached {victim:?} is not in the index");
+                pool.uncache(victim);
+                pool.free(victim);
+            }
+        }
+    }
+    pool.take_free()
+}
+
+impl KvManager {
+    /// A manager over `cfg.n_blocks` free blocks of `cfg.block_size` tokens.
+    ///
+    /// Errors: [`KvError::BadConfig`] if `block_size` or `n_blocks` is 0, or
+    /// `n_blocks` does not fit the `u32` block ids.
+    pub fn new(cfg: PoolConfig) -> Result<KvManager, KvError> {
+        if cfg.block_size == 0 {
+            return Err(KvError::BadConfig("block_size must be >= 1".into()));
+        }
+        if cfg.n_blocks == 0 {
+            return Err(KvError::BadConfig("n_blocks must be >= 1".into()));
+        }
+        if cfg.n_blocks > u32::MAX as usize + 1 {
+            return Err(KvError::BadConfig(format!(
+                "n_blocks {} exceeds the {} addressable by u32 block ids",
+                cfg.n_blocks,
+                u32::MAX as u64 + 1
+            )));
+        }
+        Ok(KvManager {
+            block_size: cfg.block_size,
+            pool: BlockPool::new(cfg.n_blocks),
+            index: PrefixIndex::new(cfg.n_blocks),
+            seqs: BTreeMap::new(),
+            next_slot: 0,
+        })
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn seq(&self, s: SeqSlot) -> Result<&Seq, KvError> {
+        self.seqs.get(&s).ok_or(KvError::UnknownSeq(s))
+    }
+
+    fn new_slot(&mut self) -> SeqSlot {
+        // Skips live slots after the counter wraps (at most seqs.len() steps).
+        loop {
+            let s = SeqSlot(self.next_slot);
+            self.next_slot = self.next_slot.wrapping_add(1);
+            if !self.seqs.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    /// A new, empty sequence in `tenant`'s namespace.
+    ///
+    /// Slots are issued in increasing order and are not reused until the
+    /// `u32` counter wraps (after 2^32 creations; live slots are skipped).
+    pub fn create_seq(&mut self, tenant: Tenant) -> SeqSlot {
+        let s = self.new_slot();
+        self.seqs.insert(
+            s,
+            Seq {
+                tenant,
+                len: 0,
+                blocks: Vec::new(),
+            },
+        );
+        s
+    }
+
+    /// A new sequence sharing all of `src`'s blocks (each refcount + 1), with
+    /// the same tenant and length. O(blocks); copies happen lazily on append.
+    pub fn fork(&mut self, src: SeqSlot) -> Result<SeqSlot, KvError> {
+        let seq = self.seq(src)?.clone();
+        for &b in &seq.blocks {
+            self.pool.incref(b);
+        }
+        let s = self.new_slot();
+        self.seqs.insert(s, seq);
+        Ok(s)
+    }
+
+    /// Releases all of `s`'s blocks; `s` becomes unknown.
+    pub fn free_seq(&mut self, s: SeqSlot) -> Result<(), KvError> {
+        let seq = self.seqs.remove(&s).ok_or(KvError::UnknownSeq(s))?;
+        release_all(&mut self.pool, &self.index, &seq.blocks);
+        Ok(())
+    }
+
+    /// Positions (tokens) `s` holds.
+    pub fn len(&self, s: SeqSlot) -> Result<usize, KvError> {
+        Ok(self.seq(s)?.len)
+    }
+
+    /// Whether `s` holds no positions.
+    pub fn is_empty(&self, s: SeqSlot) -> Result<bool, KvError> {
+        Ok(self.seq(s)?.len == 0)
+    }
+
+    /// `s`'s tenant.
+    pub fn tenant(&self, s: SeqSlot) -> Result<Tenant, KvError> {
+        Ok(self.seq(s)?.tenant)
+    }
+
+    /// `s`'s block table: position `p` lives in `blocks[p / block_size]` at
+    /// row `p % block_size`. Length `len(s).div_ceil(block_size)`.
+    pub fn blocks(&self, s: SeqSlot) -> Result<&[BlockId], KvError> {
+        Ok(&self.seq(s)?.blocks)
+    }
+
+    /// Where position `pos` of `s` lives: (block, row).
+    pub fn locate(&self, s: SeqSlot, pos: usize) -> Result<(BlockId, usize), KvError> {
+        let seq = self.seq(s)?;
+        match seq.blocks.get(pos / self.block_size) {
+            Some(&b) if pos < seq.len => Ok((b, pos % self.block_size)),
+            _ => Err(KvError::PositionOutOfRange {
+                seq: s,
+                pos,
+                len: seq.len,
+            }),
+        }
+    }
+
+    /// Grows `s` by `n` positions: `len..len + n` become writable and the
+    /// length becomes `len + n`.
+    ///
+    /// Allocates new blocks as needed (evicting cached blocks when no block
+    /// is free). If the block holding position `len` (a partially filled
+    /// last block) is shared (refcount > 1) or published, it is first
+    /// replaced by a fresh block and `BlockCopy { src: old, dst: new,
+    /// n_tokens: len % block_size }` is returned: the caller must perform the
+    /// returned copies before writing, and before its next call on this
+    /// manager. At most one copy is returned.
+    ///
+    /// Errors (state unchanged): [`KvError::UnknownSeq`],
+    /// [`KvError::LengthOverflow`], [`KvError::OutOfBlocks`].
+    pub fn append(&mut self, s: SeqSlot, n: usize) -> Result<Vec<BlockCopy>, KvError> {
+        let bs = self.block_size;
+        let seq = self.seqs.get(&s).ok_or(KvError::UnknownSeq(s))?;
+        let len = seq.len;
+        let new_len = len
+            .checked_add(n)
+            .ok_or(KvError::LengthOverflow { seq: s, len, n })?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let have = seq.blocks.len();
+        let row = len % bs;
+        // Some(old) when the partial last block must be copied first.
+        let cow_src = match seq.blocks.last() {
+            Some(&old) if row != 0 && !exclusive(&self.pool, &self.index, old) => Some(old),
+            _ => None,
+        };
+        let needed = new_len.div_ceil(bs) - have + usize::from(cow_src.is_some());
+        let available = self.pool.available();
+        if needed > available {
+            return Err(KvError::OutOfBlocks { needed, available });
+        }
+        // Cannot fail: every allocation consumes one free or cached block and
+        // eviction never takes one away. Roll back anyway if it ever did.
+        let mut fresh = Vec::with_capacity(needed);
+        for _ in 0..needed {
+            match allocate(&mut self.pool, &mut self.index) {
+                Some(b) => fresh.push(b),
+                None => {
+                    release_all(&mut self.pool, &self.index, &fresh);
+                    return Err(KvError::OutOfBlocks { needed, available });
+                }
+            }
+        }
+        let mut copies = Vec::new();
+        let mut fresh = fresh.into_iter();
+        let Some(seq) = self.seqs.get_mut(&s) else {
+            // Unreachable: checked above and nothing removed it since.
+            release_all(&mut self.pool, &self.index, &fresh.collect::<Vec<_>>());
+            return Err(KvError::UnknownSeq(s));
+        };
+        // The first fresh block is the copy's destination.
+        if let Some((old, dst)) = cow_src.and_then(|old| Some((old, fresh.next()?))) {
+            if exclusive(&self.pool, &self.index, old) {
+                // Eviction during allocation unpublished `old` and we are its
+                // only holder: write in place, hand the spare block back.
+                release(&mut self.pool, &self.index, dst);
+            } else {
+                copies.push(BlockCopy {
+                    src: old,
+                    dst,
+                    n_tokens: row,
+                });
+                seq.blocks[have - 1] = dst;
+                release(&mut self.pool, &self.index, old);
+            }
+        }
+        seq.blocks.extend(fresh);
+        seq.len = new_len;
+        Ok(copies)
+    }
+
+    /// Keeps positions `0..n` of `s` and releases the blocks wholly past `n`.
+    /// A kept partial block that is shared or published is copied by the
+    /// next `append`, never written in place.
+    ///
+    /// Errors (state unchanged): [`KvError::UnknownSeq`],
+    /// [`KvError::TruncateBeyondLen`] when `n > len(s)`.
+    pub fn truncate(&mut self, s: SeqSlot, n: usize) -> Result<(), KvError> {
+        let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
+        if n > seq.len {
+            return Err(KvError::TruncateBeyondLen {
+                seq: s,
+                n,
+                len: seq.len,
+            });
+        }
+        let keep = n.div_ceil(self.block_size);
+        let dropped = seq.blocks.split_off(keep);
+        seq.len = n;
+        release_all(&mut self.pool, &self.index, &dropped);
+        Ok(())
+    }
+
+    /// For an empty sequence `s`: attaches the longest chain of published
+    /// full blocks whose tokens spell a prefix of `tokens` under `s`'s tenant
+    /// (refcount + 1 each; cached ones leave the LRU) and returns the number
+    /// of tokens attached, a multiple of `block_size`. `len(s)` becomes that
+    /// number.
+    ///
+    /// `tokens`: the ids of the prompt, positions `0..tokens.len()`. A caller
+    /// that needs logits for the last prompt token should pass all but the
+    /// last token, so that at least one position is left to compute.
+    ///
+    /// Errors (state unchanged): [`KvError::UnknownSeq`],
+    /// [`KvError::SeqNotEmpty`].
+    pub fn attach_prefix(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<usize, KvError> {
+        let bs = self.block_size;
+        let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
+        if seq.len != 0 {
+            return Err(KvError::SeqNotEmpty {
+                seq: s,
+                len: seq.len,
+            });
+        }
+        let mut at = Place::Root(seq.tenant);
+        for key in tokens.chunks_exact(bs) {
+            let Some(node) = self.index.child(at, key) else {
+                break;
+            };
+            let Some(b) = self.index.block_of(node) else {
+                break;
+            };
+            self.pool.incref(b);
+            seq.blocks.push(b);
+            at = Place::Node(node);
+        }
+        seq.len = seq.blocks.len() * bs;
+        Ok(seq.len)
+    }
+
+    /// Registers the full blocks of `s` in the prefix index under `s`'s
+    /// tenant, making them immutable and reusable by `attach_prefix`.
+    ///
+    /// `tokens`: the ids at positions `0..len(s)` (exactly `len(s)` entries;
+    /// the tokens of a partial last block are checked for count only).
+    /// Blocks already indexed along the path are kept. Where the index already
+    /// holds a different block for the same path, the existing one stays and
+    /// `s` keeps its own block private; its later blocks still hang below the
+    /// existing node (same tokens, same KV).
+    ///
+    /// Errors (state unchanged): [`KvError::UnknownSeq`],
+    /// [`KvError::TokenCountMismatch`], [`KvError::PublishConflict`] when one
+    /// of `s`'s blocks is already published under a path other than
+    /// `tokens`' (the tokens cannot be the ones it holds).
+    pub fn publish(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<(), KvError> {
+        let bs = self.block_size;
+        let seq = self.seqs.get(&s).ok_or(KvError::UnknownSeq(s))?;
+        if tokens.len() != seq.len {
+            return Err(KvError::TokenCountMismatch {
+                seq: s,
+                expected: seq.len,
+                got: tokens.len(),
+            });
+        }
+        // Pass 1 validates (so that errors leave the index untouched), pass
+        // 2 inserts. `at` is None once the walk has left the existing trie.
+        for pass in [Pass::Validate, Pass::Insert] {
+            let mut at = Some(Place::Root(seq.tenant));
+            for (j, (key, &b)) in tokens.chunks_exact(bs).zip(&seq.blocks).enumerate() {
+                let existing = at.and_then(|p| self.index.child(p, key));
+                match existing {
+                    Some(node) => {
+                        let same = self.index.block_of(node) == Some(b);
+                        if !same && self.index.is_published(b) {
+                            return Err(KvError::PublishConflict {
+                                seq: s,
+                                tenant: seq.tenant,
+                                block_index: j,
+                            });
+                        }
+                        at = Some(Place::Node(node));
+                    }
+                    None if self.index.is_published(b) => {
+                        return Err(KvError::PublishConflict {
+                            seq: s,
+                            tenant: seq.tenant,
+                            block_index: j,
+                        });
+                    }
+                    None => {
+                        at = match (pass, at) {
+                            (Pass::Insert, Some(p)) => {
+                                Some(Place::Node(self.index.insert(p, key, b)))
+                            }
+                            _ => None,
+                        };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts of free, used and cached blocks (they sum to the capacity).
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            capacity: self.pool.capacity(),
+            free: self.pool.n_free(),
+            used: self.pool.n_used(),
+            cached: self.pool.n_cached(),
+        }
+    }
+
+    /// Number of block-table entries (across live sequences) that reference
+    /// `b`; 0 for free, cached and out-of-range ids.
+    pub fn refcount(&self, b: BlockId) -> u32 {
+        self.pool.refcount(b)
+    }
+
+    /// Whether `b` is published in the prefix index (and so immutable).
+    pub fn is_published(&self, b: BlockId) -> bool {
+        self.index.is_published(b)
+    }
+
+    /// Whether `b` is cached: unreferenced but kept for prefix reuse.
+    pub fn is_cached(&self, b: BlockId) -> bool {
+        self.pool.is_cached(b)
+    }
+
+    /// Whether `s` may write position `pos` in place right now: its block
+    /// has refcount 1 and is unpublished.
+    ///
+    /// Errors: [`KvError::UnknownSeq`], [`KvError::PositionOutOfRange`] when
+    /// `pos >= len(s)`.
+    pub fn is_writable(&self, s: SeqSlot, pos: usize) -> Result<bool, KvError> {
+        let (b, _) = self.locate(s, pos)?;
+        Ok(exclusive(&self.pool, &self.index, b))
+    }
+
+    /// Live sequences, in slot order.
+    pub fn seqs(&self) -> impl Iterator<Item = SeqSlot> + '_ {
+        self.seqs.keys().copied()
+    }
+}
