@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test command: fetch the models if absent, then run the whole suite.
+# The test command: fetch the models if absent, then run the whole suite
+# (the Rust workspace, then the benchmark scripts' unit tests).
 #   scripts/test.sh            # extra args go to cargo test
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/fetch-models.sh
 cargo test --workspace --release "$@"
+python3 -m unittest discover -s bench -p 'test_*.py'
