@@ -11,7 +11,11 @@
 # and prints the table of `bench/compare.py fleet` (fak / the faster
 # llama.cpp configuration per run). Reports are kept in $FAK_BENCH_OUT
 # (default ${TMPDIR:-/tmp}/fak-bench). The llama.cpp peer's interpreter is
-# chosen as described in bench/peers/common.py.
+# chosen as described in bench/peers/common.py. Extra arguments for fak's
+# run go in $FAK_FLEET_ARGS (e.g. FAK_FLEET_ARGS=--ablation adds the
+# no-reuse run, kept as an internal field of the comparison).
+# `python3 bench/plot_fleet.py --out FILE.svg FAK.json PEER...json` draws
+# agent-turns/s against agents from the reports.
 set -euo pipefail
 
 if [[ $# -ne 3 ]]; then
@@ -31,7 +35,7 @@ per_json="$out/fleet-$profile-llamacpp-per-seq-$name-t$threads.json"
 
 cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
 fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
-"$fak" bench fleet --model "$model" --profile "$profile" --threads "$threads" --json >"$fak_json"
+"$fak" bench fleet --model "$model" --profile "$profile" --threads "$threads" ${FAK_FLEET_ARGS:-} --json >"$fak_json"
 python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
     --kv unified --out "$uni_json"
 python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \

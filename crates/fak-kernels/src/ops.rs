@@ -81,6 +81,23 @@ pub mod scalar {
         }
     }
 
+    /// Attention value sum over several rows: for each row `r` in order,
+    /// [`axpy_f16`]`(w[r], v[r * stride ..], out)`.
+    ///
+    /// * `w`: `[n_rows]` weights; `v`: rows of `out.len()` f16 bit
+    ///   patterns at `stride`; `out`: `[n]`.
+    ///
+    /// Rows that do not fit in `v` or `w` are skipped.
+    pub fn axpy_f16_rows(w: &[f32], v: &[u16], stride: usize, n_rows: usize, out: &mut [f32]) {
+        let n = out.len();
+        for (r, &wr) in w.iter().enumerate().take(n_rows) {
+            let Some(row) = v.get(r * stride..r * stride + n) else {
+                return;
+            };
+            axpy_f16(wr, row, out);
+        }
+    }
+
     /// RMSNorm: `out[i] = (x[i] · scale) · w[i]` with
     /// `scale = 1 / sqrt(mean(x²) + eps)`, the sum of squares in `f64` in
     /// index order.
@@ -210,6 +227,45 @@ pub fn dot_f32_f16_rows_with_isa(
     }
     let _ = isa;
     scalar::dot_f32_f16_rows(q, k, stride, rows, out)
+}
+
+/// Attention value sums over several rows on the kernels of [`isa()`]; see
+/// [`axpy_f16_rows_with_isa`].
+#[inline]
+pub fn axpy_f16_rows(w: &[f32], v: &[u16], stride: usize, n_rows: usize, out: &mut [f32]) {
+    axpy_f16_rows_with_isa(isa(), w, v, stride, n_rows, out)
+}
+
+/// For each row `r < n_rows` in order: `out[i] += w[r] · f16(v[r * stride
+/// + i])`. **Bit-identical on every ISA** (per element the same multiply,
+/// then add, in row order; the AVX2 twin keeps a 64-wide `out` in
+/// registers across the rows).
+///
+/// * `w`: `[n_rows]`; `v`: rows of `out.len()` f16 bit patterns at
+///   `stride`; `out`: `[n]`.
+///
+/// Rows that do not fit in `v` or `w` are skipped.
+pub fn axpy_f16_rows_with_isa(
+    isa: Isa,
+    w: &[f32],
+    v: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+) {
+    let fit = match v.len().checked_sub(out.len()) {
+        None => 0,
+        Some(spare) => spare.checked_div(stride).map_or(n_rows, |r| r + 1),
+    };
+    let rows = n_rows.min(fit).min(w.len());
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) {
+        // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `out.len()`
+        // values at `stride` fit in `v`, and `w` holds `rows` weights.
+        return unsafe { ops_avx2::axpy_f16_rows(w, v, stride, rows, out) };
+    }
+    let _ = isa;
+    scalar::axpy_f16_rows(w, v, stride, rows, out)
 }
 
 /// `out[i] += a · f16(v[i])` on the kernels of [`isa()`]; see

@@ -645,3 +645,34 @@ fn exp_exhaustive_normal_range() {
         assert!(worst <= EXP_REL, "{isa}: {worst:e} at {worst_x}");
     }
 }
+
+/// Multi-row value sums equal the single-row twin applied row by row, bit
+/// for bit, for the register path (64 wide) and the fallback widths.
+#[test]
+fn axpy_f16_rows_is_bit_identical_to_scalar_rows() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3), (0, 4, 0)] {
+                for n_rows in [0usize, 1, 7, 16, 33] {
+                    let w = f32s(&mut rng, n_rows, -1.0, 1.0);
+                    let len = off + n_rows.saturating_sub(1) * stride + n;
+                    let v = f16s(&mut rng, len.max(1), -3.0, 3.0);
+                    let out0 = f32s(&mut rng, n, -2.0, 2.0);
+                    let mut got = out0.clone();
+                    ops::axpy_f16_rows_with_isa(isa, &w, &v[off..], stride, n_rows, &mut got);
+                    let mut want = out0.clone();
+                    for r in 0..n_rows {
+                        let s = off + r * stride;
+                        scalar::axpy_f16(w[r], &v[s..s + n], &mut want);
+                    }
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{isa} n={n} rows={n_rows} seed={seed}"
+                    );
+                }
+            }
+        }
+    }
+}

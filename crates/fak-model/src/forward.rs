@@ -14,7 +14,6 @@
 //! ```
 
 use fak_kernels::ops as kops;
-use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::batch::{Batch, LogitsWanted, SeqId};
@@ -401,20 +400,12 @@ impl Model {
                 if m == 0 {
                     break;
                 }
-                for (&w, row) in scores[p..p + m].iter().zip(run.chunks_exact(kv_dim)) {
-                    attn_axpy(w, &row[kvh * hd..(kvh + 1) * hd], oh);
-                }
+                let v: &[u16] = run.reinterpret_cast();
+                kops::axpy_f16_rows(&scores[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
                 p += m;
             }
         }
     }
-}
-
-/// `out[i] += w · v[i]` (`v`, `out`: `[head_dim]`); bit-identical on
-/// every ISA, like the scores.
-#[inline]
-fn attn_axpy(w: f32, v: &[f16], out: &mut [f32]) {
-    kops::axpy_f16(w, v.reinterpret_cast(), out)
 }
 
 fn add_bias(x: &mut [f32], b: Option<&[f32]>) {

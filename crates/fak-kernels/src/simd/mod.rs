@@ -20,6 +20,7 @@
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx2;
 #[cfg(target_arch = "x86_64")]

@@ -550,3 +550,52 @@ pub(crate) unsafe fn dot_f32_f16_rows(
         out[rr] = crate::ops::scalar::dot_f32_f16(q, &k[rr * stride..rr * stride + n]);
     }
 }
+
+/// AVX2 twin of `ops::scalar::axpy_f16_rows`, bit-identical to it: for each
+/// row `r` in order, `out[i] = out[i] + w[r] · f16(v[r * stride + i])`
+/// (multiply, then add), with `out` held in registers across the rows
+/// when it is 64 wide (the head dim of both supported models); other
+/// widths run the single-row twin per row.
+///
+/// * `w`: `[n_rows]`; `v`: rows of `out.len()` f16 at `stride`; `out`: `[n]`.
+///
+/// # Safety
+///
+/// `n_rows == 0` or `(n_rows - 1) * stride + out.len() <= v.len()`, and
+/// `w.len() >= n_rows`; the CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn axpy_f16_rows(
+    w: &[f32],
+    v: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+) {
+    let n = out.len();
+    if n != 64 {
+        for (r, &wr) in w.iter().enumerate().take(n_rows) {
+            // SAFETY: as this function's (row r lies inside `v`).
+            unsafe { axpy_f16(wr, &v[r * stride..r * stride + n], out) };
+        }
+        return;
+    }
+    let Some(o) = out.first_chunk_mut::<64>() else {
+        return;
+    };
+    let (oc, _) = o.as_chunks_mut::<8>();
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for (a, c) in acc.iter_mut().zip(oc.iter()) {
+        *a = load8(c);
+    }
+    for (r, &wr) in w.iter().enumerate().take(n_rows) {
+        let wv = _mm256_set1_ps(wr);
+        let row = &v[r * stride..r * stride + 64];
+        let (rc, _) = row.as_chunks::<8>();
+        for (a, x) in acc.iter_mut().zip(rc) {
+            *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, load8_f16(x)));
+        }
+    }
+    for (a, c) in acc.iter().zip(oc.iter_mut()) {
+        store8(c, *a);
+    }
+}
