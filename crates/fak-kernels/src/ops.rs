@@ -236,8 +236,8 @@ pub fn axpy_f16_rows(w: &[f32], v: &[u16], stride: usize, n_rows: usize, out: &m
     axpy_f16_rows_with_isa(isa(), w, v, stride, n_rows, out)
 }
 
-/// For each row `r < n_rows` in order: `out[i] += w[r] · f16(v[r * stride
-/// + i])`. **Bit-identical on every ISA** (per element the same multiply,
+/// For each row `r < n_rows` in order:
+/// `out[i] += w[r] · f16(v[r · stride + i])`. **Bit-identical on every ISA** (per element the same multiply,
 /// then add, in row order; the AVX2 twin keeps a 64-wide `out` in
 /// registers across the rows).
 ///
