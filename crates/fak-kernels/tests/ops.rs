@@ -662,9 +662,9 @@ fn axpy_f16_rows_is_bit_identical_to_scalar_rows() {
                     let mut got = out0.clone();
                     ops::axpy_f16_rows_with_isa(isa, &w, &v[off..], stride, n_rows, &mut got);
                     let mut want = out0.clone();
-                    for r in 0..n_rows {
+                    for (r, &wr) in w.iter().enumerate() {
                         let s = off + r * stride;
-                        scalar::axpy_f16(w[r], &v[s..s + n], &mut want);
+                        scalar::axpy_f16(wr, &v[s..s + n], &mut want);
                     }
                     assert_eq!(
                         bits(&got),
