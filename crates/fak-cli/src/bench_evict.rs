@@ -7,7 +7,13 @@
 //!   reingest fork of the first `at` tokens, ingest ids at+S..L               (timed)
 //!   shift    evict(fork, span, Shift)   APPROXIMATE: move rows, re-rope keys  (timed)
 //!   full     a fresh sequence prefilling all L - S remaining tokens           (timed)
+//!   span     fork of the first `at` tokens, ingest the span's S tokens        (timed)
 //! ```
+//!
+//! With `--at L - S - k` the span is the sequence's last S tokens but k: an
+//! agent evicting its last tool result (S = R) with the k tokens it
+//! generated after it; `exact / span` is then "eviction cost over that
+//! result's ingest cost".
 //!
 //! Exact eviction is truncation plus re-ingesting the tail, so its cost
 //! should equal `reingest`; `full` is what an engine without exact
@@ -59,6 +65,10 @@ pub struct EvictTimes {
     pub full_recompute_s: f64,
     /// exact / reingest (the issue's bound: at most 1).
     pub exact_over_reingest: f64,
+    /// Ingesting the span's own tokens after the kept prefix.
+    pub span_ingest_s: f64,
+    /// exact / span_ingest.
+    pub exact_over_span_ingest: f64,
     pub exact_s_reps: Vec<f64>,
     pub reingest_s_reps: Vec<f64>,
 }
@@ -107,6 +117,8 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
     let mut reingest = Vec::new();
     let mut shift = Vec::new();
     let mut full = Vec::new();
+    let mut span_in = Vec::new();
+    let span_ids: Vec<u32> = ids[at..at + a.span].to_vec();
     for rep in 0..=a.reps {
         let s = seqs.fork(root)?;
         let t = Instant::now();
@@ -132,7 +144,14 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
         seqs.ingest(&model, s, &remaining)?;
         let f = t.elapsed().as_secs_f64();
         seqs.free(s)?;
+        let s = seqs.fork(root)?;
+        seqs.truncate(s, at)?;
+        let t = Instant::now();
+        seqs.ingest(&model, s, &span_ids)?;
+        let si = t.elapsed().as_secs_f64();
+        seqs.free(s)?;
         if rep > 0 {
+            span_in.push(si);
             exact.push(e);
             reingest.push(r);
             shift.push(sh);
@@ -163,6 +182,8 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
             shift_s: median(&shift),
             full_recompute_s: median(&full),
             exact_over_reingest: e / r.max(1e-12),
+            span_ingest_s: median(&span_in),
+            exact_over_span_ingest: e / median(&span_in).max(1e-12),
             exact_s_reps: exact,
             reingest_s_reps: reingest,
         },
@@ -182,6 +203,8 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
         println!("  re-ingest tail   {:>9.1} ms", t.reingest_s * 1e3);
         println!("  exact/re-ingest  {:>9.3}", t.exact_over_reingest);
         println!("  shift (approx.)  {:>9.1} ms", t.shift_s * 1e3);
+        println!("  ingest the span  {:>9.1} ms", t.span_ingest_s * 1e3);
+        println!("  exact/span       {:>9.3}", t.exact_over_span_ingest);
         println!("  full recompute   {:>9.1} ms", t.full_recompute_s * 1e3);
     }
     Ok(())
