@@ -534,3 +534,68 @@ fn bench_batch_json_has_the_shared_schema() {
     assert_eq!(r[1]["batch"], 3);
     assert!(r[1]["decode_tok_s"].as_f64().expect("rate") > 0.0);
 }
+
+/// `fak bench fleet` runs a tiny fleet and its no-reuse ablation with the
+/// shared schema; both give the same greedy tokens, and reuse is counted.
+#[test]
+fn bench_fleet_json_counts_reuse() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let o = fak(&[
+        "bench",
+        "fleet",
+        "-m",
+        &m,
+        "--prefix",
+        "16",
+        "--turns",
+        "2",
+        "--agents",
+        "2",
+        "--decode",
+        "2",
+        "--result",
+        "4",
+        "--ablation",
+        "--json",
+        "-t",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-bench-fleet/1");
+    let r = &v["runs"][0];
+    assert_eq!(r["prefix_evaluations"], 1);
+    assert_eq!(r["tokens_reused"], 2 * 16);
+    assert_eq!(r["ablation"]["prefix_evaluations"], 2);
+    assert_eq!(r["ablation"]["tokens_reused"], 0);
+    assert_eq!(r["generated_sha256"], r["ablation"]["generated_sha256"]);
+    assert!(r["agent_turns_per_s"].as_f64().expect("rate") > 0.0);
+    let o = fak(&["bench", "fleet", "-m", &m, "--profile", "nope"]);
+    assert_clean_error(&o, "unknown profile");
+}
+
+/// `fak bench evict` times exact eviction, re-ingest, shift and the span's
+/// own ingest.
+#[test]
+fn bench_evict_json_reports_every_operation() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let o = fak(&[
+        "bench", "evict", "-m", &m, "--len", "40", "--span", "8", "--at", "20", "--reps", "1",
+        "--json", "-t", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-bench-evict/1");
+    assert_eq!(v["tail_tokens"], 12);
+    for k in [
+        "exact_s",
+        "reingest_s",
+        "shift_s",
+        "full_recompute_s",
+        "span_ingest_s",
+    ] {
+        assert!(v["times"][k].as_f64().expect(k) > 0.0, "{k}");
+    }
+    let o = fak(&["bench", "evict", "-m", &m, "--len", "10", "--span", "20"]);
+    assert_clean_error(&o, "span");
+}
