@@ -224,16 +224,7 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         bail!("--reps must be at least 1");
     }
     let path = &a.model.model;
-    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
-    if let Some(t) = a.model.threads {
-        model.set_threads(t);
-        if model.threads() != t.max(1) {
-            bail!(
-                "could not start {t} threads (the model runs with {})",
-                model.threads()
-            );
-        }
-    }
+    let model = load_model(&a.model)?;
     let n_vocab = model.config().n_vocab;
     let max_ctx = PREFILL_LENS
         .iter()
@@ -274,10 +265,7 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         cpu: cpu_model(),
         isa: fak_kernels::isa().name().to_string(),
         threads: model.threads(),
-        model: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string()),
+        model: model_file_name(path),
         model_sha256: sha256_file(path)?,
         n_vocab,
         reps: a.reps,
@@ -454,6 +442,30 @@ pub enum KvKind {
     Flat,
     /// The paged, copy-on-write block store (16-token blocks).
     Paged,
+}
+
+/// Loads the benchmark's model with the requested thread count; an error
+/// if the pool could not start that many threads.
+pub fn load_model(args: &ModelArgs) -> anyhow::Result<Model> {
+    let path = &args.model;
+    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
+    if let Some(t) = args.threads {
+        model.set_threads(t);
+        if model.threads() != t.max(1) {
+            bail!(
+                "could not start {t} threads (the model runs with {})",
+                model.threads()
+            );
+        }
+    }
+    Ok(model)
+}
+
+/// The model file's name as the reports record it.
+pub fn model_file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
 
 /// The first `model name` line of /proc/cpuinfo, or "unknown".

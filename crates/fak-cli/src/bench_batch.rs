@@ -21,7 +21,7 @@ use fak_model::{LogitsWanted, Model, SeqId};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::bench::{cpu_model, median, sha256_file, LcgIds};
+use crate::bench::{cpu_model, load_model, median, model_file_name, sha256_file, LcgIds};
 use crate::ModelArgs;
 
 /// Prompt tokens per sequence.
@@ -154,13 +154,7 @@ pub fn run(a: BenchBatchArgs) -> anyhow::Result<()> {
         bail!("--reps and every --batch size must be at least 1");
     }
     let path = &a.model.model;
-    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
-    if let Some(t) = a.model.threads {
-        model.set_threads(t);
-        if model.threads() != t.max(1) {
-            bail!("could not start {t} threads");
-        }
-    }
+    let model = load_model(&a.model)?;
     let bar = ProgressBar::new((a.batch.len() * a.reps + 1) as u64);
     bar.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
@@ -209,10 +203,7 @@ pub fn run(a: BenchBatchArgs) -> anyhow::Result<()> {
         cpu: cpu_model(),
         isa: fak_kernels::isa().name().to_string(),
         threads: model.threads(),
-        model: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string()),
+        model: model_file_name(path),
         model_sha256: sha256_file(path)?,
         n_vocab: model.config().n_vocab,
         prompt_tokens: PROMPT_TOKENS,

@@ -21,12 +21,11 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use fak_engine::{EvictMode, PagedKvConfig, PrefixCache, Sequences, Tenant};
-use fak_model::Model;
 use serde::Serialize;
 
-use crate::bench::{cpu_model, median, sha256_file, LcgIds};
+use crate::bench::{cpu_model, load_model, median, model_file_name, sha256_file, LcgIds};
 use crate::ModelArgs;
 
 /// Schema tag of [`EvictReport`].
@@ -101,10 +100,7 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
         );
     }
     let path = &a.model.model;
-    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
-    if let Some(t) = a.model.threads {
-        model.set_threads(t);
-    }
+    let model = load_model(&a.model)?;
     let ids: Vec<u32> = LcgIds::take(model.config().n_vocab, a.len);
     let tail: Vec<u32> = ids[at + a.span..].to_vec();
     let remaining: Vec<u32> = [&ids[..at], &tail[..]].concat();
@@ -166,10 +162,7 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
         cpu: cpu_model(),
         isa: fak_kernels::isa().name().to_string(),
         threads: model.threads(),
-        model: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        model: model_file_name(path),
         model_sha256: sha256_file(path)?,
         len: a.len,
         span: a.span,

@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::bench::{cpu_model, sha256_file, LcgIds};
+use crate::bench::{cpu_model, load_model, model_file_name, sha256_file, LcgIds};
 use crate::ModelArgs;
 
 /// Schema tag of [`FleetReport`].
@@ -307,13 +307,7 @@ pub fn run(a: BenchFleetArgs) -> anyhow::Result<()> {
         bail!("--prefix, --turns, --agents, --decode and --result must all be at least 1");
     }
     let path = &a.model.model;
-    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
-    if let Some(t) = a.model.threads {
-        model.set_threads(t);
-        if model.threads() != t.max(1) {
-            bail!("could not start {t} threads");
-        }
-    }
+    let model = load_model(&a.model)?;
     let reps = if a.ablation { 2 } else { 1 };
     let total: usize = shapes.iter().map(|s| s.agents * s.turns * reps).sum();
     let bar = ProgressBar::new(total as u64);
@@ -348,10 +342,7 @@ pub fn run(a: BenchFleetArgs) -> anyhow::Result<()> {
         cpu: cpu_model(),
         isa: fak_kernels::isa().name().to_string(),
         threads: model.threads(),
-        model: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string()),
+        model: model_file_name(path),
         model_sha256: sha256_file(path)?,
         kv: "paged",
         block_size: a.block_size,
