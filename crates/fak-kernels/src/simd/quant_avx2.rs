@@ -95,6 +95,21 @@ fn store32<const OFF: usize, const N: usize>(out: &mut [i8; N], v: __m256i) {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn quant_8bit(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
+    let (v, amax) = block_absmax(x)?;
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let idv = _mm256_set1_ps(id);
+    let q = v.map(|vi| _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(vi, idv))));
+    let mut out = [0i8; 32];
+    store32::<0, 32>(&mut out, low_bytes(q[0], q[1], q[2], q[3]));
+    Some((d, out))
+}
+
+/// The 32 values of a Q8_0/Q8_1 block as 4 vectors, and their largest
+/// magnitude; `None` if the block holds a NaN.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn block_absmax(x: &[f32; 32]) -> Option<([__m256; 4], f32)> {
     let v = [
         load8::<0, 32>(x),
         load8::<8, 32>(x),
@@ -108,13 +123,7 @@ pub(crate) unsafe fn quant_8bit(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
         _mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
         _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])),
     ));
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let idv = _mm256_set1_ps(id);
-    let q = v.map(|vi| _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(vi, idv))));
-    let mut out = [0i8; 32];
-    store32::<0, 32>(&mut out, low_bytes(q[0], q[1], q[2], q[3]));
-    Some((d, out))
+    Some((v, amax))
 }
 
 /// AVX2 twin of the runtime activation quantizer's Q8_0/Q8_1 body
@@ -129,19 +138,7 @@ pub(crate) unsafe fn quant_8bit(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn quant_8bit_acts(x: &[f32; 32]) -> Option<(f32, [i8; 32])> {
-    let v = [
-        load8::<0, 32>(x),
-        load8::<8, 32>(x),
-        load8::<16, 32>(x),
-        load8::<24, 32>(x),
-    ];
-    if v.iter().any(|&vi| has_nan(vi)) {
-        return None;
-    }
-    let amax = hmax_ps(_mm256_max_ps(
-        _mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
-        _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])),
-    ));
+    let (v, amax) = block_absmax(x)?;
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     let idv = _mm256_set1_ps(id);
