@@ -3,7 +3,8 @@
 //! `cargo run --release -p fak-kernels --example gemm_speed`
 //!
 //! Per type: a `[rows x n]` weight matrix times `toks` quantized activation
-//! rows (prefill), and times one row (decode); median of 5 runs each.
+//! rows (prefill), and times one row (decode); median of 9 runs each.
+//! `GEMM_SPEED_ONLY=q6_k` (a type name) runs one type.
 
 use std::time::Instant;
 
@@ -47,9 +48,9 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
     w
 }
 
-/// Median of 5 timings of `f`, in milliseconds.
+/// Median of 9 timings of `f`, in milliseconds.
 fn median_ms(mut f: impl FnMut()) -> f64 {
-    let mut t: Vec<f64> = (0..5)
+    let mut t: Vec<f64> = (0..9)
         .map(|_| {
             let s = Instant::now();
             f();
@@ -57,10 +58,16 @@ fn median_ms(mut f: impl FnMut()) -> f64 {
         })
         .collect();
     t.sort_by(f64::total_cmp);
-    t[2]
+    t[4]
 }
 
 fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
+    // `GEMM_SPEED_ONLY=q6_k` runs one type.
+    if let Ok(only) = std::env::var("GEMM_SPEED_ONLY") {
+        if only != format!("{ty}") {
+            return;
+        }
+    }
     let w = weights(ty, rows, n);
     let aty = vec_dot_type(ty);
     let a: Vec<u8> = (0..toks)

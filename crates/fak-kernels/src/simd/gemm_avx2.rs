@@ -53,6 +53,18 @@ pub(crate) enum Accumulators {
     One,
 }
 
+/// Register tile shapes (`R` weight rows × `T` tokens) for many tokens;
+/// which one fits the 16 AVX2 registers depends on the format's step state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// 4 rows × 2 tokens.
+    R4T2,
+    /// 1 row × 4 tokens.
+    R1T4,
+    /// 2 rows × 4 tokens.
+    R2T4,
+}
+
 /// One block format's dot-product arithmetic over `WB`-byte weight blocks
 /// and `AB`-byte activation blocks (see the module doc).
 ///
@@ -67,6 +79,8 @@ pub(crate) unsafe trait BlockDot<const WB: usize, const AB: usize> {
     const STEPS: usize;
     /// The float accumulation scheme.
     const ACC: Accumulators;
+    /// The register tile for many tokens.
+    const SHAPE: Shape = Shape::R4T2;
     /// Per-block weight info (scales, mins).
     type WI: Copy;
     /// Per-block activation info (scale, sums).
@@ -269,11 +283,11 @@ pub(crate) struct GemmArgs<'a> {
     pub(crate) out_stride: usize,
 }
 
-/// Runs the tiles of `K` over the whole product: `R × T` tiles (the
-/// remainder rows and tokens as `1`-row / `1`-token tiles); one token
-/// (decode) uses `1 × 1` tiles: multi-row GEMV tiles measured slower on
-/// large matrices (the 49152-row output head). Every shape gives the same
-/// bits.
+/// Runs the tiles of `K` over the whole product: `R × T` tiles of
+/// `K::SHAPE` (the remainder rows and tokens as `1`-row / `1`-token
+/// tiles); one token (decode) runs [`gemv`]: multi-row GEMV tiles measured
+/// slower on large matrices (the 49152-row output head). Every shape gives
+/// the same bits.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemm_k<K, const WB: usize, const AB: usize>(g: &GemmArgs<'_>, out: &mut [f32])
@@ -290,9 +304,42 @@ where
         stride: g.out_stride,
     };
     match (K::ACC, arows.len()) {
-        (_, 1) => tiles::<K, WB, AB, 1, 1>(wrows, arows, p, out),
-        (Accumulators::One, _) => tiles::<K, WB, AB, 4, 2>(wrows, arows, p, out),
+        (_, 1) => gemv::<K, WB, AB>(wrows, arows.get(0), out),
+        (Accumulators::One, _) => match K::SHAPE {
+            Shape::R4T2 => tiles::<K, WB, AB, 4, 2>(wrows, arows, p, out),
+            Shape::R1T4 => tiles::<K, WB, AB, 1, 4>(wrows, arows, p, out),
+            Shape::R2T4 => tiles::<K, WB, AB, 2, 4>(wrows, arows, p, out),
+        },
     }
+}
+
+/// One token: `out[j] = w[j] · a` for every weight row, one `1 × 1` tile
+/// per row (the same arithmetic as `vec_dot`, so the same bits).
+///
+/// Each row is a call to the out-of-line [`dot1`]: with the tile inlined
+/// into this loop, decode GEMVs ran 1.4–3× slower (`gemm_speed`, Q8_0
+/// 1536 × 576: 0.175 → 0.056 ms; the 49152-row head: 6.05 → 3.36 ms).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemv<K, const WB: usize, const AB: usize>(wrows: Rows<'_, WB>, a: &[[u8; AB]], out: &mut [f32])
+where
+    K: BlockDot<WB, AB>,
+{
+    for (j, o) in out.iter_mut().take(wrows.len()).enumerate() {
+        *o = dot1::<K, WB, AB>(wrows.get(j), a);
+    }
+}
+
+/// `w · a` as a `1 × 1` tile, kept out of line (see [`gemv`]).
+///
+/// * `w`, `a`: one weight and one activation row of `nb` blocks each.
+#[inline(never)]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot1<K, const WB: usize, const AB: usize>(w: &[[u8; WB]], a: &[[u8; AB]]) -> f32
+where
+    K: BlockDot<WB, AB>,
+{
+    tile::<K, WB, AB, 1, 1>([w], [a], w.len().min(a.len()))[0][0]
 }
 
 /// `n` rows of `nb` blocks each, viewed in a contiguous block slice.
@@ -736,6 +783,8 @@ macro_rules! k_mins {
     ($wb:literal) => {
         const STEPS: usize = 8;
         const ACC: Accumulators = Accumulators::One;
+        // Measured best for the 8-step K blocks (`gemm_speed`).
+        const SHAPE: Shape = Shape::R1T4;
         type WI = KMinsInfo;
         type AI = Q8KInfo;
         type WS = KStepW;
@@ -810,6 +859,8 @@ pub(crate) struct Q6A {
 unsafe impl BlockDot<210, 292> for Q6KDot {
     const STEPS: usize = 8;
     const ACC: Accumulators = Accumulators::One;
+    // Measured best for Q6_K's 8-step blocks (`gemm_speed`: 4 × 2 spills).
+    const SHAPE: Shape = Shape::R2T4;
     type WI = f32;
     type AI = Q8KInfo;
     type WS = KStepW;
