@@ -18,8 +18,9 @@
 //! scalar code operation for operation (sums of squares and softmax sums in
 //! `f64`, `f32` running sums in index order for the attention dots, libm
 //! `expf`), so `FAK_ISA=scalar` reproduces its numbers bit for bit. The
-//! attention kernels the forward pass uses, [`dot_f32_f16_rows`] and
-//! [`axpy_f16`], are bit-identical on every ISA (attention is where tiny
+//! attention kernels the forward pass uses, [`dot_f32_f16_rows`] (and its
+//! grouped-query form [`dot_f32_f16_rows_group`]) and [`axpy_f16`], are
+//! bit-identical on every ISA (attention is where tiny
 //! reorderings showed up as changed greedy tokens); the other AVX2 twins
 //! differ only in float rounding, with tolerances in each function's docs.
 //! The `Avx512` ISA runs the AVX2 twins.
@@ -36,9 +37,39 @@ use crate::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::ops_avx2;
 
+/// `G` query heads that share one key head (grouped-query attention):
+/// `q` holds them one after another, `[G, n]` row-major f32, with
+/// `G = q.len() / n` (a trailing partial query is ignored).
+#[derive(Debug, Clone, Copy)]
+pub struct QueryGroup<'a> {
+    /// `[G, n]` queries.
+    pub q: &'a [f32],
+    /// Head dim.
+    pub n: usize,
+}
+
+impl<'a> QueryGroup<'a> {
+    /// Number of whole queries.
+    pub fn len(&self) -> usize {
+        self.q.len().checked_div(self.n).unwrap_or(0)
+    }
+
+    /// Whether the group holds no whole query.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The queries, `[n]` each.
+    pub fn queries(&self) -> impl Iterator<Item = &'a [f32]> {
+        let (q, n) = (self.q, self.n.max(1));
+        q.chunks_exact(n).take(self.len())
+    }
+}
+
 /// The scalar twins of the dispatched operations (same signatures), equal
 /// bit for bit to the forward pass's original scalar code.
 pub mod scalar {
+    use super::QueryGroup;
     use crate::fp::f16_to_f32;
 
     /// `Σ q[i] · f16(k[i])` over `min(q.len(), k.len())` elements, one `f32`
@@ -78,6 +109,32 @@ pub mod scalar {
                 return;
             };
             *o = dot_f32_f16(q, row);
+        }
+    }
+
+    /// Attention scores of a group of query heads that share one key head:
+    /// [`dot_f32_f16_rows`] for each query `g` of `qs` into
+    /// `out[g * out_stride ..]`.
+    ///
+    /// * `qs`: `[G, n]` queries; `k`: `n_rows` rows of f16 bit patterns at
+    ///   `stride`; `out`: `[G, out_stride]`, the first `n_rows` values of
+    ///   each row written.
+    ///
+    /// Rows that do not fit in `k` or in a query's output row are skipped.
+    pub fn dot_f32_f16_rows_group(
+        qs: QueryGroup<'_>,
+        k: &[u16],
+        stride: usize,
+        n_rows: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        for (g, q) in qs.queries().enumerate() {
+            let Some(o) = out.get_mut(g * out_stride..) else {
+                return;
+            };
+            let len = out_stride.min(o.len());
+            dot_f32_f16_rows(q, k, stride, n_rows, &mut o[..len]);
         }
     }
 
@@ -227,6 +284,70 @@ pub fn dot_f32_f16_rows_with_isa(
     }
     let _ = isa;
     scalar::dot_f32_f16_rows(q, k, stride, rows, out)
+}
+
+/// Grouped-query attention scores on the kernels of [`isa()`]; see
+/// [`dot_f32_f16_rows_group_with_isa`].
+#[inline]
+pub fn dot_f32_f16_rows_group(
+    qs: QueryGroup<'_>,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    dot_f32_f16_rows_group_with_isa(isa(), qs, k, stride, n_rows, out, out_stride)
+}
+
+/// [`dot_f32_f16_rows_with_isa`] for each query `g` of a group that shares
+/// one key head: `out[g * out_stride + r] = Σ_i q_g[i] · f16(k[r * stride +
+/// i])`, **bit-identical on every ISA and to one `dot_f32_f16_rows` call
+/// per query**. The AVX2 twin loads and transposes each 8 × 8 tile of keys
+/// once for up to 4 queries instead of once per query.
+///
+/// * `qs`: `[G, n]` queries; `k`: `n_rows` rows of `n` f16 bit patterns,
+///   row `r` at `r * stride`; `out`: `[G, out_stride]` (row `g` at
+///   `g * out_stride`), the first `n_rows` values of each row written.
+///
+/// Rows that do not fit in `k`, or in every query's output row, are
+/// skipped (not computed).
+pub fn dot_f32_f16_rows_group_with_isa(
+    isa: Isa,
+    qs: QueryGroup<'_>,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g = qs.len();
+    let n = qs.n;
+    if g == 0 {
+        return;
+    }
+    // Rows that fit entirely in `k`.
+    let fit_k = match k.len().checked_sub(n) {
+        None => 0,
+        Some(spare) => spare.checked_div(stride).map_or(n_rows, |r| r + 1),
+    };
+    // Rows that fit in every query's output row.
+    let fit_out = if g == 1 {
+        out.len()
+    } else {
+        let last = (g - 1).saturating_mul(out_stride);
+        out.len().saturating_sub(last).min(out_stride)
+    };
+    let rows = n_rows.min(fit_k).min(fit_out);
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) && n > 0 {
+        // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `n` values at
+        // `stride` fit in `k`, and each query's `rows` outputs fit in `out`
+        // at `out_stride` without overlapping (see above).
+        return unsafe { ops_avx2::dot_f32_f16_rows_group(qs.q, n, k, stride, rows, out, out_stride) };
+    }
+    let _ = isa;
+    scalar::dot_f32_f16_rows_group(qs, k, stride, rows, out, out_stride)
 }
 
 /// Attention value sums over several rows on the kernels of [`isa()`]; see

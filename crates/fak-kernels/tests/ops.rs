@@ -19,7 +19,7 @@
 //! ```
 
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
-use fak_kernels::ops::{self, scalar};
+use fak_kernels::ops::{self, scalar, QueryGroup};
 use fak_kernels::{isa, Isa};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -262,6 +262,71 @@ fn dot_f32_f16_rows_is_bit_identical_to_scalar_rows() {
             let mut got = vec![7.0f32; 5];
             ops::dot_f32_f16_rows_with_isa(isa, &q, &k, 64, 5, &mut got);
             assert_eq!(&got[3..], &[7.0, 7.0]);
+        }
+    }
+}
+
+/// Grouped-query scores equal one scalar single-row dot per (query, row),
+/// bit for bit, for group sizes 1–9 (passes of 4, 3, 2, 1 queries), any
+/// row count, and output rows at a stride; outputs past `n_rows` in each
+/// query's row stay untouched.
+#[test]
+fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3)] {
+                for g in 1..=9usize {
+                    for n_rows in [0usize, 1, 7, 8, 9, 17, 33] {
+                        let q = f32s(&mut rng, g * n, -2.0, 2.0);
+                        let len = off + n_rows.saturating_sub(1) * stride + n;
+                        let k = f16s(&mut rng, len.max(1), -3.0, 3.0);
+                        let out_stride = n_rows + 5;
+                        let mut got = vec![f32::NAN; g * out_stride];
+                        ops::dot_f32_f16_rows_group_with_isa(
+                            isa,
+                            QueryGroup { q: &q, n },
+                            &k[off..],
+                            stride,
+                            n_rows,
+                            &mut got,
+                            out_stride,
+                        );
+                        for gi in 0..g {
+                            let qg = &q[gi * n..(gi + 1) * n];
+                            let want: Vec<f32> = (0..n_rows)
+                                .map(|r| {
+                                    let row = &k[off + r * stride..off + r * stride + n];
+                                    scalar::dot_f32_f16(qg, row)
+                                })
+                                .collect();
+                            let row = &got[gi * out_stride..(gi + 1) * out_stride];
+                            assert_eq!(
+                                bits(&row[..n_rows]),
+                                bits(&want),
+                                "{isa} n={n} g={g} rows={n_rows} seed={seed}"
+                            );
+                            assert!(row[n_rows..].iter().all(|v| v.is_nan()));
+                        }
+                    }
+                }
+            }
+            // Rows that do not fit in `k` or in an output row are skipped.
+            let q = f32s(&mut rng, 3 * 64, -1.0, 1.0);
+            let k = f16s(&mut rng, 64 * 3 + 10, -1.0, 1.0);
+            let mut got = vec![7.0f32; 3 * 5];
+            let qs = QueryGroup { q: &q, n: 64 };
+            ops::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 5, &mut got, 5);
+            for gi in 0..3 {
+                assert_eq!(&got[gi * 5 + 3..gi * 5 + 5], &[7.0, 7.0]);
+            }
+            let mut short = vec![7.0f32; 2 * 4 + 2];
+            let k = f16s(&mut rng, 64 * 8, -1.0, 1.0);
+            ops::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 8, &mut short, 4);
+            // The last query's row holds only 2 values: rows 2.. are skipped.
+            assert_eq!(&short[2..4], &[7.0, 7.0], "{isa}");
+            assert_eq!(&short[6..8], &[7.0, 7.0], "{isa}");
+            assert!(short[8..].iter().all(|&v| v != 7.0), "{isa}");
         }
     }
 }

@@ -185,7 +185,9 @@ impl Model {
         let scores = &mut ws.scores;
         // Room for the longest context in the batch, at least SCORES_MIN and
         // grown by doubling: decode steps reallocate only at powers of two.
-        let longest = ws.ends.iter().map(|e| e.1).max().unwrap_or(0);
+        // The buffer holds one row of scores per query head of a KV group.
+        let group = (cfg.n_head / cfg.n_head_kv.max(1)).max(1);
+        let longest = ws.ends.iter().map(|e| e.1).max().unwrap_or(0) * group;
         if scores.capacity() < longest {
             scores.reserve(longest.max(SCORES_MIN).next_power_of_two() - scores.len());
         }
@@ -255,7 +257,7 @@ impl Model {
             } else {
                 self.pool.run_chunks_mut(attn, q_dim, |ti, out| {
                     let t = &batch.tokens[ti];
-                    let mut scores = Vec::with_capacity(t.pos as usize + 1);
+                    let mut scores = Vec::with_capacity((t.pos as usize + 1) * group);
                     self.attend(
                         li,
                         t.seq,
@@ -370,11 +372,17 @@ impl Model {
         let group = cfg.n_head / cfg.n_head_kv;
         let scale = 1.0f32 / (hd as f32).sqrt();
         let end = pos + 1;
-        scores.resize(end, 0.0);
-        for h in 0..cfg.n_head {
-            let kvh = h / group;
-            let qh = &q[h * hd..(h + 1) * hd];
-            // Scores, one position at a time, walking the store's runs.
+        // Scores of the `group` query heads that share a KV head, one row
+        // of `end` positions each: `scores[g * end + p]`.
+        scores.resize(group * end, 0.0);
+        for kvh in 0..cfg.n_head_kv {
+            let heads = kvh * group..(kvh + 1) * group;
+            let qs = kops::QueryGroup {
+                q: &q[heads.start * hd..heads.end * hd],
+                n: hd,
+            };
+            // Scores, walking the store's runs; each key tile is read once
+            // for the whole group.
             let mut p = 0;
             while p < end {
                 let run = kv.k_run(layer, seq, p, end);
@@ -383,26 +391,30 @@ impl Model {
                     break;
                 }
                 let k: &[u16] = run.reinterpret_cast();
-                let out = &mut scores[p..p + m];
-                kops::dot_f32_f16_rows(qh, &k[kvh * hd..], kv_dim, m, out);
-                for s in out.iter_mut() {
-                    *s *= scale;
+                kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, &mut scores[p..], end);
+                for row in scores.chunks_exact_mut(end) {
+                    for s in &mut row[p..p + m] {
+                        *s *= scale;
+                    }
                 }
                 p += m;
             }
-            kops::softmax(scores);
-            let oh = &mut out[h * hd..(h + 1) * hd];
-            oh.fill(0.0);
-            let mut p = 0;
-            while p < end {
-                let run = kv.v_run(layer, seq, p, end);
-                let m = run.len() / kv_dim;
-                if m == 0 {
-                    break;
+            for (g, h) in heads.enumerate() {
+                let sc = &mut scores[g * end..(g + 1) * end];
+                kops::softmax(sc);
+                let oh = &mut out[h * hd..(h + 1) * hd];
+                oh.fill(0.0);
+                let mut p = 0;
+                while p < end {
+                    let run = kv.v_run(layer, seq, p, end);
+                    let m = run.len() / kv_dim;
+                    if m == 0 {
+                        break;
+                    }
+                    let v: &[u16] = run.reinterpret_cast();
+                    kops::axpy_f16_rows(&sc[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
+                    p += m;
                 }
-                let v: &[u16] = run.reinterpret_cast();
-                kops::axpy_f16_rows(&scores[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
-                p += m;
             }
         }
     }

@@ -551,6 +551,106 @@ pub(crate) unsafe fn dot_f32_f16_rows(
     }
 }
 
+/// AVX2 twin of `ops::scalar::dot_f32_f16_rows_group`, bit-identical to
+/// it: the queries run in passes of up to 4 ([`rows_group`]); a single
+/// query takes [`dot_f32_f16_rows`].
+///
+/// * `q`: `[G, n]`; `k`: rows of `n` f16 at `stride`; `out`: `[G,
+///   out_stride]`.
+///
+/// # Safety
+///
+/// `n > 0`; `n_rows == 0` or `(n_rows - 1) * stride + n <= k.len()`; for
+/// `G = q.len() / n > 1`, `n_rows <= out_stride` and `(G - 1) * out_stride
+/// + n_rows <= out.len()` (for `G == 1`, `n_rows <= out.len()`); the CPU
+/// must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f32_f16_rows_group(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g_all = q.len() / n;
+    if g_all == 1 {
+        // SAFETY: the caller's bounds for one query.
+        return unsafe { dot_f32_f16_rows(&q[..n], k, stride, n_rows, out) };
+    }
+    let mut g0 = 0;
+    while g0 < g_all {
+        let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
+        // SAFETY (each arm): the caller's bounds, for queries g0.. .
+        let done = unsafe {
+            match g_all - g0 {
+                1 => rows_group::<1>(qg, n, k, stride, n_rows, og, out_stride),
+                2 => rows_group::<2>(qg, n, k, stride, n_rows, og, out_stride),
+                3 => rows_group::<3>(qg, n, k, stride, n_rows, og, out_stride),
+                _ => rows_group::<4>(qg, n, k, stride, n_rows, og, out_stride),
+            }
+        };
+        g0 += done;
+    }
+}
+
+/// Scores of the first `G` queries of `q` (one pass); returns `G`. Each
+/// 8 × 8 key tile is loaded and transposed once, then every query keeps
+/// its own lane-per-row running sums (the arithmetic of
+/// [`dot_f32_f16_rows`]).
+///
+/// # Safety
+///
+/// As [`dot_f32_f16_rows_group`], with `q` holding at least `G` queries
+/// and `out` their `G` output rows.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_group<const G: usize>(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    let n8 = n / 8 * 8;
+    let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
+    let mut r = 0;
+    while r + 8 <= n_rows {
+        let mut acc = [_mm256_setzero_ps(); G];
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
+            let cols = unsafe { load_cols(k, stride, r, i) };
+            for (a, qg) in acc.iter_mut().zip(qs) {
+                for (c, col) in cols.iter().enumerate() {
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(qg[i + c]), *col));
+                }
+            }
+        }
+        for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
+            let mut lanes = [0.0f32; 8];
+            store8(&mut lanes, a);
+            for (j, mut s) in lanes.into_iter().enumerate() {
+                let row = &k[(r + j) * stride..(r + j) * stride + n];
+                for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
+                    s += x * crate::fp::f16_to_f32(y);
+                }
+                out[g * out_stride + r + j] = s;
+            }
+        }
+        r += 8;
+    }
+    for rr in r..n_rows {
+        let row = &k[rr * stride..rr * stride + n];
+        for (g, qg) in qs.iter().enumerate() {
+            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+        }
+    }
+    G
+}
+
 /// AVX2 twin of `ops::scalar::axpy_f16_rows`, bit-identical to it: for each
 /// row `r` in order, `out[i] = out[i] + w[r] · f16(v[r * stride + i])`
 /// (multiply, then add), with `out` held in registers across the rows
