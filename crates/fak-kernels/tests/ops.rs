@@ -275,8 +275,8 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
     for isa in Isa::available() {
         for seed in seeds() {
             let mut rng = StdRng::seed_from_u64(seed);
-            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3)] {
-                for g in 1..=9usize {
+            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3), (264, 270, 1)] {
+                for g in 1..=19usize {
                     for n_rows in [0usize, 1, 7, 8, 9, 17, 33] {
                         let q = f32s(&mut rng, g * n, -2.0, 2.0);
                         let len = off + n_rows.saturating_sub(1) * stride + n;

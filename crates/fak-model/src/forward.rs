@@ -6,7 +6,7 @@
 //!   q,k,v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)      matmuls over the whole batch
 //!   rope(q, k) at each token's own position
 //!   KvStore.write(k, v) for every token                   (then attention reads 0..=pos)
-//!   a = attention(q, own sequence's K/V)                  per token, per head
+//!   a = attention(q, own sequence's K/V)                  per run of a sequence's tokens
 //!   x += a·Woᵀ
 //!   h = rms_norm(x) · ffn_norm
 //!   x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ
@@ -14,8 +14,8 @@
 //! ```
 
 use fak_kernels::ops as kops;
-use half::slice::HalfFloatSliceExt;
 
+use crate::attention::{attention_chunk, AttnBuffers, Run};
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::ModelError;
 use crate::kv::KvStore;
@@ -59,7 +59,7 @@ pub struct Workspace {
     gate: Vec<f32>,
     up: Vec<f32>,
     normed: Vec<f32>,
-    scores: Vec<f32>,
+    attn_bufs: AttnBuffers,
     rope_cache: Vec<(f32, f32)>,
     ends: Vec<(SeqId, usize)>,
     acts: QuantActs,
@@ -79,7 +79,7 @@ impl Default for Workspace {
             gate: Vec::new(),
             up: Vec::new(),
             normed: Vec::new(),
-            scores: Vec::new(),
+            attn_bufs: AttnBuffers::default(),
             rope_cache: Vec::new(),
             ends: Vec::new(),
             acts: QuantActs::new(),
@@ -182,7 +182,8 @@ impl Model {
         let rope_cache = &mut ws.rope_cache;
         rope_cache.resize(cfg.rope_dim / 2, (0.0, 0.0));
         let acts = &mut ws.acts;
-        let scores = &mut ws.scores;
+        let attn_bufs = &mut ws.attn_bufs;
+        let scores = &mut attn_bufs.scores;
         // Room for the longest context in the batch, at least SCORES_MIN and
         // grown by doubling: decode steps reallocate only at powers of two.
         // The buffer holds one row of scores per query head of a KV group.
@@ -238,35 +239,45 @@ impl Model {
                 )?;
             }
 
-            // Attention: one token per chunk, tokens spread over the pool's
-            // threads. Each token's computation is the same whichever thread
-            // runs it, so results stay bit-identical and batch-invariant.
+            // Attention. Chunks of consecutive batch tokens spread over the
+            // pool's threads; within a chunk, consecutive tokens of one
+            // sequence attend together (`attend_run`: each key tile is read
+            // once for all their queries). Each query's arithmetic is the
+            // same however tokens are grouped or which thread runs them, so
+            // results stay bit-identical and batch-invariant.
             let kv_view: &K = kv;
             let q_all: &[f32] = q;
             if n == 1 {
                 let t = &batch.tokens[0];
-                self.attend(
-                    li,
-                    t.seq,
-                    t.pos as usize,
-                    &q[..q_dim],
-                    kv_view,
-                    scores,
-                    &mut attn[..q_dim],
-                );
+                let run = Run {
+                    seq: t.seq,
+                    pos0: t.pos as usize,
+                    c: 1,
+                };
+                let runs = std::slice::from_ref(&run);
+                self.attend_chunk(li, runs, &q[..q_dim], kv_view, attn_bufs, &mut attn[..q_dim]);
             } else {
-                self.pool.run_chunks_mut(attn, q_dim, |ti, out| {
-                    let t = &batch.tokens[ti];
-                    let mut scores = Vec::with_capacity((t.pos as usize + 1) * group);
-                    self.attend(
-                        li,
-                        t.seq,
-                        t.pos as usize,
-                        &q_all[ti * q_dim..(ti + 1) * q_dim],
-                        kv_view,
-                        &mut scores,
-                        out,
-                    );
+                let chunk = attention_chunk(n, self.pool.n_threads());
+                self.pool.run_chunks_mut(attn, chunk * q_dim, |c, out| {
+                    let first = c * chunk;
+                    let count = out.len() / q_dim;
+                    let toks = &batch.tokens[first..first + count];
+                    let mut runs: Vec<Run> = Vec::with_capacity(count);
+                    for t in toks {
+                        match runs.last_mut() {
+                            Some(r) if r.seq == t.seq && r.pos0 + r.c == t.pos as usize => {
+                                r.c += 1
+                            }
+                            _ => runs.push(Run {
+                                seq: t.seq,
+                                pos0: t.pos as usize,
+                                c: 1,
+                            }),
+                        }
+                    }
+                    let rows = first * q_dim..(first + count) * q_dim;
+                    let mut bufs = AttnBuffers::default();
+                    self.attend_chunk(li, &runs, &q_all[rows], kv_view, &mut bufs, out);
                 })?;
             }
             acts.quantize(layer.wo.ty, attn, q_dim, &layer.wo.name)?;
@@ -350,73 +361,6 @@ impl Model {
             }
         }
         Ok(())
-    }
-
-    /// Attention of one token over its sequence's positions `0..=pos`.
-    ///
-    /// `q`: `[n_head * head_dim]` (roped); `out`: `[n_head * head_dim]`.
-    #[allow(clippy::too_many_arguments)]
-    fn attend<K: KvStore>(
-        &self,
-        layer: usize,
-        seq: SeqId,
-        pos: usize,
-        q: &[f32],
-        kv: &K,
-        scores: &mut Vec<f32>,
-        out: &mut [f32],
-    ) {
-        let cfg = &self.cfg;
-        let hd = cfg.head_dim;
-        let kv_dim = cfg.n_head_kv * hd;
-        let group = cfg.n_head / cfg.n_head_kv;
-        let scale = 1.0f32 / (hd as f32).sqrt();
-        let end = pos + 1;
-        // Scores of the `group` query heads that share a KV head, one row
-        // of `end` positions each: `scores[g * end + p]`.
-        scores.resize(group * end, 0.0);
-        for kvh in 0..cfg.n_head_kv {
-            let heads = kvh * group..(kvh + 1) * group;
-            let qs = kops::QueryGroup {
-                q: &q[heads.start * hd..heads.end * hd],
-                n: hd,
-            };
-            // Scores, walking the store's runs; each key tile is read once
-            // for the whole group.
-            let mut p = 0;
-            while p < end {
-                let run = kv.k_run(layer, seq, p, end);
-                let m = run.len() / kv_dim;
-                if m == 0 {
-                    break;
-                }
-                let k: &[u16] = run.reinterpret_cast();
-                kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, &mut scores[p..], end);
-                for row in scores.chunks_exact_mut(end) {
-                    for s in &mut row[p..p + m] {
-                        *s *= scale;
-                    }
-                }
-                p += m;
-            }
-            for (g, h) in heads.enumerate() {
-                let sc = &mut scores[g * end..(g + 1) * end];
-                kops::softmax(sc);
-                let oh = &mut out[h * hd..(h + 1) * hd];
-                oh.fill(0.0);
-                let mut p = 0;
-                while p < end {
-                    let run = kv.v_run(layer, seq, p, end);
-                    let m = run.len() / kv_dim;
-                    if m == 0 {
-                        break;
-                    }
-                    let v: &[u16] = run.reinterpret_cast();
-                    kops::axpy_f16_rows(&sc[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
-                    p += m;
-                }
-            }
-        }
     }
 }
 

@@ -20,6 +20,7 @@
 //! product whatever the batch holds, and attention walks each token's own
 //! sequence in position order.
 
+mod attention;
 mod batch;
 mod error;
 mod forward;

@@ -579,6 +579,10 @@ pub(crate) unsafe fn dot_f32_f16_rows_group(
         // SAFETY: the caller's bounds for one query.
         return unsafe { dot_f32_f16_rows(&q[..n], k, stride, n_rows, out) };
     }
+    if g_all > 4 && n <= TILE_DIMS {
+        // SAFETY: the caller's bounds.
+        return unsafe { rows_group_tiled(q, n, k, stride, n_rows, out, out_stride) };
+    }
     let mut g0 = 0;
     while g0 < g_all {
         let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
@@ -593,6 +597,107 @@ pub(crate) unsafe fn dot_f32_f16_rows_group(
         };
         g0 += done;
     }
+}
+
+/// Widest head that [`rows_group_tiled`] keeps a transposed key tile of.
+const TILE_DIMS: usize = 256;
+
+/// Many queries (more than 4; e.g. a prefill chunk's tokens × the query
+/// heads of one KV head): each 8-row key tile is transposed once into a
+/// stack buffer, then every query, 8 at a time, runs the lane-per-row sums
+/// of [`dot_f32_f16_rows`] over it (the same arithmetic, so the same bits).
+///
+/// # Safety
+///
+/// As [`dot_f32_f16_rows_group`], and `n <= TILE_DIMS`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_group_tiled(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g_all = q.len() / n;
+    let n8 = n / 8 * 8;
+    let mut tile = [_mm256_setzero_ps(); TILE_DIMS];
+    let mut r = 0;
+    while r + 8 <= n_rows {
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
+            let cols = unsafe { load_cols(k, stride, r, i) };
+            tile[i..i + 8].copy_from_slice(&cols);
+        }
+        let mut g0 = 0;
+        while g0 < g_all {
+            let left = g_all - g0;
+            let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
+            let t = &tile[..n8];
+            let at = (stride, r);
+            // Up to 8 queries per pass: 8 independent add chains hide the
+            // add latency (4 measured latency-bound).
+            g0 += match left {
+                1 => tile_queries::<1>(t, qg, n, k, at, og, out_stride),
+                2 => tile_queries::<2>(t, qg, n, k, at, og, out_stride),
+                3 => tile_queries::<3>(t, qg, n, k, at, og, out_stride),
+                4 => tile_queries::<4>(t, qg, n, k, at, og, out_stride),
+                5 => tile_queries::<5>(t, qg, n, k, at, og, out_stride),
+                6 => tile_queries::<6>(t, qg, n, k, at, og, out_stride),
+                7 => tile_queries::<7>(t, qg, n, k, at, og, out_stride),
+                _ => tile_queries::<8>(t, qg, n, k, at, og, out_stride),
+            };
+        }
+        r += 8;
+    }
+    for rr in r..n_rows {
+        let row = &k[rr * stride..rr * stride + n];
+        for (g, qg) in q.chunks_exact(n).enumerate() {
+            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+        }
+    }
+}
+
+/// The first `G` queries of `q` over one transposed key tile (`tile[d]`:
+/// dim `d` of rows `r..r + 8`); dims past the tile run in scalar order per
+/// row. Returns `G`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_queries<const G: usize>(
+    tile: &[__m256],
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    (stride, r): (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    let n8 = tile.len().min(n);
+    let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
+    let qp = q[..G * n].as_ptr();
+    let mut acc = [_mm256_setzero_ps(); G];
+    for (d, col) in tile[..n8].iter().enumerate() {
+        for (g, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `g < G` and `d < n8 <= n`, so `g * n + d < G * n`,
+            // inside `q[..G * n]` (checked above). Unchecked: the indexed
+            // form kept a bounds check per query and dim in this loop.
+            let x = unsafe { *qp.add(g * n + d) };
+            *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
+        }
+    }
+    for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
+        let mut lanes = [0.0f32; 8];
+        store8(&mut lanes, a);
+        for (j, mut s) in lanes.into_iter().enumerate() {
+            let row = &k[(r + j) * stride..(r + j) * stride + n];
+            for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
+                s += x * crate::fp::f16_to_f32(y);
+            }
+            out[g * out_stride + r + j] = s;
+        }
+    }
+    G
 }
 
 /// Scores of the first `G` queries of `q` (one pass); returns `G`. Each
@@ -617,15 +722,18 @@ unsafe fn rows_group<const G: usize>(
 ) -> usize {
     let n8 = n / 8 * 8;
     let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
+    let qp = q[..G * n].as_ptr();
     let mut r = 0;
     while r + 8 <= n_rows {
         let mut acc = [_mm256_setzero_ps(); G];
         for i in (0..n8).step_by(8) {
             // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
             let cols = unsafe { load_cols(k, stride, r, i) };
-            for (a, qg) in acc.iter_mut().zip(qs) {
+            for (g, a) in acc.iter_mut().enumerate() {
                 for (c, col) in cols.iter().enumerate() {
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(qg[i + c]), *col));
+                    // SAFETY: g < G and i + c < n8 <= n: inside q[..G * n].
+                    let x = unsafe { *qp.add(g * n + i + c) };
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
                 }
             }
         }

@@ -1,0 +1,36 @@
+//! Times grouped attention scores (`ops::dot_f32_f16_rows_group`) per
+//! query-row on the process ISA: `G` queries of head dim 64 over 1024 key
+//! rows at SmolLM2's KV stride (192), for the group sizes attention uses
+//! (1 token: 3 heads; several tokens or sequences sharing rows: more).
+//!
+//! `cargo run --release -p fak-kernels --example attn_speed`; best of 7.
+
+use std::time::Instant;
+
+use fak_kernels::fp::f32_to_f16;
+use fak_kernels::ops::{self, QueryGroup};
+
+fn main() {
+    let (n, stride, rows) = (64usize, 192usize, 1024usize);
+    let k: Vec<u16> = (0..rows * stride)
+        .map(|i| f32_to_f16(((i * 7919) % 1000) as f32 / 500.0 - 1.0))
+        .collect();
+    println!("isa: {}", fak_kernels::isa());
+    for g in [1usize, 3, 4, 8, 12, 24, 48] {
+        let q: Vec<f32> = (0..g * n).map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5).collect();
+        let mut out = vec![0.0f32; g * rows];
+        let reps = 20_000 / g.max(1) + 1;
+        let best = (0..7)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    let qs = QueryGroup { q: &q, n };
+                    ops::dot_f32_f16_rows_group(qs, &k, stride, rows, &mut out, rows);
+                }
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min);
+        let per = best * 1e9 / (reps * g * rows) as f64;
+        println!("G={g:>3}: {per:6.3} ns per (query, row)  ({:.2} GFLOP/s)", 2.0 * n as f64 / per);
+    }
+}

@@ -1,0 +1,220 @@
+//! Attention over cached K/V, grouped so that each key tile is read once
+//! for as many queries as can use it.
+//!
+//! A chunk of batch tokens is split into *runs* (consecutive tokens of one
+//! sequence). All queries of a chunk (`tokens × group` query heads per KV
+//! head) are gathered, and:
+//!
+//! ```text
+//!   shared rows 0..L   the K blocks every run of the chunk holds at the
+//!                      same address (a fleet's common prefix): one pass
+//!                      over them for all queries of the chunk
+//!   rows L..end_r      per run r: one pass for its c_r × group queries
+//!                      (a prefill run's tokens share all their rows)
+//!
+//!   scores[query, p]   p < end_max        query (token i of run r, head g)
+//!   ┌──────────────────────────┬──────────────┐
+//!   │ shared 0..L (all runs)   │ own L..end_r │  each query then keeps only
+//!   └──────────────────────────┴──────────────┘  p <= its own position
+//! ```
+//!
+//! Rows a query computes past its own position are never used. A query's
+//! scores are `dot_f32_f16_rows` sums (bit-identical on every ISA, per
+//! row), then `· scale`, softmax over its own prefix and the value sums in
+//! position order: the same operations in the same order however tokens
+//! are grouped, so logits do not depend on what else is in the batch.
+
+use fak_kernels::ops as kops;
+use half::slice::HalfFloatSliceExt;
+
+use crate::batch::SeqId;
+use crate::kv::KvStore;
+use crate::weights::Model;
+
+/// Tokens per attention chunk of a batch of `n` tokens on `threads`
+/// threads: an even split over the threads (so decode steps of many
+/// sequences group their shared prefix), at most 16 tokens (bounding each
+/// chunk's score buffer and keeping long prefills balanced).
+pub(crate) fn attention_chunk(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads.max(1)).clamp(1, 16)
+}
+
+/// Scratch of [`Model::attend_chunk`], reused across calls.
+#[derive(Default)]
+pub(crate) struct AttnBuffers {
+    /// `[queries, head_dim]` gathered queries of one KV head.
+    q: Vec<f32>,
+    /// `[queries, end_max]` scores.
+    pub(crate) scores: Vec<f32>,
+}
+
+/// A run of `c` consecutive tokens of one sequence, at positions
+/// `pos0..pos0 + c`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run {
+    /// The sequence.
+    pub(crate) seq: SeqId,
+    /// Position of the first token.
+    pub(crate) pos0: usize,
+    /// Number of tokens.
+    pub(crate) c: usize,
+}
+
+impl Run {
+    /// One past the last position the run attends to.
+    fn end(&self) -> usize {
+        self.pos0 + self.c
+    }
+}
+
+impl Model {
+    /// Attention of the tokens of `runs` (in order) over their sequences'
+    /// positions, each token over `0..=` its own position.
+    ///
+    /// * `q`, `out`: `[Σ c, n_head · head_dim]`, token-major; `q` roped.
+    pub(crate) fn attend_chunk<K: KvStore>(
+        &self,
+        layer: usize,
+        runs: &[Run],
+        q: &[f32],
+        kv: &K,
+        bufs: &mut AttnBuffers,
+        out: &mut [f32],
+    ) {
+        let cfg = &self.cfg;
+        let hd = cfg.head_dim;
+        let q_dim = cfg.n_head * hd;
+        let kv_dim = cfg.n_head_kv * hd;
+        let group = cfg.n_head / cfg.n_head_kv;
+        let scale = 1.0f32 / (hd as f32).sqrt();
+        let n_tok: usize = runs.iter().map(|r| r.c).sum();
+        let end_max = runs.iter().map(Run::end).max().unwrap_or(0);
+        let nq = n_tok * group;
+        // One token's KV groups are already contiguous in `q`.
+        let direct = n_tok == 1;
+        let AttnBuffers { q: qbuf, scores } = bufs;
+        scores.resize(nq * end_max, 0.0);
+        if !direct {
+            qbuf.resize(nq * hd, 0.0);
+        }
+        let shared = self.shared_rows(layer, runs, kv);
+        for kvh in 0..cfg.n_head_kv {
+            let heads = kvh * group * hd..(kvh + 1) * group * hd;
+            let qk: &[f32] = if direct {
+                &q[heads]
+            } else {
+                for (t, dst) in qbuf.chunks_exact_mut(group * hd).enumerate() {
+                    dst.copy_from_slice(&q[t * q_dim + heads.start..t * q_dim + heads.end]);
+                }
+                qbuf
+            };
+            // Shared rows: every query of the chunk at once.
+            if let Some(first) = runs.first() {
+                let all = kops::QueryGroup { q: qk, n: hd };
+                self.scores_over(layer, first.seq, 0..shared, (all, kvh), kv, scores, end_max);
+            }
+            // Each run's own rows.
+            let mut t0 = 0;
+            for run in runs {
+                let (qa, qb) = (t0 * group, (t0 + run.c) * group);
+                let qs = kops::QueryGroup {
+                    q: &qk[qa * hd..qb * hd],
+                    n: hd,
+                };
+                let rows = shared.min(run.end())..run.end();
+                let sc = &mut scores[qa * end_max..];
+                self.scores_over(layer, run.seq, rows, (qs, kvh), kv, sc, end_max);
+                t0 += run.c;
+            }
+            // Each query: scale, softmax and value sums over its own prefix.
+            let mut t0 = 0;
+            for run in runs {
+                for i in 0..run.c {
+                    for g in 0..group {
+                        let qi = (t0 + i) * group + g;
+                        let sc = &mut scores[qi * end_max..qi * end_max + run.pos0 + i + 1];
+                        for s in sc.iter_mut() {
+                            *s *= scale;
+                        }
+                        kops::softmax(sc);
+                        let h = kvh * group + g;
+                        let o = (t0 + i) * q_dim + h * hd;
+                        let oh = &mut out[o..o + hd];
+                        oh.fill(0.0);
+                        let mut p = 0;
+                        while p < sc.len() {
+                            let vrun = kv.v_run(layer, run.seq, p, sc.len());
+                            let m = vrun.len() / kv_dim;
+                            if m == 0 {
+                                break;
+                            }
+                            let v: &[u16] = vrun.reinterpret_cast();
+                            kops::axpy_f16_rows(&sc[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
+                            p += m;
+                        }
+                    }
+                }
+                t0 += run.c;
+            }
+        }
+    }
+
+    /// Unscaled scores of the queries `qs` (KV head `kvh`) over the key rows
+    /// `rows` of `seq`, walking the store's runs: query `j`'s score of row
+    /// `p` goes to `scores[j * stride + p]`.
+    #[allow(clippy::too_many_arguments)]
+    fn scores_over<K: KvStore>(
+        &self,
+        layer: usize,
+        seq: SeqId,
+        rows: std::ops::Range<usize>,
+        (qs, kvh): (kops::QueryGroup<'_>, usize),
+        kv: &K,
+        scores: &mut [f32],
+        stride: usize,
+    ) {
+        let hd = self.cfg.head_dim;
+        let kv_dim = self.cfg.n_head_kv * hd;
+        let mut p = rows.start;
+        while p < rows.end {
+            let krun = kv.k_run(layer, seq, p, rows.end);
+            let m = krun.len() / kv_dim;
+            if m == 0 {
+                break;
+            }
+            let k: &[u16] = krun.reinterpret_cast();
+            kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, &mut scores[p..], stride);
+            p += m;
+        }
+    }
+
+    /// Rows `0..L` whose keys every run holds at the same address (shared
+    /// cached blocks), `L` at most every run's end; 0 for a single run.
+    fn shared_rows<K: KvStore>(&self, layer: usize, runs: &[Run], kv: &K) -> usize {
+        let Some(first) = runs.first() else {
+            return 0;
+        };
+        if runs.iter().all(|r| r.seq == first.seq) {
+            return 0;
+        }
+        let kv_dim = self.cfg.n_head_kv * self.cfg.head_dim;
+        let limit = runs.iter().map(Run::end).min().unwrap_or(0);
+        let mut p = 0;
+        while p < limit {
+            let head = kv.k_run(layer, first.seq, p, limit);
+            let mut m = head.len() / kv_dim;
+            for r in &runs[1..] {
+                let other = kv.k_run(layer, r.seq, p, limit);
+                if other.as_ptr() != head.as_ptr() {
+                    return p;
+                }
+                m = m.min(other.len() / kv_dim);
+            }
+            if m == 0 {
+                break;
+            }
+            p += m;
+        }
+        p
+    }
+}
