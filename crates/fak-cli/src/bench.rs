@@ -56,6 +56,8 @@ enum BenchWhat {
     Model(BenchModelArgs),
     /// Memory read bandwidth (the decode roofline's denominator).
     Bandwidth(crate::bandwidth::BandwidthArgs),
+    /// Int8 multiply-add throughput (the prefill roofline's denominator).
+    Peak(crate::peak::PeakArgs),
     /// Aggregate decode throughput of many sequences through the paged KV cache.
     Batch(crate::bench_batch::BenchBatchArgs),
     /// Cost of evicting a span from one sequence (exact vs re-ingest vs shift).
@@ -213,6 +215,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Model(m) => bench_model(m),
         BenchWhat::Bandwidth(b) => crate::bandwidth::run(b),
+        BenchWhat::Peak(p) => crate::peak::run(p),
         BenchWhat::Batch(b) => crate::bench_batch::run(b),
         BenchWhat::Fleet(f) => crate::bench_fleet::run(f),
         BenchWhat::Evict(e) => crate::bench_evict::run(e),

@@ -12,6 +12,7 @@ mod bench_fleet;
 mod chat;
 mod generate;
 mod inspect;
+mod peak;
 mod project;
 mod quantize;
 

@@ -599,3 +599,30 @@ fn bench_evict_json_reports_every_operation() {
     let o = fak(&["bench", "evict", "-m", &m, "--len", "10", "--span", "20"]);
     assert_clean_error(&o, "span");
 }
+
+/// `fak bench peak --json` reports a positive int8 rate for the chosen
+/// ISA; the checksum is the same under every forced ISA (the SIMD loop
+/// did the work the scalar twin does), and bad arguments fail cleanly.
+#[test]
+fn bench_peak_reports_a_rate_and_an_isa_independent_checksum() {
+    let mut sums = Vec::new();
+    for isa in ["scalar", "auto"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fak"));
+        cmd.args([
+            "bench", "peak", "-t", "2", "--rounds", "20000", "--reps", "2", "--json",
+        ]);
+        if isa != "auto" {
+            cmd.env("FAK_ISA", isa);
+        }
+        let o = cmd.output().expect("run fak");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["schema"], "fak-bench-peak/1");
+        assert_eq!(v["threads"], 2);
+        assert!(v["int8_gmacs_per_s_median"].as_f64().unwrap_or(0.0) > 0.0);
+        assert_eq!(v["int8_gmacs_per_s_runs"].as_array().map(Vec::len), Some(2));
+        sums.push(v["checksum"].clone());
+    }
+    assert_eq!(sums[0], sums[1]);
+    assert_clean_error(&fak(&["bench", "peak", "--rounds", "0"]), "--rounds");
+}

@@ -17,7 +17,9 @@ fn main() {
         .collect();
     println!("isa: {}", fak_kernels::isa());
     for g in [1usize, 3, 4, 8, 12, 24, 48] {
-        let q: Vec<f32> = (0..g * n).map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5).collect();
+        let q: Vec<f32> = (0..g * n)
+            .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
+            .collect();
         let mut out = vec![0.0f32; g * rows];
         let reps = 20_000 / g.max(1) + 1;
         let best = (0..7)
@@ -31,6 +33,9 @@ fn main() {
             })
             .fold(f64::INFINITY, f64::min);
         let per = best * 1e9 / (reps * g * rows) as f64;
-        println!("G={g:>3}: {per:6.3} ns per (query, row)  ({:.2} GFLOP/s)", 2.0 * n as f64 / per);
+        println!(
+            "G={g:>3}: {per:6.3} ns per (query, row)  ({:.2} GFLOP/s)",
+            2.0 * n as f64 / per
+        );
     }
 }

@@ -44,6 +44,7 @@ pub mod fp;
 pub mod gemm;
 pub mod isa;
 pub mod ops;
+pub mod peak;
 pub mod pool;
 mod quant;
 mod quant_k;

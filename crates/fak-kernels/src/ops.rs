@@ -344,7 +344,9 @@ pub fn dot_f32_f16_rows_group_with_isa(
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `n` values at
         // `stride` fit in `k`, and each query's `rows` outputs fit in `out`
         // at `out_stride` without overlapping (see above).
-        return unsafe { ops_avx2::dot_f32_f16_rows_group(qs.q, n, k, stride, rows, out, out_stride) };
+        return unsafe {
+            ops_avx2::dot_f32_f16_rows_group(qs.q, n, k, stride, rows, out, out_stride)
+        };
     }
     let _ = isa;
     scalar::dot_f32_f16_rows_group(qs, k, stride, rows, out, out_stride)

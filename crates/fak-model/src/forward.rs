@@ -105,6 +105,9 @@ impl Workspace {
     }
 }
 
+/// RoPE angle pairs kept on the stack per query row (head dims up to 256).
+const ROPE_STACK: usize = 128;
+
 /// Initial capacity of the attention-score buffer (positions).
 const SCORES_MIN: usize = 4096;
 
@@ -205,28 +208,41 @@ impl Model {
         }
 
         for (li, layer) in self.layers.iter().enumerate() {
-            for (xt, ht) in x.chunks_exact(d).zip(h.chunks_exact_mut(d)) {
-                kops::rms_norm(xt, &layer.attn_norm, cfg.rms_eps, ht);
-            }
-            acts.quantize(layer.wq.ty, h, d, &layer.wq.name)?;
+            self.rows_mut(h, d, |t, ht| {
+                kops::rms_norm(&x[t * d..(t + 1) * d], &layer.attn_norm, cfg.rms_eps, ht);
+            })?;
+            acts.quantize(&self.pool, layer.wq.ty, h, d, &layer.wq.name)?;
             self.matmul_q(&layer.wq, acts, q)?;
             if layer.wk.ty != layer.wq.ty {
-                acts.quantize(layer.wk.ty, h, d, &layer.wk.name)?;
+                acts.quantize(&self.pool, layer.wk.ty, h, d, &layer.wk.name)?;
             }
             self.matmul_q(&layer.wk, acts, k)?;
             if layer.wv.ty != layer.wk.ty {
-                acts.quantize(layer.wv.ty, h, d, &layer.wv.name)?;
+                acts.quantize(&self.pool, layer.wv.ty, h, d, &layer.wv.name)?;
             }
             self.matmul_q(&layer.wv, acts, v)?;
             add_bias(q, layer.bq.as_deref());
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
 
+            // RoPE on the queries (on the pool for long batches), then on
+            // the keys as they are written to the cache.
+            self.rows_mut(q, q_dim, |ti, row| {
+                let mut stack = [(0.0f32, 0.0f32); ROPE_STACK];
+                let mut heap = Vec::new();
+                let cache: &mut [(f32, f32)] = if cfg.rope_dim / 2 <= ROPE_STACK {
+                    &mut stack[..cfg.rope_dim / 2]
+                } else {
+                    heap.resize(cfg.rope_dim / 2, (0.0, 0.0));
+                    &mut heap
+                };
+                ops::rope_angles(batch.tokens[ti].pos, cfg.rope_theta, cfg.rope_dim, cache);
+                for head in row.chunks_exact_mut(hd) {
+                    ops::rope_head(head, cache, cfg.rope_dim, cfg.rope_style);
+                }
+            })?;
             for (ti, t) in batch.tokens.iter().enumerate() {
                 ops::rope_angles(t.pos, cfg.rope_theta, cfg.rope_dim, rope_cache);
-                for head in q[ti * q_dim..(ti + 1) * q_dim].chunks_exact_mut(hd) {
-                    ops::rope_head(head, rope_cache, cfg.rope_dim, cfg.rope_style);
-                }
                 for head in k[ti * kv_dim..(ti + 1) * kv_dim].chunks_exact_mut(hd) {
                     ops::rope_head(head, rope_cache, cfg.rope_dim, cfg.rope_style);
                 }
@@ -255,7 +271,14 @@ impl Model {
                     c: 1,
                 };
                 let runs = std::slice::from_ref(&run);
-                self.attend_chunk(li, runs, &q[..q_dim], kv_view, attn_bufs, &mut attn[..q_dim]);
+                self.attend_chunk(
+                    li,
+                    runs,
+                    &q[..q_dim],
+                    kv_view,
+                    attn_bufs,
+                    &mut attn[..q_dim],
+                );
             } else {
                 let chunk = attention_chunk(n, self.pool.n_threads());
                 self.pool.run_chunks_mut(attn, chunk * q_dim, |c, out| {
@@ -265,9 +288,7 @@ impl Model {
                     let mut runs: Vec<Run> = Vec::with_capacity(count);
                     for t in toks {
                         match runs.last_mut() {
-                            Some(r) if r.seq == t.seq && r.pos0 + r.c == t.pos as usize => {
-                                r.c += 1
-                            }
+                            Some(r) if r.seq == t.seq && r.pos0 + r.c == t.pos as usize => r.c += 1,
                             _ => runs.push(Run {
                                 seq: t.seq,
                                 pos0: t.pos as usize,
@@ -280,23 +301,38 @@ impl Model {
                     self.attend_chunk(li, &runs, &q_all[rows], kv_view, &mut bufs, out);
                 })?;
             }
-            acts.quantize(layer.wo.ty, attn, q_dim, &layer.wo.name)?;
+            acts.quantize(&self.pool, layer.wo.ty, attn, q_dim, &layer.wo.name)?;
             self.matmul_q(&layer.wo, acts, proj)?;
-            kops::add_assign(x, proj);
+            let proj_all: &[f32] = proj;
+            self.rows_mut(x, d, |t, xt| {
+                kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
+            })?;
 
-            for (xt, ht) in x.chunks_exact(d).zip(h.chunks_exact_mut(d)) {
-                kops::rms_norm(xt, &layer.ffn_norm, cfg.rms_eps, ht);
-            }
-            acts.quantize(layer.w_gate.ty, h, d, &layer.w_gate.name)?;
+            self.rows_mut(h, d, |t, ht| {
+                kops::rms_norm(&x[t * d..(t + 1) * d], &layer.ffn_norm, cfg.rms_eps, ht);
+            })?;
+            acts.quantize(&self.pool, layer.w_gate.ty, h, d, &layer.w_gate.name)?;
             self.matmul_q(&layer.w_gate, acts, gate)?;
             if layer.w_up.ty != layer.w_gate.ty {
-                acts.quantize(layer.w_up.ty, h, d, &layer.w_up.name)?;
+                acts.quantize(&self.pool, layer.w_up.ty, h, d, &layer.w_up.name)?;
             }
             self.matmul_q(&layer.w_up, acts, up)?;
-            kops::swiglu(gate, up);
-            acts.quantize(layer.w_down.ty, gate, cfg.n_ff, &layer.w_down.name)?;
+            let up_all: &[f32] = up;
+            self.rows_mut(gate, cfg.n_ff, |t, g| {
+                kops::swiglu(g, &up_all[t * cfg.n_ff..(t + 1) * cfg.n_ff]);
+            })?;
+            acts.quantize(
+                &self.pool,
+                layer.w_down.ty,
+                gate,
+                cfg.n_ff,
+                &layer.w_down.name,
+            )?;
             self.matmul_q(&layer.w_down, acts, proj)?;
-            kops::add_assign(x, proj);
+            let proj_all: &[f32] = proj;
+            self.rows_mut(x, d, |t, xt| {
+                kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
+            })?;
         }
         for &(seq, end) in &ws.ends {
             kv.commit(seq, end)?;
@@ -321,7 +357,7 @@ impl Model {
         out.n_vocab = self.output.n_out;
         let data = sized(&mut out.data, n_out * self.output.n_out);
         if n_out > 0 {
-            acts.quantize(self.output.ty, normed, d, &self.output.name)?;
+            acts.quantize(&self.pool, self.output.ty, normed, d, &self.output.name)?;
             self.matmul_q(&self.output, acts, data)?;
         }
         Ok(&ws.logits)

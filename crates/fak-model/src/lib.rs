@@ -28,6 +28,7 @@ mod kv;
 mod matmul;
 mod ops;
 pub mod quantize;
+mod rows;
 mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};

@@ -22,12 +22,16 @@
 use std::sync::{Mutex, PoisonError};
 
 use fak_gguf::GgmlType;
+use fak_kernels::pool::ThreadPool;
 
 use crate::error::ModelError;
 use crate::weights::{Model, Weight};
 
 /// Work (in multiply-adds) below which a product runs on the calling thread.
 const PARALLEL_MIN_WORK: usize = 1 << 18;
+
+/// Rows below which activations are quantized on the calling thread.
+const PARALLEL_MIN_ROWS: usize = 8;
 
 /// Thread chunks are whole multiples of this many weight rows (the gemm
 /// register tile height), so no chunk ends in a narrower remainder tile.
@@ -51,9 +55,11 @@ impl QuantActs {
         }
     }
 
-    /// Quantizes `x` (`[n_tok, n_in]`) for weights of type `wty`.
+    /// Quantizes `x` (`[n_tok, n_in]`) for weights of type `wty`, rows
+    /// spread over `pool` for long batches.
     pub(crate) fn quantize(
         &mut self,
+        pool: &ThreadPool,
         wty: GgmlType,
         x: &[f32],
         n_in: usize,
@@ -69,14 +75,43 @@ impl QuantActs {
             })? as usize;
         let n_tok = x.len() / n_in.max(1);
         self.data.resize(n_tok * row_bytes, 0);
-        for (src, dst) in x
-            .chunks_exact(n_in)
-            .zip(self.data.chunks_exact_mut(row_bytes))
-        {
-            fak_kernels::quantize_acts(ty, src, dst).map_err(|source| ModelError::Kernel {
-                tensor: name.to_string(),
-                source,
+        let threads = pool.n_threads();
+        if n_tok < PARALLEL_MIN_ROWS || threads == 1 || n_in == 0 {
+            for (src, dst) in x
+                .chunks_exact(n_in)
+                .zip(self.data.chunks_exact_mut(row_bytes))
+            {
+                fak_kernels::quantize_acts(ty, src, dst).map_err(|source| ModelError::Kernel {
+                    tensor: name.to_string(),
+                    source,
+                })?;
+            }
+        } else {
+            // Whole rows per chunk; each row's bytes do not depend on the
+            // thread that quantizes it.
+            let per = n_tok.div_ceil(threads * 2);
+            let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+            pool.run_chunks_mut(&mut self.data, per * row_bytes, |c, chunk| {
+                let rows = x.get(c * per * n_in..).unwrap_or_default();
+                for (src, dst) in rows
+                    .chunks_exact(n_in)
+                    .zip(chunk.chunks_exact_mut(row_bytes))
+                {
+                    if let Err(source) = fak_kernels::quantize_acts(ty, src, dst) {
+                        let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
+                        slot.get_or_insert(ModelError::Kernel {
+                            tensor: name.to_string(),
+                            source,
+                        });
+                    }
+                }
             })?;
+            if let Some(e) = first_err
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+            {
+                return Err(e);
+            }
         }
         self.ty = ty;
         self.row_bytes = row_bytes;
@@ -158,7 +193,12 @@ impl Model {
             return Err(e);
         }
         if n_tok > 1 {
-            gather(&scratch, rows_per_chunk, n_tok, out);
+            // Token rows of `out` in parallel: row t takes its piece of
+            // every chunk.
+            let n_out = w.n_out;
+            self.rows_mut(out, n_out, |t, dst| {
+                gather_row(&scratch, rows_per_chunk, n_tok, t, dst);
+            })?;
         }
         Ok(())
     }
@@ -202,19 +242,18 @@ impl Model {
     }
 }
 
-/// Copies the chunks of `scratch` into `out` (`[n_tok, n_out]`,
-/// token-row-major, `n_out = out.len() / n_tok`): chunk `c` starts at
-/// `c · rows_per_chunk · n_tok`, holds weight rows `c · rows_per_chunk ..`
-/// (`rows` of them, the last chunk may be shorter) and is `[n_tok, rows]`.
-fn gather(scratch: &[f32], rows_per_chunk: usize, n_tok: usize, out: &mut [f32]) {
-    let n_out = out.len() / n_tok;
+/// Copies token `t`'s outputs from the chunked scratch layout (chunk `c`
+/// holds weight rows `c·R..` as `[n_tok, rows_c]`) into `dst`, the token's
+/// `[n_out]` row of the output.
+fn gather_row(scratch: &[f32], rows_per_chunk: usize, n_tok: usize, t: usize, dst: &mut [f32]) {
     for (c, chunk) in scratch.chunks(rows_per_chunk * n_tok).enumerate() {
         let rows = chunk.len() / n_tok;
         let lo = c * rows_per_chunk;
-        for (src, dst) in chunk.chunks_exact(rows).zip(out.chunks_exact_mut(n_out)) {
-            if let Some(d) = dst.get_mut(lo..lo + rows) {
-                d.copy_from_slice(src);
-            }
+        if let (Some(d), Some(src)) = (
+            dst.get_mut(lo..lo + rows),
+            chunk.get(t * rows..(t + 1) * rows),
+        ) {
+            d.copy_from_slice(src);
         }
     }
 }
@@ -260,7 +299,7 @@ mod tests {
         for n_tok in [1usize, 3] {
             let x = acts_f32(n_tok * w.n_in, 7 + n_tok as u32);
             let mut acts = QuantActs::new();
-            acts.quantize(w.ty, &x, w.n_in, &w.name).unwrap();
+            acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
             let mut want = vec![0.0f32; n_tok * w.n_out];
             for t in 0..n_tok {
                 for j in 0..w.n_out {
@@ -282,12 +321,29 @@ mod tests {
         }
     }
 
+    /// Activations quantized on a pool (long batches) are byte-identical to
+    /// quantizing row by row on one thread.
+    #[test]
+    fn parallel_quantization_matches_serial() {
+        let (m1, m3) = (model(1), model(3));
+        for w in [&m1.layers[0].wq, &m1.layers[0].w_down] {
+            for n_tok in [1usize, 8, 9, 37] {
+                let x = acts_f32(n_tok * w.n_in, 11 + n_tok as u32);
+                let (mut a1, mut a3) = (QuantActs::new(), QuantActs::new());
+                a1.quantize(&m1.pool, w.ty, &x, w.n_in, &w.name).unwrap();
+                a3.quantize(&m3.pool, w.ty, &x, w.n_in, &w.name).unwrap();
+                assert_eq!(a1.n_tok(), n_tok);
+                assert!(a1.data == a3.data, "{} n_tok {n_tok}", w.name);
+            }
+        }
+    }
+
     #[test]
     fn mismatched_shapes_are_errors() {
         let m = model(2);
         let w = &m.layers[0].wq;
         let mut acts = QuantActs::new();
-        acts.quantize(w.ty, &vec![0.5f32; 2 * w.n_in], w.n_in, &w.name)
+        acts.quantize(&m.pool, w.ty, &vec![0.5f32; 2 * w.n_in], w.n_in, &w.name)
             .unwrap();
         let mut out = vec![0.0f32; w.n_out];
         assert!(matches!(

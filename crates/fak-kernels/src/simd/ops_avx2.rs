@@ -561,9 +561,9 @@ pub(crate) unsafe fn dot_f32_f16_rows(
 /// # Safety
 ///
 /// `n > 0`; `n_rows == 0` or `(n_rows - 1) * stride + n <= k.len()`; for
-/// `G = q.len() / n > 1`, `n_rows <= out_stride` and `(G - 1) * out_stride
-/// + n_rows <= out.len()` (for `G == 1`, `n_rows <= out.len()`); the CPU
-/// must support AVX2, FMA and F16C.
+/// `G = q.len() / n > 1`, `n_rows <= out_stride` and
+/// `(G - 1) * out_stride + n_rows <= out.len()` (for `G == 1`,
+/// `n_rows <= out.len()`); the CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_f32_f16_rows_group(
     q: &[f32],
