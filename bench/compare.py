@@ -295,7 +295,7 @@ def fleet_runs(rep: Report) -> dict[tuple[Any, ...], dict[str, Any]]:
     for r in runs:
         if not isinstance(r, dict) or any(k not in r for k in FLEET_KEYS):
             raise CompareError(f"{path}: run without {list(FLEET_KEYS)}: {r!r}")
-        key = tuple(r[k] for k in FLEET_KEYS)
+        key = tuple(_profile(r) if k == "profile" else r[k] for k in FLEET_KEYS)
         if key in out:
             raise CompareError(f"{path}: run {key} appears twice")
         out[key] = r
@@ -345,8 +345,14 @@ def fleet_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
     return {"metric": "agent_turns_per_s", "configs": [kv for kv, _, _ in pruns], "rows": rows}
 
 
+def _profile(r: dict[str, Any]) -> Any:
+    """A run's profile name; explicit shapes are ``custom`` in both engines
+    (fak reports ``null``, the peer ``"custom"``)."""
+    return "custom" if r.get("profile") is None else r["profile"]
+
+
 def _run_name(r: dict[str, Any]) -> str:
-    return f"{r['profile']} P{r['prefix']} T{r['turns']} A{r['agents']} D{r['decode']} R{r['result']}"
+    return f"{_profile(r)} P{r['prefix']} T{r['turns']} A{r['agents']} D{r['decode']} R{r['result']}"
 
 
 def _fv(v: float | None, status: str, width: int, prec: int = 3) -> str:

@@ -193,6 +193,16 @@ class FleetFold(unittest.TestCase):
         self.assertTrue(by_a[300]["llama.cpp"]["unified"]["status"].startswith("skipped"))
         self.assertNotIn("internal", by_a[8])
 
+    def test_explicit_shape_runs_match_across_engines(self) -> None:
+        # Regression: fak reports an explicit-shape run with profile null,
+        # the peer with "custom"; they are the same run.
+        fak = (Path("f"), fleet_report("fak", "paged", [fleet_run(None, 8, 1.2)]))  # type: ignore[arg-type]
+        per = (Path("p"), fleet_report("llama.cpp", "per-seq", [fleet_run("custom", 8, 0.6)]))
+        t = compare.fleet_table(fak, [per])
+        self.assertEqual(len(t["rows"]), 1)
+        self.assertAlmostEqual(t["rows"][0]["current_vs_tuned_reference"], 2.0)
+        self.assertIn("custom P1024", compare.render_fleet([], t))
+
     def test_peer_only_run_is_listed(self) -> None:
         fak = (Path("f"), fleet_report("fak", "paged", [fleet_run("probe", 8, 1.0)]))
         uni = (Path("u"), fleet_report("llama.cpp", "unified", [fleet_run("probe", 8, 1.0), fleet_run("probe", 12, 1.0)]))

@@ -35,7 +35,7 @@
 
 use crate::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
-use crate::simd::ops_avx2;
+use crate::simd::{attn_avx2, ops_avx2};
 
 /// `G` query heads that share one key head (grouped-query attention):
 /// `q` holds them one after another, `[G, n]` row-major f32, with
@@ -66,10 +66,24 @@ impl<'a> QueryGroup<'a> {
     }
 }
 
+/// `n_rows` f16 rows of `width` values, row `r` at `data[r * stride ..]`
+/// (one KV head's slice of consecutive cache rows).
+#[derive(Debug, Clone, Copy)]
+pub struct KvRows<'a> {
+    /// The rows' f16 bit patterns.
+    pub data: &'a [u16],
+    /// Distance between rows, in values.
+    pub stride: usize,
+    /// Number of rows.
+    pub n_rows: usize,
+    /// Values per row (the head dim).
+    pub width: usize,
+}
+
 /// The scalar twins of the dispatched operations (same signatures), equal
 /// bit for bit to the forward pass's original scalar code.
 pub mod scalar {
-    use super::QueryGroup;
+    use super::{KvRows, QueryGroup};
     use crate::fp::f16_to_f32;
 
     /// `Σ q[i] · f16(k[i])` over `min(q.len(), k.len())` elements, one `f32`
@@ -152,6 +166,24 @@ pub mod scalar {
                 return;
             };
             axpy_f16(wr, row, out);
+        }
+    }
+
+    /// Value sums of `G` queries over the same rows: for each query `g`,
+    /// [`axpy_f16_rows`]`(&w[g * w_stride ..], rows, out[g * width ..])`.
+    ///
+    /// * `w`: `[G, w_stride]` weights (row `r` of query `g` at
+    ///   `g * w_stride + r`); `out`: `[G, width]`, `G = out.len() / width`.
+    ///
+    /// Rows that do not fit in `rows.data` or a query's weights are skipped.
+    pub fn axpy_f16_rows_group(w: &[f32], w_stride: usize, rows: KvRows<'_>, out: &mut [f32]) {
+        let n = rows.width;
+        if n == 0 {
+            return;
+        }
+        for (g, o) in out.chunks_exact_mut(n).enumerate() {
+            let wg = w.get(g * w_stride..).unwrap_or_default();
+            axpy_f16_rows(wg, rows.data, rows.stride, rows.n_rows, o);
         }
     }
 
@@ -280,7 +312,7 @@ pub fn dot_f32_f16_rows_with_isa(
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `q.len()` values
         // at `stride` fit in `k` and `out` holds `rows` values (see above).
-        return unsafe { ops_avx2::dot_f32_f16_rows(q, k, stride, rows, out) };
+        return unsafe { attn_avx2::dot_f32_f16_rows(q, k, stride, rows, out) };
     }
     let _ = isa;
     scalar::dot_f32_f16_rows(q, k, stride, rows, out)
@@ -345,7 +377,7 @@ pub fn dot_f32_f16_rows_group_with_isa(
         // `stride` fit in `k`, and each query's `rows` outputs fit in `out`
         // at `out_stride` without overlapping (see above).
         return unsafe {
-            ops_avx2::dot_f32_f16_rows_group(qs.q, n, k, stride, rows, out, out_stride)
+            attn_avx2::dot_f32_f16_rows_group(qs.q, n, k, stride, rows, out, out_stride)
         };
     }
     let _ = isa;
@@ -385,10 +417,68 @@ pub fn axpy_f16_rows_with_isa(
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `out.len()`
         // values at `stride` fit in `v`, and `w` holds `rows` weights.
-        return unsafe { ops_avx2::axpy_f16_rows(w, v, stride, rows, out) };
+        return unsafe { attn_avx2::axpy_f16_rows(w, v, stride, rows, out) };
     }
     let _ = isa;
     scalar::axpy_f16_rows(w, v, stride, rows, out)
+}
+
+/// Grouped value sums on the kernels of [`isa()`]; see
+/// [`axpy_f16_rows_group_with_isa`].
+#[inline]
+pub fn axpy_f16_rows_group(w: &[f32], w_stride: usize, rows: KvRows<'_>, out: &mut [f32]) {
+    axpy_f16_rows_group_with_isa(isa(), w, w_stride, rows, out)
+}
+
+/// [`axpy_f16_rows_with_isa`] for each of `G` queries over the same rows:
+/// for each row `r < rows.n_rows` in order, `out[g * width + i] += w[g *
+/// w_stride + r] · f16(rows.data[r * stride + i])`. **Bit-identical on every
+/// ISA and to one `axpy_f16_rows` per query**; the AVX2 twin converts each
+/// 8-row tile of values once for all the queries.
+///
+/// * `w`: `[G, w_stride]`; `rows`: the value rows; `out`: `[G, width]`
+///   (`G = out.len() / width`).
+///
+/// Rows that do not fit in `rows.data`, or in every query's weights
+/// (`w_stride`, and the last query's slice of `w`), are skipped.
+pub fn axpy_f16_rows_group_with_isa(
+    isa: Isa,
+    w: &[f32],
+    w_stride: usize,
+    rows: KvRows<'_>,
+    out: &mut [f32],
+) {
+    let n = rows.width;
+    if n == 0 {
+        return;
+    }
+    let g = out.len() / n;
+    if g == 0 {
+        return;
+    }
+    let fit_v = match rows.data.len().checked_sub(n) {
+        None => 0,
+        Some(spare) => spare
+            .checked_div(rows.stride)
+            .map_or(rows.n_rows, |r| r + 1),
+    };
+    let last = (g - 1).saturating_mul(w_stride);
+    let fit_w = if g == 1 {
+        w.len()
+    } else {
+        w.len().saturating_sub(last).min(w_stride)
+    };
+    let n_rows = rows.n_rows.min(fit_v).min(fit_w);
+    let rows = KvRows { n_rows, ..rows };
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) {
+        // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `n` values at
+        // `stride` fit in `rows.data`, and every query's `n_rows` weights
+        // fit in `w` at `w_stride` (see above).
+        return unsafe { attn_avx2::axpy_f16_rows_group(w, w_stride, rows, &mut out[..g * n]) };
+    }
+    let _ = isa;
+    scalar::axpy_f16_rows_group(w, w_stride, rows, out)
 }
 
 /// `out[i] += a · f16(v[i])` on the kernels of [`isa()`]; see

@@ -19,7 +19,7 @@
 //! ```
 
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
-use fak_kernels::ops::{self, scalar, QueryGroup};
+use fak_kernels::ops::{self, scalar, KvRows, QueryGroup};
 use fak_kernels::{isa, Isa};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -327,6 +327,47 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
             assert_eq!(&short[2..4], &[7.0, 7.0], "{isa}");
             assert_eq!(&short[6..8], &[7.0, 7.0], "{isa}");
             assert!(short[8..].iter().all(|&v| v != 7.0), "{isa}");
+        }
+    }
+}
+
+/// Grouped value sums equal one scalar `axpy_f16_rows` per query, bit for
+/// bit, for group sizes 1–10, head widths 64 (the tiled path) and 13, any
+/// row count (whole and partial 8-row tiles) and weights at a stride.
+#[test]
+fn axpy_f16_rows_group_is_bit_identical_to_scalar_rows() {
+    for isa in Isa::available() {
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3)] {
+                for g in 1..=10usize {
+                    for n_rows in [0usize, 1, 7, 8, 9, 17, 33] {
+                        let w_stride = n_rows + 3;
+                        let w = f32s(&mut rng, g * w_stride, -1.0, 1.0);
+                        let len = off + n_rows.saturating_sub(1) * stride + n;
+                        let v = f16s(&mut rng, len.max(1), -3.0, 3.0);
+                        let init = f32s(&mut rng, g * n, -2.0, 2.0);
+                        let mut got = init.clone();
+                        let rows = KvRows {
+                            data: &v[off..],
+                            stride,
+                            n_rows,
+                            width: n,
+                        };
+                        ops::axpy_f16_rows_group_with_isa(isa, &w, w_stride, rows, &mut got);
+                        let mut want = init.clone();
+                        for (gi, o) in want.chunks_exact_mut(n).enumerate() {
+                            let wg = &w[gi * w_stride..];
+                            scalar::axpy_f16_rows(wg, &v[off..], stride, n_rows, o);
+                        }
+                        assert_eq!(
+                            bits(&got),
+                            bits(&want),
+                            "{isa} n={n} g={g} rows={n_rows} seed={seed}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

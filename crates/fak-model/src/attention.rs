@@ -18,6 +18,10 @@
 //!   └──────────────────────────┴──────────────┘  p <= its own position
 //! ```
 //!
+//! Value sums are grouped the same way (rows every query of the chunk
+//! uses, then rows every query of a run uses, then each token's own tail),
+//! each 8-row value tile converted once for the group.
+//!
 //! Rows a query computes past its own position are never used. A query's
 //! scores are `dot_f32_f16_rows` sums (bit-identical on every ISA, per
 //! row), then `· scale`, softmax over its own prefix and the value sums in
@@ -46,6 +50,8 @@ pub(crate) struct AttnBuffers {
     q: Vec<f32>,
     /// `[queries, end_max]` scores.
     pub(crate) scores: Vec<f32>,
+    /// `[queries, head_dim]` value sums of one KV head.
+    out: Vec<f32>,
 }
 
 /// A run of `c` consecutive tokens of one sequence, at positions
@@ -84,7 +90,6 @@ impl Model {
         let cfg = &self.cfg;
         let hd = cfg.head_dim;
         let q_dim = cfg.n_head * hd;
-        let kv_dim = cfg.n_head_kv * hd;
         let group = cfg.n_head / cfg.n_head_kv;
         let scale = 1.0f32 / (hd as f32).sqrt();
         let n_tok: usize = runs.iter().map(|r| r.c).sum();
@@ -92,7 +97,11 @@ impl Model {
         let nq = n_tok * group;
         // One token's KV groups are already contiguous in `q`.
         let direct = n_tok == 1;
-        let AttnBuffers { q: qbuf, scores } = bufs;
+        let AttnBuffers {
+            q: qbuf,
+            scores,
+            out: obuf,
+        } = bufs;
         scores.resize(nq * end_max, 0.0);
         if !direct {
             qbuf.resize(nq * hd, 0.0);
@@ -126,7 +135,7 @@ impl Model {
                 self.scores_over(layer, run.seq, rows, (qs, kvh), kv, sc, end_max);
                 t0 += run.c;
             }
-            // Each query: scale, softmax and value sums over its own prefix.
+            // Each query: scale and softmax over its own prefix.
             let mut t0 = 0;
             for run in runs {
                 for i in 0..run.c {
@@ -137,25 +146,86 @@ impl Model {
                             *s *= scale;
                         }
                         kops::softmax(sc);
-                        let h = kvh * group + g;
-                        let o = (t0 + i) * q_dim + h * hd;
-                        let oh = &mut out[o..o + hd];
-                        oh.fill(0.0);
-                        let mut p = 0;
-                        while p < sc.len() {
-                            let vrun = kv.v_run(layer, run.seq, p, sc.len());
-                            let m = vrun.len() / kv_dim;
-                            if m == 0 {
-                                break;
-                            }
-                            let v: &[u16] = vrun.reinterpret_cast();
-                            kops::axpy_f16_rows(&sc[p..p + m], &v[kvh * hd..], kv_dim, m, oh);
-                            p += m;
-                        }
                     }
                 }
                 t0 += run.c;
             }
+            // Value sums into `obuf` (`[queries, head_dim]`), each query's
+            // rows in position order: rows every query of the chunk uses,
+            // then rows every query of a run uses, then each token's own
+            // tail (rows pos0 + 1 ..= its position).
+            obuf.clear();
+            obuf.resize(nq * hd, 0.0);
+            let common = if runs.len() > 1 {
+                runs.iter().map(|r| r.pos0 + 1).fold(shared, usize::min)
+            } else {
+                0
+            };
+            if let Some(first) = runs.first() {
+                let (w, o) = (&scores[..], &mut obuf[..]);
+                self.values_over(layer, first.seq, 0..common, (w, end_max, kvh), kv, o);
+            }
+            let mut t0 = 0;
+            for run in runs {
+                let (qa, qb) = (t0 * group, (t0 + run.c) * group);
+                let w = &scores[qa * end_max..];
+                let o = &mut obuf[qa * hd..qb * hd];
+                self.values_over(
+                    layer,
+                    run.seq,
+                    common..run.pos0 + 1,
+                    (w, end_max, kvh),
+                    kv,
+                    o,
+                );
+                for i in 1..run.c {
+                    let (ta, tb) = ((t0 + i) * group, (t0 + i + 1) * group);
+                    let w = &scores[ta * end_max..];
+                    let o = &mut obuf[ta * hd..tb * hd];
+                    let tail = run.pos0 + 1..run.pos0 + i + 1;
+                    self.values_over(layer, run.seq, tail, (w, end_max, kvh), kv, o);
+                }
+                t0 += run.c;
+            }
+            for (qi, src) in obuf.chunks_exact(hd).enumerate() {
+                let (t, g) = (qi / group, qi % group);
+                let o = t * q_dim + (kvh * group + g) * hd;
+                out[o..o + hd].copy_from_slice(src);
+            }
+        }
+    }
+
+    /// Adds the value rows `rows` of `seq` (KV head `kvh`), weighted, to
+    /// the outputs of a group of queries, walking the store's runs: query
+    /// `j`'s weight of row `p` is `w[j * w_stride + p]`; `out` is
+    /// `[queries, head_dim]`.
+    fn values_over<K: KvStore>(
+        &self,
+        layer: usize,
+        seq: SeqId,
+        rows: std::ops::Range<usize>,
+        (w, w_stride, kvh): (&[f32], usize, usize),
+        kv: &K,
+        out: &mut [f32],
+    ) {
+        let hd = self.cfg.head_dim;
+        let kv_dim = self.cfg.n_head_kv * hd;
+        let mut p = rows.start;
+        while p < rows.end {
+            let vrun = kv.v_run(layer, seq, p, rows.end);
+            let m = vrun.len() / kv_dim;
+            if m == 0 {
+                break;
+            }
+            let v: &[u16] = vrun.reinterpret_cast();
+            let vr = kops::KvRows {
+                data: &v[kvh * hd..],
+                stride: kv_dim,
+                n_rows: m,
+                width: hd,
+            };
+            kops::axpy_f16_rows_group(&w[p..], w_stride, vr, out);
+            p += m;
         }
     }
 

@@ -17,6 +17,8 @@
 //! the data, so a result is a function of (inputs, ISA) alone.
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod attn_avx2;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;

@@ -1,0 +1,455 @@
+//! AVX2 + FMA + F16C twins of the attention kernels over many KV rows in
+//! [`crate::ops`]: scores of one or many queries against 8-row key tiles
+//! (transposed in registers, one lane per row), and value sums of one or
+//! many queries. All are bit-identical to their scalar twins: the vector
+//! code changes which row or query a lane works on, never the order of a
+//! single score's or output element's operations.
+
+use std::arch::x86_64::*;
+
+use super::ops_avx2::{axpy_f16, load8, load8_f16, store8};
+
+/// Transposes an 8 × 8 matrix of 16-bit values: `rows[r]` lane `c` becomes
+/// `out[c]` lane `r`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn transpose8x8_epi16(r: [__m128i; 8]) -> [__m128i; 8] {
+    let t0 = _mm_unpacklo_epi16(r[0], r[1]);
+    let t1 = _mm_unpackhi_epi16(r[0], r[1]);
+    let t2 = _mm_unpacklo_epi16(r[2], r[3]);
+    let t3 = _mm_unpackhi_epi16(r[2], r[3]);
+    let t4 = _mm_unpacklo_epi16(r[4], r[5]);
+    let t5 = _mm_unpackhi_epi16(r[4], r[5]);
+    let t6 = _mm_unpacklo_epi16(r[6], r[7]);
+    let t7 = _mm_unpackhi_epi16(r[6], r[7]);
+    let u0 = _mm_unpacklo_epi32(t0, t2);
+    let u1 = _mm_unpackhi_epi32(t0, t2);
+    let u2 = _mm_unpacklo_epi32(t1, t3);
+    let u3 = _mm_unpackhi_epi32(t1, t3);
+    let u4 = _mm_unpacklo_epi32(t4, t6);
+    let u5 = _mm_unpackhi_epi32(t4, t6);
+    let u6 = _mm_unpacklo_epi32(t5, t7);
+    let u7 = _mm_unpackhi_epi32(t5, t7);
+    [
+        _mm_unpacklo_epi64(u0, u4),
+        _mm_unpackhi_epi64(u0, u4),
+        _mm_unpacklo_epi64(u1, u5),
+        _mm_unpackhi_epi64(u1, u5),
+        _mm_unpacklo_epi64(u2, u6),
+        _mm_unpackhi_epi64(u2, u6),
+        _mm_unpacklo_epi64(u3, u7),
+        _mm_unpackhi_epi64(u3, u7),
+    ]
+}
+
+/// Loads dims `i..i + 8` of rows `r..r + 8` (row `j` starts at
+/// `k[(r + j) * stride]`) and returns them transposed: vector `c` holds dim
+/// `i + c` of the 8 rows, widened to `f32`.
+///
+/// # Safety
+///
+/// `(r + 7) * stride + i + 8 <= k.len()`; the CPU must support AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_cols(k: &[u16], stride: usize, r: usize, i: usize) -> [__m256; 8] {
+    let base = k.as_ptr();
+    // SAFETY: the caller guarantees every row's 8 values lie inside `k`.
+    let rows: [__m128i; 8] =
+        std::array::from_fn(|j| unsafe { _mm_loadu_si128(base.add((r + j) * stride + i).cast()) });
+    transpose8x8_epi16(rows).map(|c| _mm256_cvtph_ps(c))
+}
+
+/// AVX2 twin of `ops::scalar::dot_f32_f16_rows`, bit-identical to it: lane
+/// `j` keeps row `r + j`'s running sum `acc = acc + q[i] · k[i]` in index
+/// order (multiply, then add), so the vector code only changes which row a
+/// lane works on, never the arithmetic. 16 rows run side by side while they
+/// last (two independent add chains), then 8, then the scalar twin.
+///
+/// ```text
+///   rows r..r+8, dims i..i+8          transposed: one vector per dim
+///   r+0: k00 k01 .. k07               dim i+0: k00 k10 .. k70  ─► acc += q[i+0]·dim
+///   ...                     ──►       ...
+///   r+7: k70 k71 .. k77               dim i+7: k07 k17 .. k77  ─► acc += q[i+7]·dim
+/// ```
+///
+/// * `q`: `[n]`; `k`: rows of `n` f16 at stride `stride`; `out`: `[n_rows]`.
+///
+/// # Safety
+///
+/// `n_rows == 0` or `(n_rows - 1) * stride + q.len() <= k.len()`, and
+/// `out.len() >= n_rows`; the CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f32_f16_rows(
+    q: &[f32],
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+) {
+    let n = q.len();
+    let n8 = n / 8 * 8;
+    let finish = |acc: __m256, r: usize, out: &mut [f32]| {
+        let mut lanes = [0.0f32; 8];
+        store8(&mut lanes, acc);
+        for (j, mut a) in lanes.into_iter().enumerate() {
+            let row = &k[(r + j) * stride..(r + j) * stride + n];
+            for (x, &y) in q[n8..].iter().zip(&row[n8..]) {
+                a += x * crate::fp::f16_to_f32(y);
+            }
+            out[r + j] = a;
+        }
+    };
+    let mut r = 0;
+    while r + 16 <= n_rows {
+        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+16 hold dims 0..n (caller's bound), i + 8 <= n.
+            let (c0, c1) = unsafe { (load_cols(k, stride, r, i), load_cols(k, stride, r + 8, i)) };
+            for c in 0..8 {
+                let qv = _mm256_set1_ps(q[i + c]);
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(qv, c0[c]));
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(qv, c1[c]));
+            }
+        }
+        finish(a0, r, out);
+        finish(a1, r + 8, out);
+        r += 16;
+    }
+    while r + 8 <= n_rows {
+        let mut a0 = _mm256_setzero_ps();
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
+            let c0 = unsafe { load_cols(k, stride, r, i) };
+            for (c, col) in c0.iter().enumerate() {
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(q[i + c]), *col));
+            }
+        }
+        finish(a0, r, out);
+        r += 8;
+    }
+    for rr in r..n_rows {
+        out[rr] = crate::ops::scalar::dot_f32_f16(q, &k[rr * stride..rr * stride + n]);
+    }
+}
+
+/// AVX2 twin of `ops::scalar::dot_f32_f16_rows_group`, bit-identical to
+/// it: the queries run in passes of up to 4 ([`rows_group`]); a single
+/// query takes [`dot_f32_f16_rows`].
+///
+/// * `q`: `[G, n]`; `k`: rows of `n` f16 at `stride`; `out`: `[G,
+///   out_stride]`.
+///
+/// # Safety
+///
+/// `n > 0`; `n_rows == 0` or `(n_rows - 1) * stride + n <= k.len()`; for
+/// `G = q.len() / n > 1`, `n_rows <= out_stride` and
+/// `(G - 1) * out_stride + n_rows <= out.len()` (for `G == 1`,
+/// `n_rows <= out.len()`); the CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f32_f16_rows_group(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g_all = q.len() / n;
+    if g_all == 1 {
+        // SAFETY: the caller's bounds for one query.
+        return unsafe { dot_f32_f16_rows(&q[..n], k, stride, n_rows, out) };
+    }
+    if g_all > 4 && n <= TILE_DIMS {
+        // SAFETY: the caller's bounds.
+        return unsafe { rows_group_tiled(q, n, k, stride, n_rows, out, out_stride) };
+    }
+    let mut g0 = 0;
+    while g0 < g_all {
+        let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
+        // SAFETY (each arm): the caller's bounds, for queries g0.. .
+        let done = unsafe {
+            match g_all - g0 {
+                1 => rows_group::<1>(qg, n, k, stride, n_rows, og, out_stride),
+                2 => rows_group::<2>(qg, n, k, stride, n_rows, og, out_stride),
+                3 => rows_group::<3>(qg, n, k, stride, n_rows, og, out_stride),
+                _ => rows_group::<4>(qg, n, k, stride, n_rows, og, out_stride),
+            }
+        };
+        g0 += done;
+    }
+}
+
+/// Widest head that [`rows_group_tiled`] keeps a transposed key tile of.
+const TILE_DIMS: usize = 256;
+
+/// Many queries (more than 4; e.g. a prefill chunk's tokens × the query
+/// heads of one KV head): each 8-row key tile is transposed once into a
+/// stack buffer, then every query, 8 at a time, runs the lane-per-row sums
+/// of [`dot_f32_f16_rows`] over it (the same arithmetic, so the same bits).
+///
+/// # Safety
+///
+/// As [`dot_f32_f16_rows_group`], and `n <= TILE_DIMS`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_group_tiled(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g_all = q.len() / n;
+    let n8 = n / 8 * 8;
+    let mut tile = [_mm256_setzero_ps(); TILE_DIMS];
+    let mut r = 0;
+    while r + 8 <= n_rows {
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
+            let cols = unsafe { load_cols(k, stride, r, i) };
+            tile[i..i + 8].copy_from_slice(&cols);
+        }
+        let mut g0 = 0;
+        while g0 < g_all {
+            let left = g_all - g0;
+            let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
+            let t = &tile[..n8];
+            let at = (stride, r);
+            // Up to 8 queries per pass: 8 independent add chains hide the
+            // add latency (4 measured latency-bound).
+            g0 += match left {
+                1 => tile_queries::<1>(t, qg, n, k, at, og, out_stride),
+                2 => tile_queries::<2>(t, qg, n, k, at, og, out_stride),
+                3 => tile_queries::<3>(t, qg, n, k, at, og, out_stride),
+                4 => tile_queries::<4>(t, qg, n, k, at, og, out_stride),
+                5 => tile_queries::<5>(t, qg, n, k, at, og, out_stride),
+                6 => tile_queries::<6>(t, qg, n, k, at, og, out_stride),
+                7 => tile_queries::<7>(t, qg, n, k, at, og, out_stride),
+                _ => tile_queries::<8>(t, qg, n, k, at, og, out_stride),
+            };
+        }
+        r += 8;
+    }
+    for rr in r..n_rows {
+        let row = &k[rr * stride..rr * stride + n];
+        for (g, qg) in q.chunks_exact(n).enumerate() {
+            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+        }
+    }
+}
+
+/// The first `G` queries of `q` over one transposed key tile (`tile[d]`:
+/// dim `d` of rows `r..r + 8`); dims past the tile run in scalar order per
+/// row. Returns `G`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_queries<const G: usize>(
+    tile: &[__m256],
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    (stride, r): (usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    let n8 = tile.len().min(n);
+    let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
+    let qp = q[..G * n].as_ptr();
+    let mut acc = [_mm256_setzero_ps(); G];
+    for (d, col) in tile[..n8].iter().enumerate() {
+        for (g, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `g < G` and `d < n8 <= n`, so `g * n + d < G * n`,
+            // inside `q[..G * n]` (checked above). Unchecked: the indexed
+            // form kept a bounds check per query and dim in this loop.
+            let x = unsafe { *qp.add(g * n + d) };
+            *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
+        }
+    }
+    for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
+        let mut lanes = [0.0f32; 8];
+        store8(&mut lanes, a);
+        for (j, mut s) in lanes.into_iter().enumerate() {
+            let row = &k[(r + j) * stride..(r + j) * stride + n];
+            for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
+                s += x * crate::fp::f16_to_f32(y);
+            }
+            out[g * out_stride + r + j] = s;
+        }
+    }
+    G
+}
+
+/// Scores of the first `G` queries of `q` (one pass); returns `G`. Each
+/// 8 × 8 key tile is loaded and transposed once, then every query keeps
+/// its own lane-per-row running sums (the arithmetic of
+/// [`dot_f32_f16_rows`]).
+///
+/// # Safety
+///
+/// As [`dot_f32_f16_rows_group`], with `q` holding at least `G` queries
+/// and `out` their `G` output rows.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_group<const G: usize>(
+    q: &[f32],
+    n: usize,
+    k: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) -> usize {
+    let n8 = n / 8 * 8;
+    let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
+    let qp = q[..G * n].as_ptr();
+    let mut r = 0;
+    while r + 8 <= n_rows {
+        let mut acc = [_mm256_setzero_ps(); G];
+        for i in (0..n8).step_by(8) {
+            // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
+            let cols = unsafe { load_cols(k, stride, r, i) };
+            for (g, a) in acc.iter_mut().enumerate() {
+                for (c, col) in cols.iter().enumerate() {
+                    // SAFETY: g < G and i + c < n8 <= n: inside q[..G * n].
+                    let x = unsafe { *qp.add(g * n + i + c) };
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
+                }
+            }
+        }
+        for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
+            let mut lanes = [0.0f32; 8];
+            store8(&mut lanes, a);
+            for (j, mut s) in lanes.into_iter().enumerate() {
+                let row = &k[(r + j) * stride..(r + j) * stride + n];
+                for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
+                    s += x * crate::fp::f16_to_f32(y);
+                }
+                out[g * out_stride + r + j] = s;
+            }
+        }
+        r += 8;
+    }
+    for rr in r..n_rows {
+        let row = &k[rr * stride..rr * stride + n];
+        for (g, qg) in qs.iter().enumerate() {
+            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+        }
+    }
+    G
+}
+
+/// AVX2 twin of `ops::scalar::axpy_f16_rows_group`, bit-identical to it:
+/// for head width 64, each tile of up to 8 value rows is converted to
+/// `f32` once into a stack buffer, then every query adds its weighted rows
+/// in order (`out = out + w · v`, multiply then add) with its 64 outputs
+/// in registers; other widths run [`axpy_f16_rows`] per query.
+///
+/// * `w`: `[G, w_stride]`; `out`: `[G, rows.width]`.
+///
+/// # Safety
+///
+/// `rows.n_rows == 0` or `(rows.n_rows - 1) * rows.stride + rows.width <=
+/// rows.data.len()`; every query's `rows.n_rows` weights lie inside `w` at
+/// `g * w_stride` (and `n_rows <= w_stride` when `G > 1`); the CPU must
+/// support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn axpy_f16_rows_group(
+    w: &[f32],
+    w_stride: usize,
+    rows: crate::ops::KvRows<'_>,
+    out: &mut [f32],
+) {
+    let n = rows.width;
+    let (v, stride, n_rows) = (rows.data, rows.stride, rows.n_rows);
+    if n != 64 {
+        for (g, o) in out.chunks_exact_mut(n).enumerate() {
+            // SAFETY: the caller's bounds, for query g.
+            unsafe { axpy_f16_rows(&w[g * w_stride..], v, stride, n_rows, o) };
+        }
+        return;
+    }
+    let mut tile = [[_mm256_setzero_ps(); 8]; 8];
+    let mut r0 = 0;
+    while r0 < n_rows {
+        let m = (n_rows - r0).min(8);
+        for (r, t) in tile.iter_mut().enumerate().take(m) {
+            let row = &v[(r0 + r) * stride..(r0 + r) * stride + 64];
+            let (rc, _) = row.as_chunks::<8>();
+            for (x, c) in t.iter_mut().zip(rc) {
+                *x = load8_f16(c);
+            }
+        }
+        for (g, o) in out.chunks_exact_mut(64).enumerate() {
+            let Some(o) = o.first_chunk_mut::<64>() else {
+                continue;
+            };
+            let (oc, _) = o.as_chunks_mut::<8>();
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for (a, c) in acc.iter_mut().zip(oc.iter()) {
+                *a = load8(c);
+            }
+            let wg = &w[g * w_stride + r0..g * w_stride + r0 + m];
+            for (t, &wr) in tile.iter().zip(wg) {
+                let wv = _mm256_set1_ps(wr);
+                for (a, x) in acc.iter_mut().zip(t) {
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, *x));
+                }
+            }
+            for (a, c) in acc.iter().zip(oc.iter_mut()) {
+                store8(c, *a);
+            }
+        }
+        r0 += m;
+    }
+}
+
+/// AVX2 twin of `ops::scalar::axpy_f16_rows`, bit-identical to it: for each
+/// row `r` in order, `out[i] = out[i] + w[r] · f16(v[r * stride + i])`
+/// (multiply, then add), with `out` held in registers across the rows
+/// when it is 64 wide (the head dim of both supported models); other
+/// widths run the single-row twin per row.
+///
+/// * `w`: `[n_rows]`; `v`: rows of `out.len()` f16 at `stride`; `out`: `[n]`.
+///
+/// # Safety
+///
+/// `n_rows == 0` or `(n_rows - 1) * stride + out.len() <= v.len()`, and
+/// `w.len() >= n_rows`; the CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn axpy_f16_rows(
+    w: &[f32],
+    v: &[u16],
+    stride: usize,
+    n_rows: usize,
+    out: &mut [f32],
+) {
+    let n = out.len();
+    if n != 64 {
+        for (r, &wr) in w.iter().enumerate().take(n_rows) {
+            // SAFETY: as this function's (row r lies inside `v`).
+            unsafe { axpy_f16(wr, &v[r * stride..r * stride + n], out) };
+        }
+        return;
+    }
+    let Some(o) = out.first_chunk_mut::<64>() else {
+        return;
+    };
+    let (oc, _) = o.as_chunks_mut::<8>();
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for (a, c) in acc.iter_mut().zip(oc.iter()) {
+        *a = load8(c);
+    }
+    for (r, &wr) in w.iter().enumerate().take(n_rows) {
+        let wv = _mm256_set1_ps(wr);
+        let row = &v[r * stride..r * stride + 64];
+        let (rc, _) = row.as_chunks::<8>();
+        for (a, x) in acc.iter_mut().zip(rc) {
+            *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, load8_f16(x)));
+        }
+    }
+    for (a, c) in acc.iter().zip(oc.iter_mut()) {
+        store8(c, *a);
+    }
+}
