@@ -65,14 +65,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<()> {
     if a.size_mib == 0 || a.reps == 0 {
         bail!("--size-mib and --reps must be at least 1");
     }
-    let threads = a
-        .threads
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
+    let threads = crate::bench::threads_or_all(a.threads);
     let n = a
         .size_mib
         .checked_mul(1 << 20)
@@ -106,13 +99,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<()> {
     for _ in 0..a.reps {
         runs.push(pass()?);
     }
-    let mut sorted = runs.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = if sorted.len() % 2 == 1 {
-        sorted[sorted.len() / 2]
-    } else {
-        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-    };
+    let median = crate::bench::median(&runs);
     let report = Report {
         schema: "fak-bench-bandwidth/1",
         cpu: crate::bench::cpu_model(),

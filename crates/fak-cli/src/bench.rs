@@ -124,6 +124,17 @@ pub struct Stats {
     pub max: f64,
 }
 
+/// `threads`, or every core the OS reports when `None`; at least 1.
+pub fn threads_or_all(threads: Option<usize>) -> usize {
+    threads
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1)
+}
+
 /// Median of `xs` (mean of the two middle values for even lengths); 0 when empty.
 pub fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();

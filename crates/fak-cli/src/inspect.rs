@@ -144,9 +144,7 @@ fn system(json_out: bool) -> anyhow::Result<()> {
         .iter()
         .map(|i| i.to_string())
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let threads = crate::bench::threads_or_all(None);
     let cpu = crate::bench::cpu_model();
     let forced = std::env::var(fak_kernels::isa::ISA_ENV_VAR).ok();
     if json_out {

@@ -51,14 +51,7 @@ pub fn run(a: PeakArgs) -> anyhow::Result<()> {
     if a.rounds == 0 || a.reps == 0 {
         bail!("--rounds and --reps must be at least 1");
     }
-    let threads = a
-        .threads
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
+    let threads = crate::bench::threads_or_all(a.threads);
     let isa = fak_kernels::isa();
     let pool = fak_kernels::pool::ThreadPool::new(threads).context("starting the thread pool")?;
     let sums: Vec<AtomicI32> = (0..threads).map(|_| AtomicI32::new(0)).collect();

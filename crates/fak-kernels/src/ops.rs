@@ -246,6 +246,29 @@ pub mod scalar {
     }
 }
 
+/// How many of `n_rows` rows of `width` values, row `r` starting at
+/// `r * stride`, lie entirely inside a buffer of `len` values.
+fn rows_that_fit(len: usize, width: usize, stride: usize, n_rows: usize) -> usize {
+    match len.checked_sub(width) {
+        None => 0,
+        Some(spare) => spare
+            .checked_div(stride)
+            .map_or(n_rows, |r| r + 1)
+            .min(n_rows),
+    }
+}
+
+/// Values each of `g` queries can use in a `[g, stride]` buffer of `len`
+/// values: the last query's row may be short; with one query, all of it.
+fn per_query_capacity(len: usize, g: usize, stride: usize) -> usize {
+    if g <= 1 {
+        len
+    } else {
+        let last = (g - 1).saturating_mul(stride);
+        len.saturating_sub(last).min(stride)
+    }
+}
+
 /// Whether the AVX2 twins may run for `isa` on this CPU.
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -302,12 +325,9 @@ pub fn dot_f32_f16_rows_with_isa(
     n_rows: usize,
     out: &mut [f32],
 ) {
-    // Rows that fit entirely.
-    let fit_k = match k.len().checked_sub(q.len()) {
-        None => 0,
-        Some(spare) => spare.checked_div(stride).map_or(n_rows, |r| r + 1),
-    };
-    let rows = n_rows.min(fit_k).min(out.len());
+    let rows = n_rows
+        .min(rows_that_fit(k.len(), q.len(), stride, n_rows))
+        .min(out.len());
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `q.len()` values
@@ -358,19 +378,9 @@ pub fn dot_f32_f16_rows_group_with_isa(
     if g == 0 {
         return;
     }
-    // Rows that fit entirely in `k`.
-    let fit_k = match k.len().checked_sub(n) {
-        None => 0,
-        Some(spare) => spare.checked_div(stride).map_or(n_rows, |r| r + 1),
-    };
-    // Rows that fit in every query's output row.
-    let fit_out = if g == 1 {
-        out.len()
-    } else {
-        let last = (g - 1).saturating_mul(out_stride);
-        out.len().saturating_sub(last).min(out_stride)
-    };
-    let rows = n_rows.min(fit_k).min(fit_out);
+    let rows = n_rows
+        .min(rows_that_fit(k.len(), n, stride, n_rows))
+        .min(per_query_capacity(out.len(), g, out_stride));
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) && n > 0 {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `n` values at
@@ -408,11 +418,9 @@ pub fn axpy_f16_rows_with_isa(
     n_rows: usize,
     out: &mut [f32],
 ) {
-    let fit = match v.len().checked_sub(out.len()) {
-        None => 0,
-        Some(spare) => spare.checked_div(stride).map_or(n_rows, |r| r + 1),
-    };
-    let rows = n_rows.min(fit).min(w.len());
+    let rows = n_rows
+        .min(rows_that_fit(v.len(), out.len(), stride, n_rows))
+        .min(w.len());
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `out.len()`
@@ -456,19 +464,10 @@ pub fn axpy_f16_rows_group_with_isa(
     if g == 0 {
         return;
     }
-    let fit_v = match rows.data.len().checked_sub(n) {
-        None => 0,
-        Some(spare) => spare
-            .checked_div(rows.stride)
-            .map_or(rows.n_rows, |r| r + 1),
-    };
-    let last = (g - 1).saturating_mul(w_stride);
-    let fit_w = if g == 1 {
-        w.len()
-    } else {
-        w.len().saturating_sub(last).min(w_stride)
-    };
-    let n_rows = rows.n_rows.min(fit_v).min(fit_w);
+    let n_rows = rows
+        .n_rows
+        .min(rows_that_fit(rows.data.len(), n, rows.stride, rows.n_rows))
+        .min(per_query_capacity(w.len(), g, w_stride));
     let rows = KvRows { n_rows, ..rows };
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {

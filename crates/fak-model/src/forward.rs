@@ -60,7 +60,7 @@ pub struct Workspace {
     up: Vec<f32>,
     normed: Vec<f32>,
     attn_bufs: AttnBuffers,
-    rope_cache: Vec<(f32, f32)>,
+    rope_angles: Vec<(f32, f32)>,
     ends: Vec<(SeqId, usize)>,
     acts: QuantActs,
     logits: Logits,
@@ -80,7 +80,7 @@ impl Default for Workspace {
             up: Vec::new(),
             normed: Vec::new(),
             attn_bufs: AttnBuffers::default(),
-            rope_cache: Vec::new(),
+            rope_angles: Vec::new(),
             ends: Vec::new(),
             acts: QuantActs::new(),
             logits: Logits::default(),
@@ -104,9 +104,6 @@ impl Workspace {
         std::mem::take(&mut self.logits)
     }
 }
-
-/// RoPE angle pairs kept on the stack per query row (head dims up to 256).
-const ROPE_STACK: usize = 128;
 
 /// Initial capacity of the attention-score buffer (positions).
 const SCORES_MIN: usize = 4096;
@@ -182,8 +179,19 @@ impl Model {
         let proj = sized(&mut ws.proj, n * d);
         let gate = sized(&mut ws.gate, n * cfg.n_ff);
         let up = sized(&mut ws.up, n * cfg.n_ff);
-        let rope_cache = &mut ws.rope_cache;
-        rope_cache.resize(cfg.rope_dim / 2, (0.0, 0.0));
+        // RoPE angles, `[n, rope_dim / 2]`: once per token for all layers.
+        let half = cfg.rope_dim / 2;
+        let angles = &mut ws.rope_angles;
+        angles.resize(n * half, (0.0, 0.0));
+        self.rows_mut(angles, half, |ti, a| {
+            ops::rope_angles(batch.tokens[ti].pos, cfg.rope_theta, cfg.rope_dim, a);
+        })?;
+        let angles: &[(f32, f32)] = angles;
+        let rope_row = |row: &mut [f32], a: &[(f32, f32)]| {
+            for head in row.chunks_exact_mut(hd) {
+                ops::rope_head(head, a, cfg.rope_dim, cfg.rope_style);
+            }
+        };
         let acts = &mut ws.acts;
         let attn_bufs = &mut ws.attn_bufs;
         let scores = &mut attn_bufs.scores;
@@ -225,27 +233,15 @@ impl Model {
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
 
-            // RoPE on the queries (on the pool for long batches), then on
-            // the keys as they are written to the cache.
+            // RoPE at each token's position (on the pool for long batches),
+            // then the keys and values go to the cache.
             self.rows_mut(q, q_dim, |ti, row| {
-                let mut stack = [(0.0f32, 0.0f32); ROPE_STACK];
-                let mut heap = Vec::new();
-                let cache: &mut [(f32, f32)] = if cfg.rope_dim / 2 <= ROPE_STACK {
-                    &mut stack[..cfg.rope_dim / 2]
-                } else {
-                    heap.resize(cfg.rope_dim / 2, (0.0, 0.0));
-                    &mut heap
-                };
-                ops::rope_angles(batch.tokens[ti].pos, cfg.rope_theta, cfg.rope_dim, cache);
-                for head in row.chunks_exact_mut(hd) {
-                    ops::rope_head(head, cache, cfg.rope_dim, cfg.rope_style);
-                }
+                rope_row(row, &angles[ti * half..(ti + 1) * half])
+            })?;
+            self.rows_mut(k, kv_dim, |ti, row| {
+                rope_row(row, &angles[ti * half..(ti + 1) * half])
             })?;
             for (ti, t) in batch.tokens.iter().enumerate() {
-                ops::rope_angles(t.pos, cfg.rope_theta, cfg.rope_dim, rope_cache);
-                for head in k[ti * kv_dim..(ti + 1) * kv_dim].chunks_exact_mut(hd) {
-                    ops::rope_head(head, rope_cache, cfg.rope_dim, cfg.rope_style);
-                }
                 kv.write(
                     li,
                     t.seq,

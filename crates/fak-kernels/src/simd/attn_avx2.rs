@@ -59,6 +59,42 @@ unsafe fn load_cols(k: &[u16], stride: usize, r: usize, i: usize) -> [__m256; 8]
     transpose8x8_epi16(rows).map(|c| _mm256_cvtph_ps(c))
 }
 
+/// Writes the scores of key rows `r..r + 8` for query `q` into
+/// `out[0..8]`: lane `j` of `acc` holds row `r + j`'s running sum over dims
+/// `0..n8`; the dims past `n8` are added in scalar order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn finish8(acc: __m256, q: &[f32], k: &[u16], (stride, r): (usize, usize), out: &mut [f32]) {
+    let n = q.len();
+    let n8 = n / 8 * 8;
+    let mut lanes = [0.0f32; 8];
+    store8(&mut lanes, acc);
+    for (j, (mut s, o)) in lanes.into_iter().zip(out.iter_mut()).enumerate() {
+        let row = &k[(r + j) * stride..(r + j) * stride + n];
+        for (x, &y) in q[n8..].iter().zip(&row[n8..]) {
+            s += x * crate::fp::f16_to_f32(y);
+        }
+        *o = s;
+    }
+}
+
+/// Scores of the key rows `r0..n_rows` that do not fill an 8-row tile, one
+/// scalar dot per (query, row): `out[g * out_stride + row]`.
+fn leftover_rows<'q>(
+    qs: impl Iterator<Item = &'q [f32]> + Clone,
+    k: &[u16],
+    (stride, r0, n_rows): (usize, usize, usize),
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    for rr in r0..n_rows {
+        for (g, qg) in qs.clone().enumerate() {
+            let row = &k[rr * stride..rr * stride + qg.len()];
+            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+        }
+    }
+}
+
 /// AVX2 twin of `ops::scalar::dot_f32_f16_rows`, bit-identical to it: lane
 /// `j` keeps row `r + j`'s running sum `acc = acc + q[i] · k[i]` in index
 /// order (multiply, then add), so the vector code only changes which row a
@@ -88,17 +124,8 @@ pub(crate) unsafe fn dot_f32_f16_rows(
 ) {
     let n = q.len();
     let n8 = n / 8 * 8;
-    let finish = |acc: __m256, r: usize, out: &mut [f32]| {
-        let mut lanes = [0.0f32; 8];
-        store8(&mut lanes, acc);
-        for (j, mut a) in lanes.into_iter().enumerate() {
-            let row = &k[(r + j) * stride..(r + j) * stride + n];
-            for (x, &y) in q[n8..].iter().zip(&row[n8..]) {
-                a += x * crate::fp::f16_to_f32(y);
-            }
-            out[r + j] = a;
-        }
-    };
+    let finish =
+        |acc: __m256, r: usize, out: &mut [f32]| finish8(acc, q, k, (stride, r), &mut out[r..]);
     let mut r = 0;
     while r + 16 <= n_rows {
         let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
@@ -127,9 +154,7 @@ pub(crate) unsafe fn dot_f32_f16_rows(
         finish(a0, r, out);
         r += 8;
     }
-    for rr in r..n_rows {
-        out[rr] = crate::ops::scalar::dot_f32_f16(q, &k[rr * stride..rr * stride + n]);
-    }
+    leftover_rows(std::iter::once(q), k, (stride, r, n_rows), out, 0);
 }
 
 /// AVX2 twin of `ops::scalar::dot_f32_f16_rows_group`, bit-identical to
@@ -232,12 +257,7 @@ unsafe fn rows_group_tiled(
         }
         r += 8;
     }
-    for rr in r..n_rows {
-        let row = &k[rr * stride..rr * stride + n];
-        for (g, qg) in q.chunks_exact(n).enumerate() {
-            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
-        }
-    }
+    leftover_rows(q.chunks_exact(n), k, (stride, r, n_rows), out, out_stride);
 }
 
 /// The first `G` queries of `q` over one transposed key tile (`tile[d]`:
@@ -268,15 +288,7 @@ fn tile_queries<const G: usize>(
         }
     }
     for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
-        let mut lanes = [0.0f32; 8];
-        store8(&mut lanes, a);
-        for (j, mut s) in lanes.into_iter().enumerate() {
-            let row = &k[(r + j) * stride..(r + j) * stride + n];
-            for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
-                s += x * crate::fp::f16_to_f32(y);
-            }
-            out[g * out_stride + r + j] = s;
-        }
+        finish8(a, qg, k, (stride, r), &mut out[g * out_stride + r..]);
     }
     G
 }
@@ -319,24 +331,11 @@ unsafe fn rows_group<const G: usize>(
             }
         }
         for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
-            let mut lanes = [0.0f32; 8];
-            store8(&mut lanes, a);
-            for (j, mut s) in lanes.into_iter().enumerate() {
-                let row = &k[(r + j) * stride..(r + j) * stride + n];
-                for (x, &y) in qg[n8..].iter().zip(&row[n8..]) {
-                    s += x * crate::fp::f16_to_f32(y);
-                }
-                out[g * out_stride + r + j] = s;
-            }
+            finish8(a, qg, k, (stride, r), &mut out[g * out_stride + r..]);
         }
         r += 8;
     }
-    for rr in r..n_rows {
-        let row = &k[rr * stride..rr * stride + n];
-        for (g, qg) in qs.iter().enumerate() {
-            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
-        }
-    }
+    leftover_rows(qs.into_iter(), k, (stride, r, n_rows), out, out_stride);
     G
 }
 
