@@ -26,6 +26,11 @@ Usage (see bench/peers/README.md)::
     python3 bench/peers/golden.py --python /tmp/peervenv/bin/python --all
     python3 bench/peers/golden.py --model models/x.gguf [--out-dir DIR]
     python3 bench/peers/golden.py --all --check   # compare, write nothing
+    python3 bench/peers/golden.py --all --kv-type q8_0   # Q8_0 K/V cache
+
+With ``--kv-type q8_0`` llama.cpp stores K and V as Q8_0 (``type_k`` and
+``type_v``); the files get a ``.kv-q8_0`` suffix and a ``kv_type`` field,
+and are the reference for fak's ``--kv-type q8_0``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ FLASH_ATTN = {
     "on": "LLAMA_FLASH_ATTN_TYPE_ENABLED",
     "off": "LLAMA_FLASH_ATTN_TYPE_DISABLED",
 }
+
+# --kv-type choices -> ggml type constant name of llama_context_params.type_k/v.
+KV_TYPES = {"f16": "GGML_TYPE_F16", "q8_0": "GGML_TYPE_Q8_0"}
 
 # The prompt list shared by every model. `capital` must stay first; fak's
 # tests look prompts up by name (`capital`, `code`, ...).
@@ -160,7 +168,9 @@ def top2(v: Any) -> tuple[int, float]:
     return best, float(margin)
 
 
-def run_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: str, flash_attn: str) -> PromptResult:
+def run_prompt(
+    L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: str, flash_attn: str, kv_type: str
+) -> PromptResult:
     ids = tokenize(L, vocab, text)
     if not ids or len(ids) + STEPS > N_CTX or len(ids) > N_BATCH:
         raise common.PeerError(f"prompt {name}: {len(ids)} tokens does not fit n_ctx {N_CTX}")
@@ -171,6 +181,8 @@ def run_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: st
     cp.n_threads = N_THREADS
     cp.n_threads_batch = N_THREADS
     cp.flash_attn_type = int(getattr(L, FLASH_ATTN[flash_attn]))
+    cp.type_k = int(getattr(L, KV_TYPES[kv_type]))
+    cp.type_v = int(getattr(L, KV_TYPES[kv_type]))
     ctx = L.llama_init_from_model(model, cp)
     if not ctx:
         raise common.PeerError(f"prompt {name}: llama_init_from_model failed")
@@ -193,7 +205,9 @@ def run_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: st
     return PromptResult(name, text, ids, greedy, margins, first, text_out)
 
 
-def run_model(L: Any, path: Path, model_file: str, flash_attn: str) -> tuple[dict[str, Any], list[PromptResult]]:
+def run_model(
+    L: Any, path: Path, model_file: str, flash_attn: str, kv_type: str
+) -> tuple[dict[str, Any], list[PromptResult]]:
     """Golden dict (without first_logits_file) and per-prompt results."""
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = 0
@@ -203,7 +217,7 @@ def run_model(L: Any, path: Path, model_file: str, flash_attn: str) -> tuple[dic
     try:
         vocab = L.llama_model_get_vocab(model)
         n_vocab = int(L.llama_vocab_n_tokens(vocab))
-        results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn) for n, t in PROMPTS]
+        results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn, kv_type) for n, t in PROMPTS]
     finally:
         L.llama_model_free(model)
     head = {
@@ -213,6 +227,8 @@ def run_model(L: Any, path: Path, model_file: str, flash_attn: str) -> tuple[dic
         "n_vocab": n_vocab,
         "n_threads": N_THREADS,
     }
+    if kv_type != "f16":
+        head["kv_type"] = kv_type
     return head, results
 
 
@@ -277,13 +293,21 @@ class Options:
     out_dir: Path
     check: bool
     flash_attn: str
+    kv_type: str = "f16"
+
+
+def golden_stem(model_file: str, kv_type: str) -> str:
+    """File stem of a model's goldens: the model's stem, plus ``.kv-TYPE``
+    for a K/V cache type other than f16."""
+    stem = Path(model_file).stem
+    return stem if kv_type == "f16" else f"{stem}.kv-{kv_type}"
 
 
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
-    stem = Path(model_file).stem
-    print(f"golden: {model_file} ({common.rel(path)})", file=sys.stderr)
+    stem = golden_stem(model_file, opt.kv_type)
+    print(f"golden: {model_file} ({common.rel(path)}), K/V {opt.kv_type}", file=sys.stderr)
     common.llama_log_clear()
-    head, results = run_model(L, path, model_file, opt.flash_attn)
+    head, results = run_model(L, path, model_file, opt.flash_attn, opt.kv_type)
     fa = [ln.strip() for ln in common.llama_log_lines() if "Flash Attention" in ln]
     if fa:
         print(f"golden:   llama.cpp: {fa[-1]}", file=sys.stderr)
@@ -316,10 +340,11 @@ def main() -> int:
     ap.add_argument(
         "--flash-attn", choices=sorted(FLASH_ATTN), default="auto", help="llama.cpp flash attention (goldens: auto)"
     )
+    ap.add_argument("--kv-type", choices=sorted(KV_TYPES), default="f16", help="llama.cpp K/V cache type (goldens: f16)")
     args = ap.parse_args()
     if not args.all and not args.model:
         ap.error("give --all or at least one --model")
-    opt = Options(args.out_dir, args.check, args.flash_attn)
+    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use fak_engine::{PagedKv, PagedKvConfig, Tenant};
-use fak_model::{Batch, FlatKv, KvStore, LogitsWanted, Model, SeqId};
+use fak_model::{Batch, FlatKv, KvRun, KvStore, LogitsWanted, Model, SeqId};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -80,6 +80,9 @@ struct BenchModelArgs {
     /// and fleets use).
     #[arg(long, value_enum, default_value_t = KvKind::Flat)]
     kv: KvKind,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
+    kv_type: crate::KvTypeArg,
 }
 
 /// The token-id stream of the protocol (see the module docs).
@@ -211,6 +214,7 @@ pub struct Report {
     pub reps: usize,
     pub token_stream: String,
     pub kv: KvKind,
+    pub kv_type: &'static str,
     pub prefill: Vec<PrefillResult>,
     pub decode: DecodeResult,
 }
@@ -258,11 +262,11 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
 
     let (prefill, tok_s_reps, all_steps_ms) = match a.kv {
         KvKind::Flat => {
-            let mut kv = FlatKv::for_model(model.config(), max_ctx, 1);
+            let mut kv = FlatKv::for_model_typed(model.config(), max_ctx, 1, a.kv_type.into())?;
             workloads(&model, &mut kv, a.reps, &bar)?
         }
         KvKind::Paged => {
-            let sizes = PagedKvConfig::for_sequences(16, 1, max_ctx);
+            let sizes = PagedKvConfig::for_sequences(16, 1, max_ctx).with_kv_type(a.kv_type.into());
             let mut kv = PagedBench {
                 kv: PagedKv::new(model.config(), sizes)?,
                 seq: None,
@@ -285,6 +289,7 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         reps: a.reps,
         token_stream: TOKEN_STREAM.to_string(),
         kv: a.kv,
+        kv_type: fak_model::KvType::from(a.kv_type).name(),
         prefill,
         decode: DecodeResult {
             prompt_tokens: DECODE_PROMPT,
@@ -423,16 +428,13 @@ impl KvStore for PagedBench {
     fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), fak_model::KvError> {
         self.kv.commit(seq, n)
     }
-    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[half::f16] {
-        self.kv.k_row(layer, seq, pos)
+    fn kv_type(&self) -> fak_model::KvType {
+        self.kv.kv_type()
     }
-    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[half::f16] {
-        self.kv.v_row(layer, seq, pos)
-    }
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[half::f16] {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
         self.kv.k_run(layer, seq, pos, end)
     }
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[half::f16] {
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
         self.kv.v_run(layer, seq, pos, end)
     }
 }

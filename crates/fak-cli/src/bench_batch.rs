@@ -50,6 +50,9 @@ pub struct BenchBatchArgs {
     /// Tokens per KV block.
     #[arg(long, default_value_t = 16)]
     block_size: usize,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
+    kv_type: crate::KvTypeArg,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -84,6 +87,7 @@ pub struct BatchReport {
     pub decode_steps: usize,
     pub reps: usize,
     pub kv: &'static str,
+    pub kv_type: &'static str,
     pub block_size: usize,
     pub ubatch: usize,
     pub token_stream: &'static str,
@@ -110,7 +114,8 @@ struct Timing {
 fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timing> {
     let n_vocab = model.config().n_vocab;
     let (prompts, steps) = batch_ids(n_vocab, b);
-    let sizes = PagedKvConfig::for_sequences(a.block_size, b, PROMPT_TOKENS + DECODE_STEPS);
+    let sizes = PagedKvConfig::for_sequences(a.block_size, b, PROMPT_TOKENS + DECODE_STEPS)
+        .with_kv_type(a.kv_type.into());
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, a.ubatch)?;
     let ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
     let mut sink = 0.0f32;
@@ -210,6 +215,7 @@ pub fn run(a: BenchBatchArgs) -> anyhow::Result<()> {
         decode_steps: DECODE_STEPS,
         reps: a.reps,
         kv: "paged",
+        kv_type: fak_model::KvType::from(a.kv_type).name(),
         block_size: a.block_size,
         ubatch: a.ubatch,
         token_stream: TOKEN_STREAM,

@@ -100,6 +100,9 @@ pub struct BenchFleetArgs {
     /// Tokens per KV block.
     #[arg(long, default_value_t = 16)]
     block_size: usize,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
+    pub kv_type: crate::KvTypeArg,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -147,6 +150,7 @@ pub struct FleetReport {
     pub model: String,
     pub model_sha256: String,
     pub kv: &'static str,
+    pub kv_type: &'static str,
     pub block_size: usize,
     pub token_budget: usize,
     pub token_stream: &'static str,
@@ -210,6 +214,7 @@ fn run_shape(
         kv: PagedKvConfig {
             block_size: bs,
             n_blocks,
+            kv_type: a.kv_type.into(),
         },
         token_budget: a.budget,
         prefix_cache: match reuse {
@@ -345,6 +350,7 @@ pub fn run(a: BenchFleetArgs) -> anyhow::Result<()> {
         model: model_file_name(path),
         model_sha256: sha256_file(path)?,
         kv: "paged",
+        kv_type: fak_model::KvType::from(a.kv_type).name(),
         block_size: a.block_size,
         token_budget: a.budget,
         token_stream: TOKEN_STREAM,

@@ -11,7 +11,7 @@ use fak_engine::{
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::ModelArgs;
+use crate::{KvTypeArg, ModelArgs};
 
 #[derive(clap::Args)]
 pub struct GenerateArgs {
@@ -35,6 +35,9 @@ pub struct GenerateArgs {
     /// step's f32 logits (little-endian bytes, steps in order).
     #[arg(long)]
     logits_digest: bool,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
+    kv_type: KvTypeArg,
     /// Tokens per KV block (with --prompts-json).
     #[arg(long, default_value_t = 16)]
     block_size: usize,
@@ -220,5 +223,6 @@ fn gen_params(a: &GenerateArgs) -> GenerateParams {
         } else {
             StopAt::EndOfGeneration
         },
+        kv_type: a.kv_type.into(),
     }
 }

@@ -61,6 +61,26 @@ pub struct ModelArgs {
     pub threads: Option<usize>,
 }
 
+/// `--kv-type` values: the element type of the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KvTypeArg {
+    /// f16 rows (the default, as llama.cpp's).
+    #[default]
+    F16,
+    /// Q8_0 blocks: about half the memory of f16.
+    #[value(name = "q8_0")]
+    Q8_0,
+}
+
+impl From<KvTypeArg> for fak_model::KvType {
+    fn from(a: KvTypeArg) -> fak_model::KvType {
+        match a {
+            KvTypeArg::F16 => fak_model::KvType::F16,
+            KvTypeArg::Q8_0 => fak_model::KvType::Q8_0,
+        }
+    }
+}
+
 impl ModelArgs {
     /// Loads the model and its tokenizer.
     pub fn load(&self) -> anyhow::Result<(fak_model::Model, fak_tokenizer::Tokenizer)> {

@@ -449,7 +449,8 @@ fn inspect_system_honours_fak_isa() {
 /// `--prompts-json`: the ragged batch (together) and one-by-one (alone)
 /// give every prompt the same tokens and the same per-step logits digest,
 /// and a prompt run on its own through `--prompt` (flat, unpaged cache)
-/// has that digest too.
+/// has that digest too. The same holds with a Q8_0 cache (`--kv-type
+/// q8_0`), whose digests differ from the f16 cache's.
 #[test]
 fn prompts_json_is_batch_invariant_from_outside() {
     let m = model("smollm2-135m-instruct-q8_0.gguf");
@@ -462,7 +463,7 @@ fn prompts_json_is_batch_invariant_from_outside() {
         "1, 2, 3, 4,",
     ];
     std::fs::write(&file, serde_json::to_string(&prompts).expect("json")).expect("write");
-    let run = |mode: &str| -> Vec<Value> {
+    let run_kv = |mode: &str, kv: &str| -> Vec<Value> {
         let o = fak(&[
             "generate",
             "-m",
@@ -477,11 +478,14 @@ fn prompts_json_is_batch_invariant_from_outside() {
             mode,
             "--block-size",
             "4",
+            "--kv-type",
+            kv,
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let v: Value = serde_json::from_slice(&o.stdout).expect("json list");
         v.as_array().expect("list").clone()
     };
+    let run = |mode: &str| run_kv(mode, "f16");
     let together = run("together");
     let alone = run("alone");
     assert_eq!(together.len(), 4);
@@ -505,6 +509,27 @@ fn prompts_json_is_batch_invariant_from_outside() {
     assert!(o.status.success(), "{}", stderr(&o));
     let single: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(single["logits_digest"], together[1]["logits_digest"]);
+    let (q8_together, q8_alone) = (run_kv("together", "q8_0"), run_kv("alone", "q8_0"));
+    for ((t, a), f) in q8_together.iter().zip(&q8_alone).zip(&together) {
+        assert_eq!(t["logits_digest"], a["logits_digest"]);
+        assert_ne!(t["logits_digest"], f["logits_digest"]);
+    }
+    let o = fak(&[
+        "generate",
+        "-m",
+        &m,
+        "-p",
+        prompts[1],
+        "-n",
+        "8",
+        "--json",
+        "--logits-digest",
+        "--kv-type",
+        "q8_0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let single: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(single["logits_digest"], q8_together[1]["logits_digest"]);
     // A malformed list is one clean error line.
     std::fs::write(&file, "{\"not\": \"a list\"}").expect("write");
     let o = fak(&[
@@ -523,12 +548,23 @@ fn prompts_json_is_batch_invariant_from_outside() {
 fn bench_batch_json_has_the_shared_schema() {
     let m = model("smollm2-135m-instruct-q8_0.gguf");
     let o = fak(&[
-        "bench", "batch", "-m", &m, "--batch", "1,3", "--json", "-t", "2",
+        "bench",
+        "batch",
+        "-m",
+        &m,
+        "--batch",
+        "1,3",
+        "--json",
+        "-t",
+        "2",
+        "--kv-type",
+        "q8_0",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["schema"], "fak-bench-batch/1");
     assert_eq!(v["kv"], "paged");
+    assert_eq!(v["kv_type"], "q8_0");
     let r = v["results"].as_array().expect("results");
     assert_eq!(r.len(), 2);
     assert_eq!(r[1]["batch"], 3);

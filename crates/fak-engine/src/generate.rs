@@ -1,6 +1,6 @@
 //! Single-sequence generation.
 
-use fak_model::{Batch, FlatKv, KvStore, LogitsWanted, Model, SeqId, Workspace};
+use fak_model::{Batch, FlatKv, KvStore, KvType, LogitsWanted, Model, SeqId, Workspace};
 use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::sampling::{Sampler, SamplingParams};
@@ -24,6 +24,8 @@ pub struct GenerateParams {
     pub sampling: SamplingParams,
     /// Stop condition.
     pub stop: StopAt,
+    /// Element type of the KV cache.
+    pub kv_type: KvType,
 }
 
 /// Why generation ended.
@@ -67,6 +69,25 @@ impl Sequence {
             ws: Workspace::new(),
             tokens: Vec::new(),
         }
+    }
+
+    /// Like [`Sequence::new`], with the KV cache stored as `kv_type`.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Model`] if `kv_type` cannot hold the model's rows.
+    pub fn with_kv_type(
+        model: &Model,
+        n_ctx: usize,
+        kv_type: KvType,
+    ) -> Result<Sequence, EngineError> {
+        let kv = FlatKv::for_model_typed(model.config(), n_ctx, 1, kv_type)
+            .map_err(fak_model::ModelError::from)?;
+        Ok(Sequence {
+            kv,
+            ws: Workspace::new(),
+            tokens: Vec::new(),
+        })
     }
 
     /// Tokens held so far.
@@ -121,7 +142,7 @@ pub fn generate(
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation, EngineError> {
     let n_ctx = prompt_ids.len() + params.max_tokens;
-    let mut seq = Sequence::new(model, n_ctx.max(1));
+    let mut seq = Sequence::with_kv_type(model, n_ctx.max(1), params.kv_type)?;
     let mut sampler = Sampler::new(params.sampling);
     let mut decoder = StreamDecoder::new();
     let mut out = Generation {

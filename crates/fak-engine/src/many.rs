@@ -91,6 +91,7 @@ pub fn generate_many(
     let sizes = PagedKvConfig {
         block_size: bs,
         n_blocks: blocks,
+        kv_type: params.gen.kv_type,
     };
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, params.max_batch_tokens)?;
     let groups: Vec<Vec<usize>> = match params.mode {

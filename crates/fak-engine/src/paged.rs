@@ -1,12 +1,13 @@
-//! The paged KV store: f16 K/V rows in fixed-size blocks, addressed through
-//! [`fak_kv::KvManager`]'s block tables.
+//! The paged KV store: K/V rows (f16, or Q8_0 on request) in fixed-size
+//! blocks, addressed through [`fak_kv::KvManager`]'s block tables.
 //!
 //! ```text
 //!   seq 3 block table:  [ b7 | b2 | b9 ]          block_size = 4 tokens
 //!   position 9  ──►  blocks[9 / 4] = b9, row 9 % 4 = 1
 //!
 //!   storage (K and V alike), one region per physical block:
-//!   block b: [layer 0: row 0..block_size][layer 1: ...] ... each row [n_kv_dim] f16
+//!   block b: [layer 0: row 0..block_size][layer 1: ...] ... each row [n_kv_dim]
+//!            values as f16 (default) or n_kv_dim / 32 Q8_0 blocks
 //! ```
 //!
 //! Bookkeeping (refcounts, copy-on-write, the prefix index) is fak-kv's;
@@ -18,8 +19,7 @@
 use std::collections::HashMap;
 
 use fak_kv::{BlockCopy, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
-use fak_model::{KvError, KvStore, ModelConfig, SeqId};
-use half::f16;
+use fak_model::{KvError, KvRowBuf, KvRun, KvStore, KvType, ModelConfig, SeqId};
 
 use crate::EngineError;
 
@@ -30,6 +30,8 @@ pub struct PagedKvConfig {
     pub block_size: usize,
     /// Number of physical blocks.
     pub n_blocks: usize,
+    /// Element type of the stored rows.
+    pub kv_type: KvType,
 }
 
 impl PagedKvConfig {
@@ -40,20 +42,27 @@ impl PagedKvConfig {
         PagedKvConfig {
             block_size,
             n_blocks: n_seq.max(1) * n_ctx.div_ceil(block_size).max(1),
+            kv_type: KvType::F16,
         }
+    }
+
+    /// The same sizes, storing rows as `kv_type`.
+    pub fn with_kv_type(self, kv_type: KvType) -> PagedKvConfig {
+        PagedKvConfig { kv_type, ..self }
     }
 }
 
-/// f16 K/V storage in blocks, plus fak-kv's bookkeeping.
+/// K/V storage in blocks, plus fak-kv's bookkeeping.
 pub struct PagedKv {
     mgr: KvManager,
     n_layer: usize,
     n_kv_dim: usize,
     block_size: usize,
-    /// `[n_blocks][n_layer][block_size][n_kv_dim]`.
-    k: Vec<f16>,
+    kv_type: KvType,
+    /// Rows `[n_blocks][n_layer][block_size]`, each `[n_kv_dim]` values.
+    k: KvRowBuf,
     /// Same layout as `k`.
-    v: Vec<f16>,
+    v: KvRowBuf,
     /// Positions whose rows are complete in every layer, per sequence.
     committed: HashMap<SeqSlot, usize>,
 }
@@ -64,20 +73,26 @@ impl PagedKv {
     /// # Errors
     ///
     /// [`EngineError::Kv`] if the sizes are zero or do not fit in memory
-    /// arithmetic.
+    /// arithmetic; [`EngineError::Model`] if `sizes.kv_type` cannot hold
+    /// the model's rows.
     pub fn new(model: &ModelConfig, sizes: PagedKvConfig) -> Result<PagedKv, EngineError> {
+        sizes
+            .kv_type
+            .check(model)
+            .map_err(fak_model::ModelError::from)?;
         let n_kv_dim = model.n_head_kv * model.head_dim;
         let per_block = model
             .n_layer
             .checked_mul(sizes.block_size)
             .and_then(|x| x.checked_mul(n_kv_dim));
         let total = per_block.and_then(|x| x.checked_mul(sizes.n_blocks));
-        let Some(total) = total.filter(|&t| t > 0 && t <= isize::MAX as usize / 2) else {
+        let Some(_) = total.filter(|&t| t > 0 && t <= isize::MAX as usize / 2) else {
             return Err(EngineError::Kv(fak_kv::KvError::BadConfig(format!(
                 "{} blocks of {} tokens x {} layers x {} values",
                 sizes.n_blocks, sizes.block_size, model.n_layer, n_kv_dim
             ))));
         };
+        let n_rows = model.n_layer * sizes.block_size * sizes.n_blocks;
         let mgr = KvManager::new(PoolConfig {
             block_size: sizes.block_size,
             n_blocks: sizes.n_blocks,
@@ -87,8 +102,9 @@ impl PagedKv {
             n_layer: model.n_layer,
             n_kv_dim,
             block_size: sizes.block_size,
-            k: vec![f16::ZERO; total],
-            v: vec![f16::ZERO; total],
+            kv_type: sizes.kv_type,
+            k: KvRowBuf::new(sizes.kv_type, n_rows, n_kv_dim, model.head_dim),
+            v: KvRowBuf::new(sizes.kv_type, n_rows, n_kv_dim, model.head_dim),
             committed: HashMap::new(),
         })
     }
@@ -110,7 +126,7 @@ impl PagedKv {
 
     /// Bytes of K and V storage.
     pub fn storage_bytes(&self) -> usize {
-        (self.k.len() + self.v.len()) * std::mem::size_of::<f16>()
+        self.k.bytes() + self.v.bytes()
     }
 
     /// A new, empty sequence in `tenant`'s namespace.
@@ -189,31 +205,33 @@ impl PagedKv {
             .ok_or(EngineError::Kv(fak_kv::KvError::UnknownSeq(SeqSlot(seq.0))))
     }
 
-    /// Start of layer `layer`'s rows of block `block` in `k`/`v`.
+    /// Row index of layer `layer`'s first row of block `block` in `k`/`v`.
     fn base(&self, block: fak_kv::BlockId, layer: usize) -> usize {
-        ((block.0 as usize * self.n_layer + layer) * self.block_size) * self.n_kv_dim
+        (block.0 as usize * self.n_layer + layer) * self.block_size
     }
 
-    /// Offset of the row at `pos` of `seq` in `layer`, if that position has
-    /// a block.
+    /// Row index of the row at `pos` of `seq` in `layer`, if that position
+    /// has a block.
     fn offset(&self, layer: usize, seq: SeqId, pos: usize) -> Option<usize> {
         let blocks = self.mgr.blocks(SeqSlot(seq.0)).ok()?;
         let b = *blocks.get(pos / self.block_size)?;
-        Some(self.base(b, layer) + (pos % self.block_size) * self.n_kv_dim)
+        Some(self.base(b, layer) + pos % self.block_size)
     }
 
     fn copy_block(&mut self, c: BlockCopy) {
-        let rows = c.n_tokens.min(self.block_size) * self.n_kv_dim;
+        let rows = c.n_tokens.min(self.block_size);
         for layer in 0..self.n_layer {
             let (src, dst) = (self.base(c.src, layer), self.base(c.dst, layer));
-            self.k.copy_within(src..src + rows, dst);
-            self.v.copy_within(src..src + rows, dst);
+            self.k.copy_rows(src, dst, rows);
+            self.v.copy_rows(src, dst, rows);
         }
     }
 
-    /// Empty slice for positions that have no block (never read by a
+    /// Rows of a position that has no block: an empty run (never read by a
     /// correct forward pass; returning it keeps reads panic-free).
-    const NONE: &'static [f16] = &[];
+    fn none(&self) -> KvRun<'_> {
+        KvRun::F16(&[])
+    }
 }
 
 fn kv_err(seq: SeqId, e: fak_kv::KvError) -> KvError {
@@ -278,12 +296,8 @@ impl KvStore for PagedKv {
             self.mgr.is_writable(SeqSlot(seq.0), pos).unwrap_or(false),
             "write into a shared block"
         );
-        for (d, s) in self.k[o..o + self.n_kv_dim].iter_mut().zip(k) {
-            *d = f16::from_f32(*s);
-        }
-        for (d, s) in self.v[o..o + self.n_kv_dim].iter_mut().zip(v) {
-            *d = f16::from_f32(*s);
-        }
+        self.k.write(o, k);
+        self.v.write(o, v);
         Ok(())
     }
 
@@ -300,31 +314,21 @@ impl KvStore for PagedKv {
         Ok(())
     }
 
-    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+    fn kv_type(&self) -> KvType {
+        self.kv_type
+    }
+
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => &self.k[o..o + self.n_kv_dim],
-            None => Self::NONE,
+            Some(o) => self.k.run(o, self.run_len(pos, end)),
+            None => self.none(),
         }
     }
 
-    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => &self.v[o..o + self.n_kv_dim],
-            None => Self::NONE,
-        }
-    }
-
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        match self.offset(layer, seq, pos) {
-            Some(o) => &self.k[o..o + self.run_len(pos, end) * self.n_kv_dim],
-            None => Self::NONE,
-        }
-    }
-
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        match self.offset(layer, seq, pos) {
-            Some(o) => &self.v[o..o + self.run_len(pos, end) * self.n_kv_dim],
-            None => Self::NONE,
+            Some(o) => self.v.run(o, self.run_len(pos, end)),
+            None => self.none(),
         }
     }
 }
@@ -346,11 +350,9 @@ impl PagedKv {
         k: &mut [f32],
         v: &mut [f32],
     ) {
-        for (d, s) in k.iter_mut().zip(self.k_row(layer, seq, pos)) {
-            *d = s.to_f32();
-        }
-        for (d, s) in v.iter_mut().zip(self.v_row(layer, seq, pos)) {
-            *d = s.to_f32();
+        if let Some(o) = self.offset(layer, seq, pos) {
+            self.k.read(o, k);
+            self.v.read(o, v);
         }
     }
 

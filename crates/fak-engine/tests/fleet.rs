@@ -9,7 +9,7 @@ use fak_engine::{
     AgentId, EngineError, EvictMode, Fleet, FleetConfig, FleetEvent, PagedKvConfig, PrefixCache,
     SamplingParams, Sequence, Tenant,
 };
-use fak_model::Model;
+use fak_model::{KvType, Model};
 
 fn model() -> &'static Model {
     static M: OnceLock<Model> = OnceLock::new();
@@ -45,6 +45,7 @@ fn config(budget: usize, prefix_cache: PrefixCache) -> FleetConfig {
         kv: PagedKvConfig {
             block_size: 4,
             n_blocks: 256,
+            kv_type: KvType::F16,
         },
         token_budget: budget,
         prefix_cache,

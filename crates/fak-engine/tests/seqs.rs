@@ -7,9 +7,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use fak_engine::{
-    Append, EngineError, EvictMode, PagedKvConfig, PrefixCache, Sequence, Sequences, Tenant,
+    Append, EngineError, EvictMode, PagedKv, PagedKvConfig, PrefixCache, Sequence, Sequences,
+    Tenant,
 };
-use fak_model::{LogitsWanted, Model, SeqId};
+use fak_model::{KvType, LogitsWanted, Model, SeqId};
 use proptest::prelude::*;
 
 fn model() -> &'static Model {
@@ -48,8 +49,13 @@ fn bytes(v: &[f32]) -> Vec<u8> {
 /// Reference: logits after each chunk, the whole token list computed alone
 /// in a flat cache, one chunk per forward call.
 fn reference(chunks: &[Vec<u32>]) -> Vec<Vec<u8>> {
+    reference_kv(KvType::F16, chunks)
+}
+
+/// [`reference`] with a `kv` cache.
+fn reference_kv(kv: KvType, chunks: &[Vec<u32>]) -> Vec<Vec<u8>> {
     let n: usize = chunks.iter().map(Vec::len).sum();
-    let mut s = Sequence::new(model(), n);
+    let mut s = Sequence::with_kv_type(model(), n, kv).expect("sequence");
     chunks
         .iter()
         .map(|c| bytes(&s.ingest(model(), c).expect("ingest")))
@@ -60,11 +66,23 @@ fn reference(chunks: &[Vec<u32>]) -> Vec<Vec<u8>> {
 type History = (SeqId, Vec<Vec<u32>>, Vec<Vec<u8>>);
 
 fn cache(block_size: usize, n_blocks: usize, prefix: PrefixCache, ubatch: usize) -> Sequences {
+    cache_kv(KvType::F16, block_size, n_blocks, prefix, ubatch)
+}
+
+/// [`cache`] storing rows as `kv_type`.
+fn cache_kv(
+    kv_type: KvType,
+    block_size: usize,
+    n_blocks: usize,
+    prefix: PrefixCache,
+    ubatch: usize,
+) -> Sequences {
     Sequences::new(
         model(),
         PagedKvConfig {
             block_size,
             n_blocks,
+            kv_type,
         },
         prefix,
         ubatch,
@@ -74,10 +92,19 @@ fn cache(block_size: usize, n_blocks: usize, prefix: PrefixCache, ubatch: usize)
 
 #[test]
 fn together_equals_alone_and_flat() {
+    together_equals_alone_and_flat_with(KvType::F16);
+}
+
+#[test]
+fn together_equals_alone_and_flat_q8_0_kv() {
+    together_equals_alone_and_flat_with(KvType::Q8_0);
+}
+
+fn together_equals_alone_and_flat_with(kv: KvType) {
     let m = model();
     let prompts: Vec<Vec<u32>> = (0..4).map(|i| ids(10 + i, 3 + 7 * i as usize)).collect();
     let steps: Vec<Vec<u32>> = (0..4).map(|i| ids(50 + i, 3)).collect();
-    let mut seqs = cache(4, 64, PrefixCache::Off, 512);
+    let mut seqs = cache_kv(kv, 4, 64, PrefixCache::Off, 512);
     let handles: Vec<SeqId> = (0..4).map(|_| seqs.create(Tenant(1))).collect();
     let items: Vec<Append<'_>> = handles
         .iter()
@@ -112,17 +139,26 @@ fn together_equals_alone_and_flat() {
     for i in 0..4 {
         let mut chunks = vec![prompts[i].clone()];
         chunks.extend(steps[i].iter().map(|&t| vec![t]));
-        assert!(got[i] == reference(&chunks), "sequence {i} differs");
+        assert!(got[i] == reference_kv(kv, &chunks), "sequence {i} differs");
     }
 }
 
 #[test]
 fn chunked_prefill_equals_whole() {
+    chunked_prefill_equals_whole_with(KvType::F16);
+}
+
+#[test]
+fn chunked_prefill_equals_whole_q8_0_kv() {
+    chunked_prefill_equals_whole_with(KvType::Q8_0);
+}
+
+fn chunked_prefill_equals_whole_with(kv: KvType) {
     let m = model();
     let p = ids(7, 37);
-    let want = reference(std::slice::from_ref(&p));
+    let want = reference_kv(kv, std::slice::from_ref(&p));
     for (bs, ubatch) in [(1, 5), (4, 3), (16, 16), (5, 1000)] {
-        let mut seqs = cache(bs, 64, PrefixCache::Off, ubatch);
+        let mut seqs = cache_kv(kv, bs, 64, PrefixCache::Off, ubatch);
         let s = seqs.create(Tenant(0));
         let got = seqs.ingest(m, s, &p).expect("ingest");
         assert!(vec![bytes(&got)] == want, "block {bs}, ubatch {ubatch}");
@@ -131,11 +167,20 @@ fn chunked_prefill_equals_whole() {
 
 #[test]
 fn cached_prefix_equals_computed_and_tenants_are_isolated() {
+    cached_prefix_equals_computed_and_tenants_are_isolated_with(KvType::F16);
+}
+
+#[test]
+fn cached_prefix_equals_computed_and_tenants_are_isolated_q8_0_kv() {
+    cached_prefix_equals_computed_and_tenants_are_isolated_with(KvType::Q8_0);
+}
+
+fn cached_prefix_equals_computed_and_tenants_are_isolated_with(kv: KvType) {
     let m = model();
     let prefix = ids(3, 24);
     let a: Vec<u32> = prefix.iter().copied().chain(ids(4, 5)).collect();
     let b: Vec<u32> = prefix.iter().copied().chain(ids(5, 6)).collect();
-    let mut seqs = cache(4, 64, PrefixCache::On, 512);
+    let mut seqs = cache_kv(kv, 4, 64, PrefixCache::On, 512);
     let sa = seqs.create(Tenant(1));
     seqs.ingest(m, sa, &a).expect("a");
     seqs.publish(sa).expect("publish");
@@ -145,12 +190,12 @@ fn cached_prefix_equals_computed_and_tenants_are_isolated() {
     assert_eq!(reused, 24);
     let rest = &b[reused..];
     let got = seqs.ingest(m, sb, rest).expect("b");
-    assert!(vec![bytes(&got)] == reference(std::slice::from_ref(&b)));
+    assert!(vec![bytes(&got)] == reference_kv(kv, std::slice::from_ref(&b)));
     // Another tenant never sees them.
     let sc = seqs.create(Tenant(2));
     assert_eq!(seqs.attach_prefix(sc, &b).expect("attach"), 0);
     let got = seqs.ingest(m, sc, &b).expect("c");
-    assert!(vec![bytes(&got)] == reference(std::slice::from_ref(&b)));
+    assert!(vec![bytes(&got)] == reference_kv(kv, std::slice::from_ref(&b)));
     // Freed sequences leave the published blocks cached, still reusable
     // (all 7 full blocks of `a`).
     seqs.free(sa).expect("free");
@@ -161,10 +206,19 @@ fn cached_prefix_equals_computed_and_tenants_are_isolated() {
 
 #[test]
 fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings() {
+    exact_eviction_equals_never_seeing_the_span_and_spares_siblings_with(KvType::F16);
+}
+
+#[test]
+fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings_q8_0_kv() {
+    exact_eviction_equals_never_seeing_the_span_and_spares_siblings_with(KvType::Q8_0);
+}
+
+fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings_with(kv: KvType) {
     let m = model();
     let (p, span, q) = (ids(1, 21), ids(2, 9), ids(3, 14));
     let full: Vec<u32> = [p.clone(), span.clone(), q.clone()].concat();
-    let mut seqs = cache(4, 128, PrefixCache::Off, 512);
+    let mut seqs = cache_kv(kv, 4, 128, PrefixCache::Off, 512);
     let s = seqs.create(Tenant(0));
     seqs.ingest(m, s, &full).expect("ingest");
     let sib = seqs.fork(s).expect("fork");
@@ -173,14 +227,17 @@ fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings() {
         .expect("evict");
     assert_eq!((rep.removed, rep.recomputed), (9, 14));
     let without: Vec<u32> = [p.clone(), q.clone()].concat();
-    assert!(vec![bytes(&rep.logits.expect("logits"))] == reference(std::slice::from_ref(&without)));
+    assert!(
+        vec![bytes(&rep.logits.expect("logits"))]
+            == reference_kv(kv, std::slice::from_ref(&without))
+    );
     assert_eq!(seqs.tokens(s).expect("tokens"), &without[..]);
     // Both continue; each matches its own reference.
     let next = ids(9, 2);
     let a = seqs.ingest(m, s, &next).expect("s");
     let b = seqs.ingest(m, sib, &next).expect("sib");
-    assert!(bytes(&a) == reference(&[without, next.clone()])[1]);
-    assert!(bytes(&b) == reference(&[full, next])[1]);
+    assert!(bytes(&a) == reference_kv(kv, &[without, next.clone()])[1]);
+    assert!(bytes(&b) == reference_kv(kv, &[full, next])[1]);
 }
 
 #[test]
@@ -257,9 +314,11 @@ proptest! {
         chunk in 1usize..6,
         block in 1usize..6,
         ubatch in 2usize..40,
+        q8 in proptest::bool::ANY,
     ) {
         let m = model();
-        let mut seqs = cache(block, 256, PrefixCache::On, ubatch);
+        let kv = if q8 { KvType::Q8_0 } else { KvType::F16 };
+        let mut seqs = cache_kv(kv, block, 256, PrefixCache::On, ubatch);
         let root = seqs.create(Tenant(0));
         let prefix = ids(seed, 5);
         seqs.ingest(m, root, &prefix).expect("root");
@@ -301,8 +360,41 @@ proptest! {
             }
         }
         for (s, chunks, got) in &hist {
-            let want = reference(chunks);
+            let want = reference_kv(kv, chunks);
             prop_assert!(got[..] == want[1..], "sequence {:?} differs", s);
         }
     }
+}
+
+#[test]
+fn q8_0_cache_is_smaller_and_changes_logits_only_slightly() {
+    let cfg = model().config();
+    let sizes = PagedKvConfig::for_sequences(16, 4, 256);
+    let f16 = PagedKv::new(cfg, sizes).expect("f16");
+    let q8 = PagedKv::new(cfg, sizes.with_kv_type(KvType::Q8_0)).expect("q8_0");
+    // 34 bytes per 32 values instead of 64.
+    assert_eq!(q8.storage_bytes() * 64, f16.storage_bytes() * 34);
+    let p = vec![ids(11, 40)];
+    let (a, b) = (
+        reference_kv(KvType::F16, &p),
+        reference_kv(KvType::Q8_0, &p),
+    );
+    assert!(a != b, "a Q8_0 cache must change the logits' bits");
+    let fl = |v: &[u8]| -> Vec<f32> {
+        v.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let (x, y) = (fl(&a[0]), fl(&b[0]));
+    let range = x.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
+        - x.iter().fold(f32::INFINITY, |m, v| m.min(*v));
+    let err = x
+        .iter()
+        .zip(&y)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        err < 0.05 * range,
+        "Q8_0 cache moved logits by {err} of range {range}"
+    );
 }

@@ -380,6 +380,17 @@ fn quant_8bit_of(isa: Isa, x: &[f32; 32], flavor: Flavor) -> (f32, [i8; 32]) {
     }
 }
 
+/// Run-time Q8_0 quantization of `src` into whole blocks (see
+/// [`crate::attn_q8::quantize_q8_0_blocks`]); blocks past `src` are left
+/// as they are.
+pub(crate) fn quantize_q8_0_blocks(isa: Isa, src: &[f32], dst: &mut [BlockQ8_0]) {
+    for (x, b) in src.chunks_exact(32).zip(dst) {
+        if let Ok(x) = <&[f32; 32]>::try_from(x) {
+            *b = quant_q8_0(isa, x, Flavor::Runtime);
+        }
+    }
+}
+
 /// Quantizes one Q8_0 block of 32 values (`x`, element order).
 fn quant_q8_0(isa: Isa, x: &[f32; 32], flavor: Flavor) -> BlockQ8_0 {
     let (d, qs) = quant_8bit_of(isa, x, flavor);

@@ -23,16 +23,18 @@
 //! each 8-row value tile converted once for the group.
 //!
 //! Rows a query computes past its own position are never used. A query's
-//! scores are `dot_f32_f16_rows` sums (bit-identical on every ISA, per
+//! scores are `dot_f32_f16_rows` sums (or, for a Q8_0 cache, the same
+//! running sums over the dequantized rows; bit-identical on every ISA, per
 //! row), then `· scale`, softmax over its own prefix and the value sums in
 //! position order: the same operations in the same order however tokens
 //! are grouped, so logits do not depend on what else is in the batch.
 
+use fak_kernels::attn_q8::{self, KvRowsQ8};
 use fak_kernels::ops as kops;
 use half::slice::HalfFloatSliceExt;
 
 use crate::batch::SeqId;
-use crate::kv::KvStore;
+use crate::kv::{KvRun, KvStore};
 use crate::weights::Model;
 
 /// Tokens per attention chunk of a batch of `n` tokens on `threads`
@@ -95,8 +97,11 @@ impl Model {
         let n_tok: usize = runs.iter().map(|r| r.c).sum();
         let end_max = runs.iter().map(Run::end).max().unwrap_or(0);
         let nq = n_tok * group;
+        // A rotated cache (Q8_0) is read with rotated queries, and its
+        // value sums are rotated back (see `kv_rows`).
+        let rot = kv.kv_type().rotation(hd);
         // One token's KV groups are already contiguous in `q`.
-        let direct = n_tok == 1;
+        let direct = n_tok == 1 && rot.is_none();
         let AttnBuffers {
             q: qbuf,
             scores,
@@ -114,6 +119,9 @@ impl Model {
             } else {
                 for (t, dst) in qbuf.chunks_exact_mut(group * hd).enumerate() {
                     dst.copy_from_slice(&q[t * q_dim + heads.start..t * q_dim + heads.end]);
+                }
+                if let Some(r) = rot {
+                    attn_q8::hadamard_rotate(qbuf, r);
                 }
                 qbuf
             };
@@ -187,6 +195,9 @@ impl Model {
                 }
                 t0 += run.c;
             }
+            if let Some(r) = rot {
+                attn_q8::hadamard_rotate(obuf, r);
+            }
             for (qi, src) in obuf.chunks_exact(hd).enumerate() {
                 let (t, g) = (qi / group, qi % group);
                 let o = t * q_dim + (kvh * group + g) * hd;
@@ -213,18 +224,31 @@ impl Model {
         let mut p = rows.start;
         while p < rows.end {
             let vrun = kv.v_run(layer, seq, p, rows.end);
-            let m = vrun.len() / kv_dim;
+            let m = vrun.rows(kv_dim);
             if m == 0 {
                 break;
             }
-            let v: &[u16] = vrun.reinterpret_cast();
-            let vr = kops::KvRows {
-                data: &v[kvh * hd..],
-                stride: kv_dim,
-                n_rows: m,
-                width: hd,
-            };
-            kops::axpy_f16_rows_group(&w[p..], w_stride, vr, out);
+            match vrun {
+                KvRun::F16(v) => {
+                    let v: &[u16] = v.reinterpret_cast();
+                    let vr = kops::KvRows {
+                        data: &v[kvh * hd..],
+                        stride: kv_dim,
+                        n_rows: m,
+                        width: hd,
+                    };
+                    kops::axpy_f16_rows_group(&w[p..], w_stride, vr, out);
+                }
+                KvRun::Q8_0(v) => {
+                    let vr = KvRowsQ8 {
+                        data: &v[kvh * hd / 32..],
+                        stride: kv_dim / 32,
+                        n_rows: m,
+                        width: hd,
+                    };
+                    attn_q8::axpy_q8_0_rows_group(&w[p..], w_stride, vr, out);
+                }
+            }
             p += m;
         }
     }
@@ -248,12 +272,26 @@ impl Model {
         let mut p = rows.start;
         while p < rows.end {
             let krun = kv.k_run(layer, seq, p, rows.end);
-            let m = krun.len() / kv_dim;
+            let m = krun.rows(kv_dim);
             if m == 0 {
                 break;
             }
-            let k: &[u16] = krun.reinterpret_cast();
-            kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, &mut scores[p..], stride);
+            let sc = &mut scores[p..];
+            match krun {
+                KvRun::F16(k) => {
+                    let k: &[u16] = k.reinterpret_cast();
+                    kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, sc, stride);
+                }
+                KvRun::Q8_0(k) => {
+                    let kr = KvRowsQ8 {
+                        data: &k[kvh * hd / 32..],
+                        stride: kv_dim / 32,
+                        n_rows: m,
+                        width: hd,
+                    };
+                    attn_q8::dot_f32_q8_0_rows_group(qs, kr, sc, stride);
+                }
+            }
             p += m;
         }
     }
@@ -272,13 +310,13 @@ impl Model {
         let mut p = 0;
         while p < limit {
             let head = kv.k_run(layer, first.seq, p, limit);
-            let mut m = head.len() / kv_dim;
+            let mut m = head.rows(kv_dim);
             for r in &runs[1..] {
                 let other = kv.k_run(layer, r.seq, p, limit);
-                if other.as_ptr() != head.as_ptr() {
+                if other.addr() != head.addr() {
                     return p;
                 }
-                m = m.min(other.len() / kv_dim);
+                m = m.min(other.rows(kv_dim));
             }
             if m == 0 {
                 break;

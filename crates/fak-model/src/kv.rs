@@ -7,11 +7,12 @@
 //! table; [`FlatKv`] is the simple contiguous implementation: one fixed
 //! region per sequence, allocated once.
 //!
-//! Rows are stored as f16 (llama.cpp's default KV type).
-
-use half::f16;
+//! Rows are stored as f16 (llama.cpp's default KV type) or, on request,
+//! as Q8_0 blocks ([`KvType`], see `kv_rows`).
 
 use crate::batch::SeqId;
+use crate::kv_rows::KvRowBuf;
+pub use crate::kv_rows::{KvRun, KvType};
 
 /// A refused KV access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +32,9 @@ pub enum KvError {
     /// A paged store has no free block left for the new positions.
     #[error("KV cache is full: {needed} more blocks needed, {available} available")]
     OutOfBlocks { needed: usize, available: usize },
+    /// The KV element type cannot hold this model's rows.
+    #[error("KV type {ty} needs a head dim that is a multiple of 32 (this model's is {head_dim})")]
+    TypeUnsupported { ty: &'static str, head_dim: usize },
 }
 
 /// Storage for keys and values, addressed by (layer, sequence, position).
@@ -55,45 +59,41 @@ pub trait KvStore {
         v: &[f32],
     ) -> Result<(), KvError>;
 
+    /// Element type of the stored rows (attention rotates queries and
+    /// value sums for types whose rows are rotated, see [`KvType`]).
+    fn kv_type(&self) -> KvType;
+
     /// Marks positions `0..n` of `seq` complete (called after all layers
     /// were written).
     fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError>;
 
-    /// The K row (`[n_head_kv * head_dim]`, f16) at `pos`.
-    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16];
-
-    /// The V row (`[n_head_kv * head_dim]`, f16) at `pos`.
-    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16];
-
     /// The longest run of K rows stored contiguously from `pos` on, at most
-    /// up to position `end` (exclusive, `end > pos`): `[m, n_head_kv *
-    /// head_dim]` with `1 <= m <= end - pos`, position-major.
+    /// up to position `end` (exclusive, `end > pos`): `m` rows, `1 <= m <=
+    /// end - pos`, position-major, each `[n_head_kv * head_dim]` values
+    /// (heads contiguous) in the store's [`KvType`].
     ///
     /// Attention walks a sequence run by run; a paged store returns up to
     /// the end of `pos`'s block, a flat store everything up to `end`. Which
-    /// runs a walk sees never changes what is computed per position.
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        let _ = end;
-        self.k_row(layer, seq, pos)
-    }
+    /// runs a walk sees never changes what is computed per position. A
+    /// position without storage gives an empty run.
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_>;
 
     /// Like [`KvStore::k_run`], for V rows.
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        let _ = end;
-        self.v_row(layer, seq, pos)
-    }
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_>;
 }
 
 /// A contiguous KV store: `n_seq` sequences of up to `n_ctx` positions each,
 /// allocated once.
 ///
-/// Layout of `k` and `v`: `[seq][layer][pos][n_kv_dim]`.
+/// Layout of `k` and `v`: rows `[seq][layer][pos]`, each `[n_kv_dim]`
+/// values in the store's [`KvType`].
 pub struct FlatKv {
+    kv_type: KvType,
     n_layer: usize,
     n_ctx: usize,
     n_kv_dim: usize,
-    k: Vec<f16>,
-    v: Vec<f16>,
+    k: KvRowBuf,
+    v: KvRowBuf,
     /// Committed length per sequence.
     len: Vec<usize>,
     /// Reserved length per sequence (positions that may be written).
@@ -104,13 +104,24 @@ impl FlatKv {
     /// Allocates a store for `n_seq` sequences of `n_ctx` positions, with rows
     /// of `n_kv_dim` values, for `n_layer` layers.
     pub fn new(n_layer: usize, n_kv_dim: usize, n_ctx: usize, n_seq: usize) -> FlatKv {
-        let total = n_seq * n_layer * n_ctx * n_kv_dim;
+        FlatKv::new_typed(KvType::F16, (n_layer, n_kv_dim, n_kv_dim), n_ctx, n_seq)
+    }
+
+    /// `dims`: layers, row width, head dim.
+    fn new_typed(
+        ty: KvType,
+        (n_layer, n_kv_dim, head_dim): (usize, usize, usize),
+        n_ctx: usize,
+        n_seq: usize,
+    ) -> FlatKv {
+        let rows = n_seq * n_layer * n_ctx;
         FlatKv {
+            kv_type: ty,
             n_layer,
             n_ctx,
             n_kv_dim,
-            k: vec![f16::ZERO; total],
-            v: vec![f16::ZERO; total],
+            k: KvRowBuf::new(ty, rows, n_kv_dim, head_dim),
+            v: KvRowBuf::new(ty, rows, n_kv_dim, head_dim),
             len: vec![0; n_seq],
             reserved: vec![0; n_seq],
         }
@@ -119,6 +130,28 @@ impl FlatKv {
     /// A store sized for `model`'s layers and KV width.
     pub fn for_model(cfg: &crate::ModelConfig, n_ctx: usize, n_seq: usize) -> FlatKv {
         FlatKv::new(cfg.n_layer, cfg.n_head_kv * cfg.head_dim, n_ctx, n_seq)
+    }
+
+    /// Like [`FlatKv::for_model`], storing rows as `ty`.
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::TypeUnsupported`] if `ty` cannot hold `cfg`'s rows.
+    pub fn for_model_typed(
+        cfg: &crate::ModelConfig,
+        n_ctx: usize,
+        n_seq: usize,
+        ty: KvType,
+    ) -> Result<FlatKv, KvError> {
+        ty.check(cfg)?;
+        let dim = cfg.n_head_kv * cfg.head_dim;
+        let dims = (cfg.n_layer, dim, cfg.head_dim);
+        Ok(FlatKv::new_typed(ty, dims, n_ctx, n_seq))
+    }
+
+    /// Bytes of K and V storage.
+    pub fn storage_bytes(&self) -> usize {
+        self.k.bytes() + self.v.bytes()
     }
 
     /// Context size per sequence.
@@ -151,8 +184,9 @@ impl FlatKv {
         }
     }
 
-    fn offset(&self, layer: usize, seq: usize, pos: usize) -> usize {
-        ((seq * self.n_layer + layer) * self.n_ctx + pos) * self.n_kv_dim
+    /// Row index of (layer, seq, pos).
+    fn row(&self, layer: usize, seq: usize, pos: usize) -> usize {
+        (seq * self.n_layer + layer) * self.n_ctx + pos
     }
 }
 
@@ -196,13 +230,9 @@ impl KvStore for FlatKv {
                 n_ctx: self.reserved[i],
             });
         }
-        let o = self.offset(layer, i, pos);
-        for (d, s) in self.k[o..o + self.n_kv_dim].iter_mut().zip(k) {
-            *d = f16::from_f32(*s);
-        }
-        for (d, s) in self.v[o..o + self.n_kv_dim].iter_mut().zip(v) {
-            *d = f16::from_f32(*s);
-        }
+        let row = self.row(layer, i, pos);
+        self.k.write(row, k);
+        self.v.write(row, v);
         Ok(())
     }
 
@@ -219,25 +249,30 @@ impl KvStore for FlatKv {
         Ok(())
     }
 
-    fn k_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
-        let o = self.offset(layer, seq.0 as usize, pos);
-        &self.k[o..o + self.n_kv_dim]
+    fn kv_type(&self) -> KvType {
+        self.kv_type
     }
 
-    fn v_row(&self, layer: usize, seq: SeqId, pos: usize) -> &[f16] {
-        let o = self.offset(layer, seq.0 as usize, pos);
-        &self.v[o..o + self.n_kv_dim]
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+        let (row, m) = self.run_rows(layer, seq, pos, end);
+        self.k.run(row, m)
     }
 
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        let o = self.offset(layer, seq.0 as usize, pos);
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+        let (row, m) = self.run_rows(layer, seq, pos, end);
+        self.v.run(row, m)
+    }
+}
+
+impl FlatKv {
+    /// First row and row count of a run (empty for an unknown sequence,
+    /// layer or position).
+    fn run_rows(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> (usize, usize) {
+        let s = seq.0 as usize;
+        if s >= self.len.len() || layer >= self.n_layer || pos >= self.n_ctx {
+            return (0, 0);
+        }
         let m = end.min(self.n_ctx).saturating_sub(pos).max(1);
-        &self.k[o..o + m * self.n_kv_dim]
-    }
-
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> &[f16] {
-        let o = self.offset(layer, seq.0 as usize, pos);
-        let m = end.min(self.n_ctx).saturating_sub(pos).max(1);
-        &self.v[o..o + m * self.n_kv_dim]
+        (self.row(layer, s, pos), m)
     }
 }

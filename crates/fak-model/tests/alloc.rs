@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId, Workspace};
+use fak_model::{Batch, FlatKv, KvType, LogitsWanted, Model, SeqId, Workspace};
 
 struct Counting;
 
@@ -37,7 +37,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn check(file: &str, threads: usize) {
+fn check(file: &str, threads: usize, kv_type: KvType) {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../models")
         .join(file);
@@ -48,7 +48,7 @@ fn check(file: &str, threads: usize) {
     );
     let mut m = Model::load(&p).expect("load");
     m.set_threads(threads);
-    let mut kv = FlatKv::for_model(m.config(), 64, 1);
+    let mut kv = FlatKv::for_model_typed(m.config(), 64, 1, kv_type).expect("kv");
     let mut ws = Workspace::new();
     let mut batch = Batch::new();
     batch.push_seq(SeqId(0), 0, &[1, 2, 3, 4], LogitsWanted::Yes);
@@ -71,14 +71,15 @@ fn check(file: &str, threads: usize) {
     assert_eq!(
         after - before,
         0,
-        "{file}, {threads} threads: 10 decode steps allocated {} times",
+        "{file}, {threads} threads, {kv_type} cache: 10 decode steps allocated {} times",
         after - before
     );
 }
 
 #[test]
 fn decode_steps_make_no_heap_allocation() {
-    check("smollm2-135m-instruct-q8_0.gguf", 1);
-    check("smollm2-135m-instruct-q8_0.gguf", 2);
-    check("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 2);
+    check("smollm2-135m-instruct-q8_0.gguf", 1, KvType::F16);
+    check("smollm2-135m-instruct-q8_0.gguf", 2, KvType::F16);
+    check("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 2, KvType::F16);
+    check("smollm2-135m-instruct-q8_0.gguf", 2, KvType::Q8_0);
 }

@@ -13,7 +13,7 @@ use super::ops_avx2::{axpy_f16, load8, load8_f16, store8};
 /// `out[c]` lane `r`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn transpose8x8_epi16(r: [__m128i; 8]) -> [__m128i; 8] {
+pub(super) fn transpose8x8_epi16(r: [__m128i; 8]) -> [__m128i; 8] {
     let t0 = _mm_unpacklo_epi16(r[0], r[1]);
     let t1 = _mm_unpackhi_epi16(r[0], r[1]);
     let t2 = _mm_unpacklo_epi16(r[2], r[3]);

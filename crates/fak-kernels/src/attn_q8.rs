@@ -1,0 +1,327 @@
+//! Attention over Q8_0 K/V rows: the kernels behind the optional Q8_0 KV
+//! cache (`--kv-type q8_0`), which holds each 32 values of a cache row as
+//! one [`BlockQ8_0`] (34 bytes instead of 64 as f16).
+//!
+//! A stored value is `x = d · q` (`d` the block's f16 scale widened to
+//! f32, `q` a signed byte). That product is exact in f32 (11 + 7
+//! significant bits), so these kernels compute exactly what the f16
+//! kernels of [`crate::ops`] compute over the dequantized rows:
+//!
+//! ```text
+//!   scores   out[g, r]  = Σ_i q_g[i] · (d · q)[r, i]     one f32 running sum
+//!                                                         per (g, r), i in order
+//!   values   out[g, i] += w[g, r] · (d · q)[r, i]         rows r in order,
+//!                                                         multiply then add
+//! ```
+//!
+//! Both are **bit-identical on every ISA**: the AVX2 twins put 8 rows in
+//! the lanes (scores) or 8 values of a row (value sums) and keep each sum's
+//! order. Rows are written with [`quantize_q8_0_blocks`], llama.cpp's
+//! run-time Q8_0 quantizer (the one its CPU backend uses when it copies
+//! K/V into a `q8_0` cache).
+//!
+//! Each row covers `width / 32` blocks (a partial trailing block is
+//! ignored); callers pass head dims that are multiples of 32. Nothing
+//! panics on short slices: rows that do not fit are skipped, as in
+//! [`crate::ops`].
+
+use crate::blocks::BlockQ8_0;
+use crate::isa::{isa, Isa};
+use crate::ops::QueryGroup;
+#[cfg(target_arch = "x86_64")]
+use crate::simd::attn_q8_avx2;
+
+/// `n_rows` Q8_0 rows of `width` values (`width / 32` blocks), row `r`
+/// starting at block `data[r * stride]` (one KV head's slice of
+/// consecutive cache rows).
+#[derive(Debug, Clone, Copy)]
+pub struct KvRowsQ8<'a> {
+    /// The blocks.
+    pub data: &'a [BlockQ8_0],
+    /// Distance between rows, in blocks.
+    pub stride: usize,
+    /// Number of rows.
+    pub n_rows: usize,
+    /// Values per row (the head dim; a multiple of 32).
+    pub width: usize,
+}
+
+/// Orthonormal Walsh–Hadamard rotation, in place, of each consecutive
+/// `n`-value chunk of `x` (`n` a power of two; a trailing partial chunk, or
+/// any other `n`, leaves `x` as it is): `chunk ← H_n · chunk / √n` with
+/// Sylvester's `H_n = [[H, H], [H, −H]]`. The rotation is symmetric and
+/// its own inverse, and keeps dot products: `(Hq) · (Hk) = q · k`.
+///
+/// A Q8_0 KV cache stores rotated rows: a few large channels (Qwen2's key
+/// bias, for one) otherwise set every block's scale and round the other
+/// channels away; the rotation spreads them over the chunk (llama.cpp
+/// rotates its quantized K/V caches the same way). One fixed butterfly
+/// order, so the result depends on nothing but `x`.
+///
+/// * `x`: `[m · n]` f32, e.g. a row of heads whose size `n` divides.
+pub fn hadamard_rotate(x: &mut [f32], n: usize) {
+    if n < 2 || !n.is_power_of_two() {
+        return;
+    }
+    let scale = 1.0 / (n as f32).sqrt();
+    for c in x.chunks_exact_mut(n) {
+        let mut h = 1;
+        while h < n {
+            for i in (0..n).step_by(2 * h) {
+                for j in i..i + h {
+                    let (a, b) = (c[j], c[j + h]);
+                    c[j] = a + b;
+                    c[j + h] = a - b;
+                }
+            }
+            h *= 2;
+        }
+        for v in c.iter_mut() {
+            *v *= scale;
+        }
+    }
+}
+
+/// Quantizes `src` (`[32 · dst.len()]` f32, a trailing partial block
+/// ignored) into `dst` with llama.cpp's run-time Q8_0 quantizer
+/// (`d = amax / 127`, `q = rint(x · 127 / amax)`), bit-identical on every
+/// ISA.
+pub fn quantize_q8_0_blocks(src: &[f32], dst: &mut [BlockQ8_0]) {
+    crate::quant::quantize_q8_0_blocks(isa(), src, dst)
+}
+
+/// The scalar twins (same signatures as the dispatched kernels).
+pub mod scalar {
+    use super::KvRowsQ8;
+    use crate::fp::f16_to_f32;
+    use crate::ops::QueryGroup;
+
+    /// One score: `Σ_i q[i] · (d · q8)[i]` over `blocks`, one f32 running
+    /// sum in index order (`q`: `[32 · blocks.len()]`).
+    #[inline]
+    pub(crate) fn dot_row(q: &[f32], blocks: &[super::BlockQ8_0]) -> f32 {
+        let mut acc = 0.0f32;
+        for (qb, b) in q.chunks_exact(32).zip(blocks) {
+            let d = f16_to_f32(b.d);
+            for (&a, &x) in qb.iter().zip(&b.qs) {
+                acc += a * (d * f32::from(x));
+            }
+        }
+        acc
+    }
+
+    /// `out[i] += a · (d · q8)[i]` over `blocks` (multiply, then add;
+    /// `out`: `[32 · blocks.len()]`).
+    #[inline]
+    pub(crate) fn axpy_row(a: f32, blocks: &[super::BlockQ8_0], out: &mut [f32]) {
+        for (ob, b) in out.chunks_exact_mut(32).zip(blocks) {
+            let d = f16_to_f32(b.d);
+            for (o, &x) in ob.iter_mut().zip(&b.qs) {
+                *o += a * (d * f32::from(x));
+            }
+        }
+    }
+
+    /// Scores of each query `g` of `qs` against each row:
+    /// `out[g * out_stride + r] = Σ_i q_g[i] · (d · q8)[r, i]` over
+    /// `min(qs.n, rows.width) / 32` blocks per row.
+    ///
+    /// * `qs`: `[G, n]` queries; `out`: `[G, out_stride]`, the first
+    ///   `rows.n_rows` values of each row written.
+    ///
+    /// Rows that do not fit in `rows.data` or a query's output row are
+    /// skipped.
+    pub fn dot_f32_q8_0_rows_group(
+        qs: QueryGroup<'_>,
+        rows: KvRowsQ8<'_>,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        let nb = qs.n.min(rows.width) / 32;
+        for (g, q) in qs.queries().enumerate() {
+            let q = &q[..nb * 32];
+            for r in 0..rows.n_rows {
+                let Some(row) = rows.data.get(r * rows.stride..r * rows.stride + nb) else {
+                    break;
+                };
+                if qs.len() > 1 && r >= out_stride {
+                    break;
+                }
+                let Some(o) = out.get_mut(g * out_stride + r) else {
+                    break;
+                };
+                *o = dot_row(q, row);
+            }
+        }
+    }
+
+    /// Value sums of `G` queries over the same rows: for each row `r` in
+    /// order, `out[g * width + i] += w[g * w_stride + r] · (d · q8)[r, i]`.
+    ///
+    /// * `w`: `[G, w_stride]` weights; `out`: `[G, width]`
+    ///   (`G = out.len() / width`, `width = rows.width / 32 * 32`).
+    ///
+    /// Rows that do not fit in `rows.data` or a query's weights are
+    /// skipped.
+    pub fn axpy_q8_0_rows_group(w: &[f32], w_stride: usize, rows: KvRowsQ8<'_>, out: &mut [f32]) {
+        let nb = rows.width / 32;
+        if nb == 0 {
+            return;
+        }
+        let n_queries = out.len() / (nb * 32);
+        for (g, o) in out.chunks_exact_mut(nb * 32).enumerate() {
+            for r in 0..rows.n_rows {
+                let Some(row) = rows.data.get(r * rows.stride..r * rows.stride + nb) else {
+                    break;
+                };
+                if n_queries > 1 && r >= w_stride {
+                    break;
+                }
+                let Some(&a) = w.get(g * w_stride + r) else {
+                    break;
+                };
+                axpy_row(a, row, o);
+            }
+        }
+    }
+}
+
+/// How many of `n_rows` rows of `nb` blocks at `stride` fit in `len`
+/// blocks.
+fn rows_that_fit(len: usize, nb: usize, stride: usize, n_rows: usize) -> usize {
+    match len.checked_sub(nb) {
+        None => 0,
+        Some(spare) => spare
+            .checked_div(stride)
+            .map_or(n_rows, |r| r + 1)
+            .min(n_rows),
+    }
+}
+
+/// Whether the AVX2 twins may run for `isa` on this CPU.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn avx2_ok(isa: Isa) -> bool {
+    isa != Isa::Scalar && Isa::Avx2.is_available()
+}
+
+/// Q8_0 attention scores on the kernels of [`isa()`]; see
+/// [`dot_f32_q8_0_rows_group_with_isa`].
+#[inline]
+pub fn dot_f32_q8_0_rows_group(
+    qs: QueryGroup<'_>,
+    rows: KvRowsQ8<'_>,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    dot_f32_q8_0_rows_group_with_isa(isa(), qs, rows, out, out_stride)
+}
+
+/// Scores of a group of queries against Q8_0 key rows:
+/// `out[g * out_stride + r] = Σ_i q_g[i] · (d · q8)[r, i]`, one running sum
+/// in index order per score, **bit-identical on every ISA**.
+///
+/// * `qs`: `[G, n]` queries; `rows`: the key rows (`min(n, width) / 32`
+///   blocks of each are used); `out`: `[G, out_stride]`, the first
+///   `rows.n_rows` values of each row written.
+///
+/// Rows that do not fit in `rows.data`, or in every query's output row,
+/// are skipped (not computed).
+pub fn dot_f32_q8_0_rows_group_with_isa(
+    isa: Isa,
+    qs: QueryGroup<'_>,
+    rows: KvRowsQ8<'_>,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let g = qs.len();
+    let nb = qs.n.min(rows.width) / 32;
+    if g == 0 || nb == 0 {
+        return;
+    }
+    let capacity = if g == 1 {
+        out.len()
+    } else {
+        out.len()
+            .saturating_sub((g - 1).saturating_mul(out_stride))
+            .min(out_stride)
+    };
+    let n_rows = rows
+        .n_rows
+        .min(rows_that_fit(rows.data.len(), nb, rows.stride, rows.n_rows))
+        .min(capacity);
+    let rows = KvRowsQ8 {
+        n_rows,
+        width: nb * 32,
+        ..rows
+    };
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) && nb <= attn_q8_avx2::MAX_BLOCKS {
+        // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `nb` blocks
+        // at `stride` fit in `rows.data`, each query has `n >= 32 · nb`
+        // values, and each query's `n_rows` outputs fit in `out` at
+        // `out_stride` (see above).
+        return unsafe { attn_q8_avx2::dot_rows_group(qs.q, qs.n, rows, out, out_stride) };
+    }
+    let _ = isa;
+    scalar::dot_f32_q8_0_rows_group(qs, rows, out, out_stride)
+}
+
+/// Q8_0 value sums on the kernels of [`isa()`]; see
+/// [`axpy_q8_0_rows_group_with_isa`].
+#[inline]
+pub fn axpy_q8_0_rows_group(w: &[f32], w_stride: usize, rows: KvRowsQ8<'_>, out: &mut [f32]) {
+    axpy_q8_0_rows_group_with_isa(isa(), w, w_stride, rows, out)
+}
+
+/// Value sums of `G` queries over the same Q8_0 rows: for each row `r` in
+/// order, `out[g * width + i] += w[g * w_stride + r] · (d · q8)[r, i]`,
+/// **bit-identical on every ISA**.
+///
+/// * `w`: `[G, w_stride]`; `rows`: the value rows (`width / 32` blocks of
+///   each); `out`: `[G, width]` (`G = out.len() / width`).
+///
+/// Rows that do not fit in `rows.data`, or in every query's weights
+/// (`w_stride`, and the last query's slice of `w`), are skipped.
+pub fn axpy_q8_0_rows_group_with_isa(
+    isa: Isa,
+    w: &[f32],
+    w_stride: usize,
+    rows: KvRowsQ8<'_>,
+    out: &mut [f32],
+) {
+    let nb = rows.width / 32;
+    if nb == 0 {
+        return;
+    }
+    let g = out.len() / (nb * 32);
+    if g == 0 {
+        return;
+    }
+    let weights = if g == 1 {
+        w.len()
+    } else {
+        w.len()
+            .saturating_sub((g - 1).saturating_mul(w_stride))
+            .min(w_stride)
+    };
+    let n_rows = rows
+        .n_rows
+        .min(rows_that_fit(rows.data.len(), nb, rows.stride, rows.n_rows))
+        .min(weights);
+    let rows = KvRowsQ8 {
+        n_rows,
+        width: nb * 32,
+        ..rows
+    };
+    let out = &mut out[..g * nb * 32];
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) && nb <= attn_q8_avx2::MAX_BLOCKS {
+        // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `nb` blocks
+        // fit in `rows.data`, every query's `n_rows` weights fit in `w` at
+        // `w_stride`, and `out` is `[g, 32 · nb]` (see above).
+        return unsafe { attn_q8_avx2::axpy_rows_group(w, w_stride, rows, out) };
+    }
+    let _ = isa;
+    scalar::axpy_q8_0_rows_group(w, w_stride, rows, out)
+}

@@ -1,0 +1,330 @@
+//! Row storage behind the KV stores: each row holds one token's K (or V)
+//! for one layer, `n_kv_dim = n_head_kv · head_dim` values, in one of two
+//! element types:
+//!
+//! ```text
+//!   KvType::F16    row = [f16; n_kv_dim]                 2 bytes/value (default,
+//!                                                        llama.cpp's default)
+//!   KvType::Q8_0   row = [BlockQ8_0; n_kv_dim / 32]      34 bytes per 32 values
+//!                  (each head starts a block: head_dim % 32 == 0)
+//! ```
+//!
+//! Q8_0 rows are *rotated* before they are quantized: each chunk of
+//! [`KvType::rotation`] values (a power of two dividing the head dim) is
+//! multiplied by the orthonormal Walsh–Hadamard matrix
+//! (`fak_kernels::attn_q8::hadamard_rotate`). A few huge channels (Qwen2's
+//! key bias reaches 100+ against typical values of 1-8) would otherwise set
+//! every block's scale and round the other channels to a step of about 1;
+//! rotated, they are spread over the chunk. Attention rotates queries the
+//! same way (scores are unchanged: `(Hq)·(Hk) = q·k`) and rotates value
+//! sums back (`H` is its own inverse). llama.cpp rotates its quantized
+//! caches the same way. Rows are then written with llama.cpp's run-time
+//! Q8_0 quantizer and read by the kernels of `fak_kernels::attn_q8`.
+//!
+//! ```text
+//!   write  k ─► H per chunk ─► Q8_0 ─► cache ◄─ scores  (H q) · (dequant)
+//!   write  v ─► H per chunk ─► Q8_0 ─► cache ◄─ sums    Σ w · dequant ─► H ─► out
+//! ``` The stores ([`crate::FlatKv`], the paged store of
+//! fak-engine) address rows by index; this type only encodes, decodes and
+//! copies them.
+
+use fak_kernels::attn_q8::{hadamard_rotate, quantize_q8_0_blocks};
+use fak_kernels::blocks::BlockQ8_0;
+use half::f16;
+
+use crate::kv::KvError;
+use crate::ModelConfig;
+
+/// Largest Hadamard rotation of a Q8_0 cache row (values).
+pub const MAX_ROTATION: usize = 256;
+
+/// The element type of cached keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvType {
+    /// f16 (the default; llama.cpp's default too).
+    #[default]
+    F16,
+    /// Q8_0 blocks: about half the memory of f16, values rounded to 8 bits
+    /// per 32-value block.
+    Q8_0,
+}
+
+impl KvType {
+    /// Every type, in the order the CLI lists them.
+    pub const ALL: [KvType; 2] = [KvType::F16, KvType::Q8_0];
+
+    /// The name the CLI and reports use (`f16`, `q8_0`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
+        }
+    }
+
+    /// The type called `name` (see [`KvType::name`]).
+    pub fn parse(name: &str) -> Option<KvType> {
+        KvType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Bytes of one row of `n_kv_dim` values.
+    pub fn row_bytes(self, n_kv_dim: usize) -> usize {
+        match self {
+            KvType::F16 => n_kv_dim * 2,
+            KvType::Q8_0 => n_kv_dim / 32 * BlockQ8_0::BYTES,
+        }
+    }
+
+    /// Size of the Hadamard rotation applied to rows of this type for a
+    /// model with `head_dim` (see the module docs): the largest power of
+    /// two that divides `head_dim`, at most [`MAX_ROTATION`]; `None` for
+    /// f16, which is stored as it is.
+    pub fn rotation(self, head_dim: usize) -> Option<usize> {
+        match self {
+            KvType::F16 => None,
+            KvType::Q8_0 if head_dim == 0 => None,
+            KvType::Q8_0 => Some((1usize << head_dim.trailing_zeros()).min(MAX_ROTATION)),
+        }
+    }
+
+    /// Checks that rows of `cfg` can be stored in this type.
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::TypeUnsupported`] for Q8_0 with a head dim that is not a
+    /// multiple of 32.
+    pub fn check(self, cfg: &ModelConfig) -> Result<(), KvError> {
+        match self {
+            KvType::F16 => Ok(()),
+            KvType::Q8_0 if cfg.head_dim > 0 && cfg.head_dim.is_multiple_of(32) => Ok(()),
+            KvType::Q8_0 => Err(KvError::TypeUnsupported {
+                ty: self.name(),
+                head_dim: cfg.head_dim,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for KvType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A run of consecutive stored rows, position-major, as the store holds
+/// them: `[m, n_kv_dim]` f16 values, or `[m, n_kv_dim / 32]` Q8_0 blocks.
+#[derive(Debug, Clone, Copy)]
+pub enum KvRun<'a> {
+    /// f16 rows.
+    F16(&'a [f16]),
+    /// Q8_0 rows.
+    Q8_0(&'a [BlockQ8_0]),
+}
+
+impl KvRun<'_> {
+    /// Number of whole rows of `n_kv_dim` values in the run.
+    pub fn rows(&self, n_kv_dim: usize) -> usize {
+        match self {
+            KvRun::F16(s) => s.len().checked_div(n_kv_dim).unwrap_or(0),
+            KvRun::Q8_0(s) => s.len().checked_div(n_kv_dim / 32).unwrap_or(0),
+        }
+    }
+
+    /// Address of the first row (two runs with the same address are the
+    /// same stored rows).
+    pub fn addr(&self) -> usize {
+        match self {
+            KvRun::F16(s) => s.as_ptr() as usize,
+            KvRun::Q8_0(s) => s.as_ptr() as usize,
+        }
+    }
+}
+
+/// The encoded rows.
+enum Data {
+    F16(Vec<f16>),
+    Q8_0(Vec<BlockQ8_0>),
+}
+
+/// `n_rows` rows of `n_kv_dim` values in one [`KvType`].
+pub struct KvRowBuf {
+    data: Data,
+    /// Elements (f16 values or Q8_0 blocks) per row.
+    per_row: usize,
+    /// Hadamard rotation size of Q8_0 rows.
+    rot: usize,
+}
+
+const ZERO_BLOCK: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
+
+impl KvRowBuf {
+    /// Zeroed rows of `n_kv_dim` values (heads of `head_dim`). The caller
+    /// has checked the type against the model ([`KvType::check`]); for
+    /// Q8_0 a trailing partial block of a row is not stored.
+    pub fn new(ty: KvType, n_rows: usize, n_kv_dim: usize, head_dim: usize) -> KvRowBuf {
+        let rot = ty.rotation(head_dim).unwrap_or(1);
+        match ty {
+            KvType::F16 => KvRowBuf {
+                data: Data::F16(vec![f16::ZERO; n_rows * n_kv_dim]),
+                per_row: n_kv_dim,
+                rot,
+            },
+            KvType::Q8_0 => KvRowBuf {
+                data: Data::Q8_0(vec![ZERO_BLOCK; n_rows * (n_kv_dim / 32)]),
+                per_row: n_kv_dim / 32,
+                rot,
+            },
+        }
+    }
+
+    /// Bytes of storage.
+    pub fn bytes(&self) -> usize {
+        match &self.data {
+            Data::F16(v) => std::mem::size_of_val(v.as_slice()),
+            Data::Q8_0(v) => std::mem::size_of_val(v.as_slice()),
+        }
+    }
+
+    /// Encodes `x` (`[n_kv_dim]`) into row `row`; a row past the end is
+    /// ignored (callers check positions first).
+    pub fn write(&mut self, row: usize, x: &[f32]) {
+        let o = row * self.per_row;
+        match &mut self.data {
+            Data::F16(v) => {
+                if let Some(dst) = v.get_mut(o..o + self.per_row) {
+                    for (d, s) in dst.iter_mut().zip(x) {
+                        *d = f16::from_f32(*s);
+                    }
+                }
+            }
+            Data::Q8_0(v) => {
+                let rot = self.rot;
+                if let Some(dst) = v.get_mut(o..o + self.per_row) {
+                    let mut tmp = [0.0f32; MAX_ROTATION];
+                    for (xs, ds) in x.chunks(rot).zip(dst.chunks_mut(rot / 32)) {
+                        let t = &mut tmp[..xs.len()];
+                        t.copy_from_slice(xs);
+                        hadamard_rotate(t, rot);
+                        quantize_q8_0_blocks(t, ds);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows `row..row + m` (fewer if the buffer ends first; empty past it).
+    pub fn run(&self, row: usize, m: usize) -> KvRun<'_> {
+        let a = row.saturating_mul(self.per_row);
+        let b = row.saturating_add(m).saturating_mul(self.per_row);
+        match &self.data {
+            Data::F16(v) => KvRun::F16(&v[a.min(v.len())..b.min(v.len())]),
+            Data::Q8_0(v) => KvRun::Q8_0(&v[a.min(v.len())..b.min(v.len())]),
+        }
+    }
+
+    /// Decodes row `row` into `out` (`[n_kv_dim]` f32).
+    pub fn read(&self, row: usize, out: &mut [f32]) {
+        match self.run(row, 1) {
+            KvRun::F16(s) => {
+                for (d, x) in out.iter_mut().zip(s) {
+                    *d = x.to_f32();
+                }
+            }
+            KvRun::Q8_0(s) => {
+                for (ob, b) in out.chunks_mut(32).zip(s) {
+                    let d = fak_kernels::fp::f16_to_f32(b.d);
+                    for (o, &q) in ob.iter_mut().zip(&b.qs) {
+                        *o = d * f32::from(q);
+                    }
+                }
+                hadamard_rotate(out, self.rot);
+            }
+        }
+    }
+
+    /// Copies rows `src..src + n` to `dst..dst + n` (ranges past the end
+    /// are cut).
+    pub fn copy_rows(&mut self, src: usize, dst: usize, n: usize) {
+        let per = self.per_row;
+        let copy = |len: usize| -> Option<(std::ops::Range<usize>, usize)> {
+            let (s, d) = (src * per, dst * per);
+            let cnt = (n * per)
+                .min(len.saturating_sub(s))
+                .min(len.saturating_sub(d));
+            (cnt > 0).then_some((s..s + cnt, d))
+        };
+        match &mut self.data {
+            Data::F16(v) => {
+                if let Some((r, d)) = copy(v.len()) {
+                    v.copy_within(r, d);
+                }
+            }
+            Data::Q8_0(v) => {
+                if let Some((r, d)) = copy(v.len()) {
+                    v.copy_within(r, d);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in KvType::ALL {
+            assert_eq!(KvType::parse(t.name()), Some(t));
+        }
+        assert_eq!(KvType::parse("q4_0"), None);
+    }
+
+    #[test]
+    fn q8_0_rows_round_trip_within_half_a_step() {
+        let n = 128;
+        let mut buf = KvRowBuf::new(KvType::Q8_0, 3, n, 64);
+        let mut x: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        x[5] = 150.0; // one outlier channel, as in Qwen2's keys
+        buf.write(1, &x);
+        let mut back = vec![0.0f32; n];
+        buf.read(1, &mut back);
+        // Stored: H·x per 64-value chunk, each 32-value block rounded to a
+        // step of amax/127. H is orthonormal, so the error's norm per chunk
+        // is at most half a step times sqrt(64).
+        let mut hx = x.clone();
+        hadamard_rotate(&mut hx, 64);
+        for (c, (xs, ys)) in x.chunks(64).zip(back.chunks(64)).enumerate() {
+            let steps: Vec<f32> = hx[c * 64..(c + 1) * 64]
+                .chunks(32)
+                .map(|b| b.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0)
+                .collect();
+            let bound: f32 = steps
+                .iter()
+                .map(|s| 32.0 * (s / 2.0).powi(2))
+                .sum::<f32>()
+                .sqrt();
+            let err: f32 = xs
+                .iter()
+                .zip(ys)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f32>()
+                .sqrt();
+            assert!(
+                err <= bound * 1.001 + 1e-4,
+                "chunk {c}: error {err} > {bound}"
+            );
+        }
+        // The outlier itself comes back within one unit.
+        assert!((back[5] - 150.0).abs() < 1.0);
+        buf.copy_rows(1, 2, 1);
+        let mut copied = vec![0.0f32; n];
+        buf.read(2, &mut copied);
+        assert_eq!(back, copied);
+        assert_eq!(buf.run(0, 3).rows(n), 3);
+        assert_eq!(buf.run(2, 5).rows(n), 1);
+        assert_eq!(buf.run(9, 1).rows(n), 0);
+        assert_eq!(buf.bytes(), 3 * 4 * 34);
+    }
+}
