@@ -53,10 +53,19 @@ pub(super) fn transpose8x8_epi16(r: [__m128i; 8]) -> [__m128i; 8] {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn load_cols(k: &[u16], stride: usize, r: usize, i: usize) -> [__m256; 8] {
     let base = k.as_ptr();
-    // SAFETY: the caller guarantees every row's 8 values lie inside `k`.
-    let rows: [__m128i; 8] =
-        std::array::from_fn(|j| unsafe { _mm_loadu_si128(base.add((r + j) * stride + i).cast()) });
-    transpose8x8_epi16(rows).map(|c| _mm256_cvtph_ps(c))
+    // Plain loops: `array::from_fn` / `map` closures were left un-inlined
+    // in this `target_feature` code (they showed in `perf` on their own).
+    let mut rows = [_mm_setzero_si128(); 8];
+    for (j, row) in rows.iter_mut().enumerate() {
+        // SAFETY: the caller guarantees every row's 8 values lie inside `k`.
+        *row = unsafe { _mm_loadu_si128(base.add((r + j) * stride + i).cast()) };
+    }
+    let cols = transpose8x8_epi16(rows);
+    let mut out = [_mm256_setzero_ps(); 8];
+    for (o, c) in out.iter_mut().zip(cols) {
+        *o = _mm256_cvtph_ps(c);
+    }
+    out
 }
 
 /// Writes the scores of key rows `r..r + 8` for query `q` into
@@ -275,7 +284,6 @@ fn tile_queries<const G: usize>(
     out_stride: usize,
 ) -> usize {
     let n8 = tile.len().min(n);
-    let qs: [&[f32]; G] = std::array::from_fn(|g| &q[g * n..(g + 1) * n]);
     let qp = q[..G * n].as_ptr();
     let mut acc = [_mm256_setzero_ps(); G];
     for (d, col) in tile[..n8].iter().enumerate() {
@@ -287,7 +295,8 @@ fn tile_queries<const G: usize>(
             *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
         }
     }
-    for (g, (a, qg)) in acc.into_iter().zip(qs).enumerate() {
+    for (g, a) in acc.into_iter().enumerate() {
+        let qg = &q[g * n..(g + 1) * n];
         finish8(a, qg, k, (stride, r), &mut out[g * out_stride + r..]);
     }
     G

@@ -61,13 +61,21 @@ unsafe fn key_tile(rows: &KvRowsQ8<'_>, r: usize, nb: usize, tile: &mut [__m256;
     for b in 0..nb {
         // SAFETY (all block reads): rows r..r + 8, blocks < nb, are inside
         // `data` (caller).
-        let ds: [u16; 8] = std::array::from_fn(|j| unsafe { block(data, stride, r + j, b).d });
+        // Plain loops: `array::from_fn` closures are left un-inlined in
+        // `target_feature` code.
+        let mut ds = [0u16; 8];
+        for (j, d) in ds.iter_mut().enumerate() {
+            *d = unsafe { block(data, stride, r + j, b).d };
+        }
         let dv = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(ds.as_ptr().cast()) });
         for c in 0..4 {
-            let raw: [__m128i; 8] = std::array::from_fn(|j| unsafe {
-                let qs = block(data, stride, r + j, b).qs.as_ptr().add(c * 8);
-                _mm_cvtepi8_epi16(_mm_loadl_epi64(qs.cast()))
-            });
+            let mut raw = [_mm_setzero_si128(); 8];
+            for (j, x) in raw.iter_mut().enumerate() {
+                *x = unsafe {
+                    let qs = block(data, stride, r + j, b).qs.as_ptr().add(c * 8);
+                    _mm_cvtepi8_epi16(_mm_loadl_epi64(qs.cast()))
+                };
+            }
             let cols = transpose8x8_epi16(raw);
             for (k, col) in cols.iter().enumerate() {
                 let f = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(*col));
@@ -201,7 +209,10 @@ pub(crate) unsafe fn axpy_rows_group(
         }
         for (k, o) in out.chunks_exact_mut(width).enumerate() {
             let ws = &w[k * w_stride + r..k * w_stride + r + 8];
-            let wv: [__m256; 8] = std::array::from_fn(|j| _mm256_set1_ps(ws[j]));
+            let mut wv = [_mm256_setzero_ps(); 8];
+            for (v, &x) in wv.iter_mut().zip(ws) {
+                *v = _mm256_set1_ps(x);
+            }
             for (v, o8) in o.chunks_exact_mut(8).enumerate() {
                 // SAFETY: `o8` holds 8 f32.
                 let mut acc = unsafe { _mm256_loadu_ps(o8.as_ptr()) };
