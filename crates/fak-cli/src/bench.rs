@@ -83,6 +83,12 @@ struct BenchModelArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
     kv_type: crate::KvTypeArg,
+    /// Also time decode steps of 8 agents forked from a shared context of
+    /// each of these lengths (comma-separated, e.g. 64,1024,2048; paged f16
+    /// cache): the input of `fak project`'s attention term. Reported as
+    /// `decode_at_context`.
+    #[arg(long, value_delimiter = ',')]
+    contexts: Vec<usize>,
 }
 
 /// The token-id stream of the protocol (see the module docs).
@@ -217,6 +223,9 @@ pub struct Report {
     pub kv_type: &'static str,
     pub prefill: Vec<PrefillResult>,
     pub decode: DecodeResult,
+    /// Decode step times at longer contexts (`--contexts`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decode_at_context: Vec<crate::bench_context::ContextPoint>,
 }
 
 /// Schema tag of [`Report`].
@@ -275,6 +284,10 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
         }
     };
     bar.finish_and_clear();
+    if !a.contexts.is_empty() {
+        eprintln!("bench: decode at contexts {:?}", a.contexts);
+    }
+    let decode_at_context = crate::bench_context::decode_at_contexts(&model, &a.contexts)?;
 
     let report = Report {
         schema: SCHEMA,
@@ -298,6 +311,7 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
             tok_s_reps,
             step_ms: stats(&all_steps_ms),
         },
+        decode_at_context,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -547,6 +561,12 @@ pub fn table(r: &Report) -> String {
         "decode step ms: min {:.2} median {:.2} mean {:.2} p90 {:.2} max {:.2}\n",
         st.min, st.median, st.mean, st.p90, st.max
     ));
+    for c in &r.decode_at_context {
+        s.push_str(&format!(
+            "decode step of {} agents at context {:>6}: {:.2} ms\n",
+            c.batch, c.context, c.step_ms
+        ));
+    }
     s
 }
 

@@ -7,6 +7,7 @@
 mod bandwidth;
 mod bench;
 mod bench_batch;
+mod bench_context;
 mod bench_evict;
 mod bench_fleet;
 mod chat;

@@ -148,6 +148,13 @@ fn gather(r: &RatesArgs, fleet: Option<&PathBuf>) -> anyhow::Result<(ModelInfo, 
             Some(inputs::load_model(path, r.threads)?)
         }
     };
+    // Context points come with a single-stream file (if it has them), or
+    // are measured in-process along with the prefill rates.
+    let context = match (rates.context, rates.prefill.is_some(), &loaded) {
+        (Some(c), _, _) => Some(c),
+        (None, false, Some(m)) => Some(inputs::measure_context(m)?),
+        _ => None,
+    };
     let prefill = match (rates.prefill, &loaded) {
         (Some(p), _) => p,
         (None, Some(m)) => inputs::measure_prefill(m)?,
@@ -163,6 +170,7 @@ fn gather(r: &RatesArgs, fleet: Option<&PathBuf>) -> anyhow::Result<(ModelInfo, 
         Inputs {
             prefill_tok_s: prefill,
             batch_decode_tok_s: decode,
+            decode_at_context: context,
             fleet,
         },
     ))

@@ -543,6 +543,41 @@ fn prompts_json_is_batch_invariant_from_outside() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `fak bench model --contexts` adds decode step times of 8 agents forked
+/// from a shared context of each length (the input of `fak project`'s
+/// attention term) to the shared-schema report.
+#[test]
+fn bench_model_json_has_the_shared_schema_and_context_points() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let o = fak(&[
+        "bench",
+        "model",
+        "-m",
+        &m,
+        "--reps",
+        "1",
+        "--json",
+        "-t",
+        "2",
+        "--contexts",
+        "96,32",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-bench-single/1");
+    assert_eq!(v["prefill"].as_array().expect("prefill").len(), 3);
+    assert!(v["decode"]["tok_s"].as_f64().expect("decode") > 0.0);
+    let c = v["decode_at_context"].as_array().expect("context points");
+    assert_eq!(c.len(), 2);
+    // Ascending; each context is the middle of its 8 timed steps.
+    assert_eq!(c[0]["context"], 32 + 1 + 4);
+    assert_eq!(c[1]["context"], 96 + 1 + 4);
+    for p in c {
+        assert_eq!(p["batch"], 8);
+        assert!(p["step_ms"].as_f64().expect("ms") > 0.0);
+    }
+}
+
 /// `fak bench batch` reports every batch size with the shared schema.
 #[test]
 fn bench_batch_json_has_the_shared_schema() {

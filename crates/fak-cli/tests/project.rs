@@ -231,6 +231,80 @@ fn projection_matches_the_formulas_and_labels_every_figure() {
     assert!(stderr(&run).contains("agent_turns_per_s"));
 }
 
+/// With `decode_at_context` points in the single-stream file, attention
+/// over the fleet's contexts is charged at c_attn = slope / B per token and
+/// cached position; without them the packet says it is not modeled.
+#[test]
+fn context_points_add_the_attention_term() {
+    let sha = model_sha();
+    let r = rates("attn", &sha);
+    let mut single: Value = read(Path::new(&r.single));
+    single["decode_at_context"] = json!([
+        {"context": 1029, "batch": 8, "step_ms": 60.0},
+        {"context": 69, "batch": 8, "step_ms": 40.0},
+        {"context": 2053, "batch": 8, "step_ms": 80.0}
+    ]);
+    let with = Rates {
+        single: write(&r.dir, "single-ctx.json", &single),
+        batch: r.batch.clone(),
+        dir: r.dir.clone(),
+    };
+    let shape = [
+        "--agents", "4", "--turns", "10", "--prefix", "32", "--decode", "8", "--result", "7",
+    ];
+    let (run, out) = project(&with, &shape);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let p = read(&out);
+    // Slope between the shortest and longest context, per agent token.
+    let c = (80.0 - 40.0) / 1e3 / (2053.0 - 69.0) / 8.0;
+    let (a, t, pf, d, rr) = (4.0, 10.0, 32.0, 8.0, 7.0);
+    let rd = 50.0 + 150.0 * 4f64.ln() / 8f64.ln();
+    let ctx_i = pf + (t - 1.0) / 2.0 * (rr + 1.0 + d) + (rr + 1.0) / 2.0;
+    let ctx_d = pf + (t - 1.0) / 2.0 * (rr + 1.0 + d) + (rr + 1.0) + d / 2.0;
+    let ingest = a * (rr + 1.0);
+    let wall = pf / synthetic_rp(pf)
+        + c * pf * pf / 2.0
+        + t * (ingest / synthetic_rp(ingest) + c * ingest * ctx_i + d * (a / rd + c * a * ctx_d));
+    let o = &p["outputs"];
+    assert!(close(o["wall_s"]["value"].as_f64().unwrap(), wall));
+    assert!(close(
+        o["attention_s_per_token_position"]["value"]
+            .as_f64()
+            .unwrap(),
+        c
+    ));
+    let on: Vec<&str> = o["agent_turns_per_s"]["rests_on"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(on
+        .iter()
+        .any(|s| s.starts_with("decode_step_ms@context69x8=40")));
+    assert!(on
+        .iter()
+        .any(|s| s.starts_with("decode_step_ms@context2053x8=80")));
+    assert_eq!(
+        p["inputs"]["decode_at_context"]["points"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(validate(&out).status.success());
+    // The same shape without context points: lower wall time, and a note.
+    let (run, out) = project(&r, &shape);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let p = read(&out);
+    assert!(p["outputs"]["wall_s"]["value"].as_f64().unwrap() < wall);
+    assert!(p["outputs"].get("attention_s_per_token_position").is_none());
+    assert!(p["notes"].as_array().unwrap().iter().any(|n| n
+        .as_str()
+        .unwrap()
+        .contains("attention growth with context is not modeled")));
+}
+
 #[test]
 fn out_of_range_rates_are_clamped_and_noted() {
     let r = rates("clamp", &model_sha());

@@ -10,13 +10,21 @@
 //!  decode  tok/s  @ B = 1, 8, 32, ...    r_d(B): nearest measured points, clamped
 //!                                                outside the measured range
 //!
-//!  prefix_s  = P / r_p(P)
-//!  ingest_s  = A·(R+1) / r_p(A·(R+1))              (one turn, all agents)
-//!  step_s    = A / r_d(A)                          (one decode step, all agents)
+//!  decode step ms of B agents forked   c_attn: slope between the shortest
+//!  from a shared context c             and longest c, per agent token
+//!
+//!  prefix_s  = P / r_p(P)                          + c_attn·P·P/2
+//!  ingest_s  = A·(R+1) / r_p(A·(R+1))              + c_attn·A·(R+1)·ctx_ingest
+//!  step_s    = A / r_d(A)                          + c_attn·A·ctx_decode
 //!  wall_s    = prefix_s + T·(ingest_s + D·step_s)
 //!  agent-turns/s = A·T / wall_s
 //! ```
+//!
+//! The rates are measured at short contexts; `c_attn` (seconds per cached
+//! position per token) adds what attending over a fleet's long contexts
+//! costs, at the average context of a turn's ingest and decode tokens.
 
+pub use crate::bench_context::ContextPoint;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -105,6 +113,10 @@ pub struct Measured<T> {
 pub struct Inputs {
     pub prefill_tok_s: Measured<PrefillPoint>,
     pub batch_decode_tok_s: Measured<DecodePoint>,
+    /// Decode step times at long contexts (the attention term); absent in
+    /// packets made from rates files without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_at_context: Option<Measured<ContextPoint>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<Measured<FleetPoint>>,
 }
@@ -188,15 +200,17 @@ pub fn interp_log(pts: &[(usize, f64)], x: usize, what: &str, src: &Source) -> O
 pub const FORMULAS: &[&str] = &[
     "r_p(n) = prefill tok/s at n tokens: measured single-stream prefill rates, linear in ln(n) between the nearest measured n, clamped outside the measured range",
     "r_d(B) = aggregate batched decode tok/s at B sequences: measured, linear in ln(B) between the nearest measured B, clamped outside the measured range",
-    "prefix_s = P / r_p(P)",
-    "ingest_tokens = A*(R+1);  ingest_s = ingest_tokens / r_p(ingest_tokens)",
-    "decode_step_s = A / r_d(A)",
+    "c_attn = (step_ms(c_max) - step_ms(c_min)) / 1000 / (c_max - c_min) / B: seconds per cached position per decoded token, from the decode step times of B agents forked from a shared context, measured at the shortest and longest context (0 when none were measured), at least 0",
+    "ctx_ingest = P + (T-1)/2*(R+1+D) + (R+1)/2;  ctx_decode = P + (T-1)/2*(R+1+D) + (R+1) + D/2 (average cached positions a turn's ingest and decode tokens attend over)",
+    "prefix_s = P / r_p(P) + c_attn*P*P/2",
+    "ingest_tokens = A*(R+1);  ingest_s = ingest_tokens / r_p(ingest_tokens) + c_attn*ingest_tokens*ctx_ingest",
+    "decode_step_s = A / r_d(A) + c_attn*A*ctx_decode",
     "wall_s = prefix_s + T*(ingest_s + D*decode_step_s)",
     "agent_turns_per_s = A*T / wall_s",
     "ttft_ms = 1000*ingest_s",
     "kv_bytes_per_token = 2 (K and V) * n_layer * n_kv_dim * 2 (f16 bytes)",
     "kv_bytes = kv_bytes_per_token * (P + A*T*(R+D))",
-    "no_reuse_prefix_s = A*P / r_p(P);  no_reuse_wall_s = no_reuse_prefix_s + T*(ingest_s + D*decode_step_s)",
+    "no_reuse_prefix_s = A*(P / r_p(P) + c_attn*P*P/2);  no_reuse_wall_s = no_reuse_prefix_s + T*(ingest_s + D*decode_step_s)",
     "no_reuse_agent_turns_per_s = A*T / no_reuse_wall_s;  no_reuse_kv_bytes = kv_bytes_per_token * A*(P + T*(R+D))",
     "reuse_speedup = no_reuse_wall_s / wall_s",
     "calibration, per fleet run: err = projected - measured agent_turns_per_s, rel_err = err / measured; mean_abs_err = mean |err|, mean_abs_rel_err = mean |rel_err|",
@@ -212,7 +226,7 @@ pub const ASSUMPTIONS: &[&str] = &[
 
 /// Known limitations, written into every packet.
 pub const LIMITATIONS: &[&str] = &[
-    "attention cost growth with context is NOT modeled: the rates are measured at short contexts (<= 256 prefill tokens, 16-token decode prompts) while fleet agents attend over P + T*(R+D) tokens, so long runs are over-projected",
+    "attention over long contexts is modeled from B forked agents' decode steps at a shared context (c_attn): a fleet's private per-agent tails, its ingest runs and agent counts other than B share key tiles differently, which c_attn does not follow; without decode_at_context points it is NOT modeled and long runs are over-projected",
     "prefill rates are single-sequence rates; a batched ingest of many agents' tokens may run at a different rate",
     "the forward-pass token budget (fleet --budget) is not modeled: large ingests are split into several passes",
     "KV bytes count f16 K/V payload only: no paged-block rounding, no allocator or bookkeeping overhead",
@@ -280,7 +294,13 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         .context("no positive prefill rate in the inputs")?;
     let rd = interp_log(&dpts, w.agents, "batch_decode_tok_s", dsrc)
         .context("no positive batched decode rate in the inputs")?;
+    let attn = attention_cost(inputs.decode_at_context.as_ref());
     let mut notes: Vec<String> = Vec::new();
+    if attn.rests_on.is_empty() {
+        notes.push(
+            "no decode_at_context points (fak bench model --contexts ...): attention growth with context is not modeled".into(),
+        );
+    }
     for n in [&rp_prefix, &rp_ingest, &rd]
         .iter()
         .filter_map(|l| l.clamp_note.clone())
@@ -290,22 +310,33 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         }
     }
 
-    let prefix_s = p / rp_prefix.value;
-    let ingest_s = ingest_tokens as f64 / rp_ingest.value;
-    let step_s = a / rd.value;
+    let c = attn.value;
+    let per_turn = r + 1.0 + d;
+    let ctx_ingest = p + (t - 1.0).max(0.0) / 2.0 * per_turn + (r + 1.0) / 2.0;
+    let ctx_decode = p + (t - 1.0).max(0.0) / 2.0 * per_turn + (r + 1.0) + d / 2.0;
+    let prefix_attn_s = c * p * p / 2.0;
+    let prefix_s = p / rp_prefix.value + prefix_attn_s;
+    let ingest_s = ingest_tokens as f64 / rp_ingest.value + c * ingest_tokens as f64 * ctx_ingest;
+    let step_s = a / rd.value + c * a * ctx_decode;
     let turns_s = t * (ingest_s + d * step_s);
     let wall_s = prefix_s + turns_s;
     let atps = a * t / wall_s;
     let kv_per_tok = 2.0 * model.n_layer as f64 * model.n_kv_dim as f64 * 2.0;
     let kv = kv_per_tok * (p + a * t * (r + d));
-    let nr_prefix_s = a * p / rp_prefix.value;
+    let nr_prefix_s = a * (p / rp_prefix.value + prefix_attn_s);
     let nr_wall_s = nr_prefix_s + turns_s;
     let nr_kv = kv_per_tok * a * (p + t * (r + d));
     let geom = vec![format!(
         "model {}: n_layer={} n_kv_dim={} (GGUF metadata), f16 K/V",
         model.file, model.n_layer, model.n_kv_dim
     )];
-    let all = union(&[&rp_prefix.rests_on, &rp_ingest.rests_on, &rd.rests_on]);
+    let all = union(&[
+        &rp_prefix.rests_on,
+        &rp_ingest.rests_on,
+        &rd.rests_on,
+        &attn.rests_on,
+    ]);
+    let with_attn = |base: &[String]| union(&[base, &attn.rests_on]);
     let figures = vec![
         (
             "prefill_tok_s_at_prefix",
@@ -319,22 +350,25 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
             "batch_decode_tok_s_at_agents",
             fig(rd.value, "tok/s", rd.rests_on.clone()),
         ),
-        ("prefix_s", fig(prefix_s, "s", rp_prefix.rests_on.clone())),
+        (
+            "prefix_s",
+            fig(prefix_s, "s", with_attn(&rp_prefix.rests_on)),
+        ),
         (
             "ingest_s_per_turn",
-            fig(ingest_s, "s", rp_ingest.rests_on.clone()),
+            fig(ingest_s, "s", with_attn(&rp_ingest.rests_on)),
         ),
-        ("decode_step_s", fig(step_s, "s", rd.rests_on.clone())),
+        ("decode_step_s", fig(step_s, "s", with_attn(&rd.rests_on))),
         ("wall_s", fig(wall_s, "s", all.clone())),
         ("agent_turns_per_s", fig(atps, "agent-turns/s", all.clone())),
         (
             "ttft_ms",
-            fig(1e3 * ingest_s, "ms", rp_ingest.rests_on.clone()),
+            fig(1e3 * ingest_s, "ms", with_attn(&rp_ingest.rests_on)),
         ),
         ("kv_bytes", fig(kv, "bytes", geom.clone())),
         (
             "no_reuse_prefix_s",
-            fig(nr_prefix_s, "s", rp_prefix.rests_on.clone()),
+            fig(nr_prefix_s, "s", with_attn(&rp_prefix.rests_on)),
         ),
         ("no_reuse_wall_s", fig(nr_wall_s, "s", all.clone())),
         (
@@ -344,11 +378,55 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         ("no_reuse_kv_bytes", fig(nr_kv, "bytes", geom)),
         ("reuse_speedup", fig(nr_wall_s / wall_s, "x", all)),
     ];
+    let mut figures = figures;
+    if !attn.rests_on.is_empty() {
+        figures.push((
+            "attention_s_per_token_position",
+            fig(c, "s", attn.rests_on.clone()),
+        ));
+    }
     Ok(Projection {
         figures,
         agent_turns_per_s: atps,
         notes,
     })
+}
+
+/// `c_attn` (see [`FORMULAS`]) and the points it rests on (none: 0).
+fn attention_cost(pts: Option<&Measured<ContextPoint>>) -> Lookup {
+    let none = Lookup {
+        value: 0.0,
+        rests_on: Vec::new(),
+        clamp_note: None,
+    };
+    let Some(m) = pts else {
+        return none;
+    };
+    let ok = |p: &&ContextPoint| p.context > 0 && p.step_ms.is_finite() && p.step_ms > 0.0;
+    let lo = m.points.iter().filter(ok).min_by_key(|p| p.context);
+    let hi = m.points.iter().filter(ok).max_by_key(|p| p.context);
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        return none;
+    };
+    if hi.context <= lo.context {
+        return none;
+    }
+    let b = hi.batch.max(1) as f64;
+    let c = (hi.step_ms - lo.step_ms) / 1e3 / (hi.context - lo.context) as f64 / b;
+    let cite = |p: &ContextPoint| {
+        format!(
+            "decode_step_ms@context{}x{}={} from {}",
+            p.context,
+            p.batch,
+            p.step_ms,
+            m.source.cite()
+        )
+    };
+    Lookup {
+        value: c.max(0.0),
+        rests_on: vec![cite(lo), cite(hi)],
+        clamp_note: None,
+    }
 }
 
 /// Projected vs measured agent-turns/s for every measured fleet run.
@@ -642,6 +720,7 @@ mod tests {
                         .map(|(batch, tok_s)| DecodePoint { batch, tok_s })
                         .collect(),
                 },
+                decode_at_context: None,
                 fleet: Some(Measured {
                     source: dsrc,
                     points: vec![FleetPoint {

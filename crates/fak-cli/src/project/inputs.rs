@@ -10,6 +10,11 @@
 //!    decode    B ∈ {1, 8, 32}: B prompts of 16 ids (untimed), then 8 timed
 //!              steps of B tokens through fak_engine::Sequences;
 //!              tok/s = 8·B / Σ step times
+//!    context   (only when no fak-bench-single/1 file is given; a given file
+//!              supplies its decode_at_context points, if it has any)
+//!              8 agents forked from a shared context of 64 and of 1024
+//!              ids, decoding together (crate::bench_context); median
+//!              step ms per context
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -20,11 +25,15 @@ use fak_engine::{Append, PagedKvConfig, PrefixCache, Sequences, Tenant};
 use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
 use serde::Deserialize;
 
-use super::calc::{DecodePoint, FleetPoint, Measured, ModelInfo, PrefillPoint, Source, Workload};
+use super::calc::{
+    ContextPoint, DecodePoint, FleetPoint, Measured, ModelInfo, PrefillPoint, Source, Workload,
+};
 use crate::bench::{sha256_file, LcgIds};
 
 /// Prefill length measured in-process.
 pub const MEASURE_PREFILL: usize = 256;
+/// Contexts of the in-process attention measurement.
+pub const MEASURE_CONTEXTS: [usize; 2] = [64, 1024];
 /// Batch sizes measured in-process.
 pub const MEASURE_BATCHES: [usize; 3] = [1, 8, 32];
 /// Timed decode steps per batch size in-process.
@@ -41,6 +50,8 @@ struct Head {
 #[derive(Deserialize)]
 struct Single {
     prefill: Vec<PrefillPoint>,
+    #[serde(default)]
+    decode_at_context: Vec<ContextPoint>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +84,8 @@ struct FleetFile {
 pub struct Rates {
     pub prefill: Option<Measured<PrefillPoint>>,
     pub decode: Option<Measured<DecodePoint>>,
+    /// The single-stream file's `decode_at_context` points, if it has any.
+    pub context: Option<Measured<ContextPoint>>,
 }
 
 fn read_json(path: &Path) -> anyhow::Result<(serde_json::Value, Head, Source)> {
@@ -140,6 +153,14 @@ pub fn read_rates(
                 }
                 let s: Single = serde_json::from_value(v)
                     .with_context(|| format!("{}: reading prefill", path.display()))?;
+                if !s.decode_at_context.is_empty() {
+                    let mut csrc = src.clone();
+                    csrc.how = "fak bench model --contexts: agents forked from a shared root grown to each context (untimed), then timed steps of one token per agent; median step ms".into();
+                    rates.context = Some(Measured {
+                        source: csrc,
+                        points: s.decode_at_context,
+                    });
+                }
                 src.how = "fak bench model: single-stream prefill, one forward of n LCG ids into an empty cache; median over reps".into();
                 rates.prefill = Some(Measured {
                     source: src,
@@ -275,6 +296,25 @@ pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> 
             threads: model.threads(),
             how: format!(
                 "fak project in-process: one warm-up forward of {MEASURE_PREFILL} LCG ids, then one timed forward of the first n LCG ids into an empty FlatKv cache per n"
+            ),
+        },
+        points,
+    })
+}
+
+/// Single-sequence decode step times at [`MEASURE_CONTEXTS`].
+pub fn measure_context(model: &Model) -> anyhow::Result<Measured<ContextPoint>> {
+    let points = crate::bench_context::decode_at_contexts(model, &MEASURE_CONTEXTS)?;
+    Ok(Measured {
+        source: Source {
+            file: None,
+            sha256: None,
+            schema: crate::bench::SCHEMA.into(),
+            threads: model.threads(),
+            how: format!(
+                "fak project in-process: {} agents forked from a root of LCG ids grown to each context of {MEASURE_CONTEXTS:?} (untimed), then {} timed steps of one token per agent; median step ms",
+                crate::bench_context::CONTEXT_BATCH,
+                crate::bench_context::CONTEXT_STEPS
             ),
         },
         points,
