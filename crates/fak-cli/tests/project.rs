@@ -232,8 +232,9 @@ fn projection_matches_the_formulas_and_labels_every_figure() {
 }
 
 /// With `decode_at_context` points in the single-stream file, attention
-/// over the fleet's contexts is charged at c_attn = slope / B per token and
-/// cached position; without them the packet says it is not modeled.
+/// over each turn's contexts is charged from the measured step times
+/// (piecewise linear in the context, per agent token); without them the
+/// packet says it is not modeled.
 #[test]
 fn context_points_add_the_attention_term() {
     let sha = model_sha();
@@ -242,36 +243,52 @@ fn context_points_add_the_attention_term() {
     single["decode_at_context"] = json!([
         {"context": 1029, "batch": 8, "step_ms": 60.0},
         {"context": 69, "batch": 8, "step_ms": 40.0},
-        {"context": 2053, "batch": 8, "step_ms": 80.0}
+        {"context": 2053, "batch": 8, "step_ms": 100.0}
     ]);
     let with = Rates {
         single: write(&r.dir, "single-ctx.json", &single),
         batch: r.batch.clone(),
         dir: r.dir.clone(),
     };
+    // Contexts run from 1000 to past 2053: both segments and the
+    // extrapolation past the longest measured context are used.
     let shape = [
-        "--agents", "4", "--turns", "10", "--prefix", "32", "--decode", "8", "--result", "7",
+        "--agents", "4", "--turns", "80", "--prefix", "1000", "--decode", "8", "--result", "7",
     ];
     let (run, out) = project(&with, &shape);
     assert!(run.status.success(), "{}", stderr(&run));
     let p = read(&out);
-    // Slope between the shortest and longest context, per agent token.
-    let c = (80.0 - 40.0) / 1e3 / (2053.0 - 69.0) / 8.0;
-    let (a, t, pf, d, rr) = (4.0, 10.0, 32.0, 8.0, 7.0);
+    // Extra ms at context c over the shortest, then seconds per agent token.
+    let g = |c: f64| -> f64 {
+        if c <= 69.0 {
+            40.0
+        } else if c <= 1029.0 {
+            40.0 + 20.0 * (c - 69.0) / 960.0
+        } else {
+            60.0 + 40.0 * (c - 1029.0) / 1024.0
+        }
+    };
+    let f = |c: f64| (g(c) - 40.0) / 1e3 / 8.0;
+    let (a, t, pf, d, rr) = (4.0, 80.0, 1000.0, 8.0, 7.0);
     let rd = 50.0 + 150.0 * 4f64.ln() / 8f64.ln();
-    let ctx_i = pf + (t - 1.0) / 2.0 * (rr + 1.0 + d) + (rr + 1.0) / 2.0;
-    let ctx_d = pf + (t - 1.0) / 2.0 * (rr + 1.0 + d) + (rr + 1.0) + d / 2.0;
     let ingest = a * (rr + 1.0);
-    let wall = pf / synthetic_rp(pf)
-        + c * pf * pf / 2.0
-        + t * (ingest / synthetic_rp(ingest) + c * ingest * ctx_i + d * (a / rd + c * a * ctx_d));
+    let mut wall = pf / synthetic_rp(pf) + pf * f(pf / 2.0);
+    let mut attn = pf * f(pf / 2.0);
+    for k in 0..80 {
+        let base = pf + k as f64 * (rr + 1.0 + d);
+        let (ai, ad) = (
+            ingest * f(base + (rr + 1.0) / 2.0),
+            a * f(base + rr + 1.0 + d / 2.0),
+        );
+        wall += ingest / synthetic_rp(ingest) + ai + d * (a / rd + ad);
+        attn += ai + d * ad;
+    }
     let o = &p["outputs"];
     assert!(close(o["wall_s"]["value"].as_f64().unwrap(), wall));
+    assert!(close(o["attention_s"]["value"].as_f64().unwrap(), attn));
     assert!(close(
-        o["attention_s_per_token_position"]["value"]
-            .as_f64()
-            .unwrap(),
-        c
+        o["agent_turns_per_s"]["value"].as_f64().unwrap(),
+        a * t / wall
     ));
     let on: Vec<&str> = o["agent_turns_per_s"]["rests_on"]
         .as_array()
@@ -279,12 +296,10 @@ fn context_points_add_the_attention_term() {
         .iter()
         .map(|s| s.as_str().unwrap())
         .collect();
-    assert!(on
-        .iter()
-        .any(|s| s.starts_with("decode_step_ms@context69x8=40")));
-    assert!(on
-        .iter()
-        .any(|s| s.starts_with("decode_step_ms@context2053x8=80")));
+    for pt in ["69x8=40", "1029x8=60", "2053x8=100"] {
+        let want = format!("decode_step_ms@context{pt}");
+        assert!(on.iter().any(|s| s.starts_with(&want)), "{want}: {on:?}");
+    }
     assert_eq!(
         p["inputs"]["decode_at_context"]["points"]
             .as_array()
@@ -298,7 +313,7 @@ fn context_points_add_the_attention_term() {
     assert!(run.status.success(), "{}", stderr(&run));
     let p = read(&out);
     assert!(p["outputs"]["wall_s"]["value"].as_f64().unwrap() < wall);
-    assert!(p["outputs"].get("attention_s_per_token_position").is_none());
+    assert!(p["outputs"].get("attention_s").is_none());
     assert!(p["notes"].as_array().unwrap().iter().any(|n| n
         .as_str()
         .unwrap()

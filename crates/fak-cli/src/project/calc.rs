@@ -10,19 +10,19 @@
 //!  decode  tok/s  @ B = 1, 8, 32, ...    r_d(B): nearest measured points, clamped
 //!                                                outside the measured range
 //!
-//!  decode step ms of B agents forked   c_attn: slope between the shortest
-//!  from a shared context c             and longest c, per agent token
+//!  decode step ms of B agents forked   f(c): extra seconds per agent token at
+//!  from a shared context c             context c over the shortest measured c,
+//!                                      piecewise linear through the points
 //!
-//!  prefix_s  = P / r_p(P)                          + c_attn·P·P/2
-//!  ingest_s  = A·(R+1) / r_p(A·(R+1))              + c_attn·A·(R+1)·ctx_ingest
-//!  step_s    = A / r_d(A)                          + c_attn·A·ctx_decode
-//!  wall_s    = prefix_s + T·(ingest_s + D·step_s)
+//!  prefix_s   = P / r_p(P)                       + P·f(P/2)
+//!  ingest_s_k = A·(R+1) / r_p(A·(R+1))           + A·(R+1)·f(ctx_ingest_k)   turn k
+//!  step_s_k   = A / r_d(A)                       + A·f(ctx_decode_k)
+//!  wall_s     = prefix_s + Σ_k (ingest_s_k + D·step_s_k)
 //!  agent-turns/s = A·T / wall_s
 //! ```
 //!
-//! The rates are measured at short contexts; `c_attn` (seconds per cached
-//! position per token) adds what attending over a fleet's long contexts
-//! costs, at the average context of a turn's ingest and decode tokens.
+//! The rates are measured at short contexts; `f` adds what attending over a
+//! fleet's growing contexts costs, turn by turn.
 
 pub use crate::bench_context::ContextPoint;
 use serde::{Deserialize, Serialize};
@@ -200,17 +200,18 @@ pub fn interp_log(pts: &[(usize, f64)], x: usize, what: &str, src: &Source) -> O
 pub const FORMULAS: &[&str] = &[
     "r_p(n) = prefill tok/s at n tokens: measured single-stream prefill rates, linear in ln(n) between the nearest measured n, clamped outside the measured range",
     "r_d(B) = aggregate batched decode tok/s at B sequences: measured, linear in ln(B) between the nearest measured B, clamped outside the measured range",
-    "c_attn = (step_ms(c_max) - step_ms(c_min)) / 1000 / (c_max - c_min) / B: seconds per cached position per decoded token, from the decode step times of B agents forked from a shared context, measured at the shortest and longest context (0 when none were measured), at least 0",
-    "ctx_ingest = P + (T-1)/2*(R+1+D) + (R+1)/2;  ctx_decode = P + (T-1)/2*(R+1+D) + (R+1) + D/2 (average cached positions a turn's ingest and decode tokens attend over)",
-    "prefix_s = P / r_p(P) + c_attn*P*P/2",
-    "ingest_tokens = A*(R+1);  ingest_s = ingest_tokens / r_p(ingest_tokens) + c_attn*ingest_tokens*ctx_ingest",
-    "decode_step_s = A / r_d(A) + c_attn*A*ctx_decode",
-    "wall_s = prefix_s + T*(ingest_s + D*decode_step_s)",
+    "g(c) = decode step ms of B agents forked from a shared context of c positions: linear between the measured contexts, the last segment's slope (at least 0) past the longest, g(c_min) below the shortest;  f(c) = max(0, g(c) - g(c_min)) / 1000 / B: extra seconds per decoded token at context c (0 when fewer than two contexts were measured)",
+    "ctx_ingest_k = P + k*(R+1+D) + (R+1)/2;  ctx_decode_k = P + k*(R+1+D) + (R+1) + D/2 for turn k = 0..T-1 (average cached positions of the turn's ingest and decode tokens)",
+    "prefix_s = P / r_p(P) + P*f(P/2)",
+    "ingest_tokens = A*(R+1);  ingest_s_k = ingest_tokens / r_p(ingest_tokens) + ingest_tokens*f(ctx_ingest_k);  ingest_s = mean over k",
+    "decode_step_s_k = A / r_d(A) + A*f(ctx_decode_k);  decode_step_s = mean over k",
+    "attention_s = P*f(P/2) + sum over k of (ingest_tokens*f(ctx_ingest_k) + D*A*f(ctx_decode_k))",
+    "wall_s = prefix_s + sum over k of (ingest_s_k + D*decode_step_s_k) = prefix_s + T*(ingest_s + D*decode_step_s)",
     "agent_turns_per_s = A*T / wall_s",
-    "ttft_ms = 1000*ingest_s",
+    "ttft_ms = 1000*ingest_s (mean over turns)",
     "kv_bytes_per_token = 2 (K and V) * n_layer * n_kv_dim * 2 (f16 bytes)",
     "kv_bytes = kv_bytes_per_token * (P + A*T*(R+D))",
-    "no_reuse_prefix_s = A*(P / r_p(P) + c_attn*P*P/2);  no_reuse_wall_s = no_reuse_prefix_s + T*(ingest_s + D*decode_step_s)",
+    "no_reuse_prefix_s = A*(P / r_p(P) + P*f(P/2));  no_reuse_wall_s = no_reuse_prefix_s + T*(ingest_s + D*decode_step_s)",
     "no_reuse_agent_turns_per_s = A*T / no_reuse_wall_s;  no_reuse_kv_bytes = kv_bytes_per_token * A*(P + T*(R+D))",
     "reuse_speedup = no_reuse_wall_s / wall_s",
     "calibration, per fleet run: err = projected - measured agent_turns_per_s, rel_err = err / measured; mean_abs_err = mean |err|, mean_abs_rel_err = mean |rel_err|",
@@ -226,7 +227,7 @@ pub const ASSUMPTIONS: &[&str] = &[
 
 /// Known limitations, written into every packet.
 pub const LIMITATIONS: &[&str] = &[
-    "attention over long contexts is modeled from B forked agents' decode steps at a shared context (c_attn): a fleet's private per-agent tails, its ingest runs and agent counts other than B share key tiles differently, which c_attn does not follow; without decode_at_context points it is NOT modeled and long runs are over-projected",
+    "attention over long contexts is modeled from B forked agents' decode steps at a shared context (f): a fleet's private per-agent tails, its ingest runs and agent counts other than B share key tiles differently, which f does not follow; past the longest measured context f is extrapolated; without decode_at_context points attention growth is NOT modeled and long runs are over-projected",
     "prefill rates are single-sequence rates; a batched ingest of many agents' tokens may run at a different rate",
     "the forward-pass token budget (fleet --budget) is not modeled: large ingests are split into several passes",
     "KV bytes count f16 K/V payload only: no paged-block rounding, no allocator or bookkeeping overhead",
@@ -310,15 +311,20 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         }
     }
 
-    let c = attn.value;
     let per_turn = r + 1.0 + d;
-    let ctx_ingest = p + (t - 1.0).max(0.0) / 2.0 * per_turn + (r + 1.0) / 2.0;
-    let ctx_decode = p + (t - 1.0).max(0.0) / 2.0 * per_turn + (r + 1.0) + d / 2.0;
-    let prefix_attn_s = c * p * p / 2.0;
+    let it = ingest_tokens as f64;
+    let prefix_attn_s = p * attn.extra_s(p / 2.0);
+    let (mut ingest_attn, mut step_attn) = (0.0, 0.0);
+    for k in 0..w.turns {
+        let base = p + k as f64 * per_turn;
+        ingest_attn += it * attn.extra_s(base + (r + 1.0) / 2.0);
+        step_attn += a * attn.extra_s(base + (r + 1.0) + d / 2.0);
+    }
+    let attention_s = prefix_attn_s + ingest_attn + d * step_attn;
     let prefix_s = p / rp_prefix.value + prefix_attn_s;
-    let ingest_s = ingest_tokens as f64 / rp_ingest.value + c * ingest_tokens as f64 * ctx_ingest;
-    let step_s = a / rd.value + c * a * ctx_decode;
-    let turns_s = t * (ingest_s + d * step_s);
+    let ingest_s = it / rp_ingest.value + ingest_attn / t;
+    let step_s = a / rd.value + step_attn / t;
+    let turns_s = t * (it / rp_ingest.value + d * (a / rd.value)) + ingest_attn + d * step_attn;
     let wall_s = prefix_s + turns_s;
     let atps = a * t / wall_s;
     let kv_per_tok = 2.0 * model.n_layer as f64 * model.n_kv_dim as f64 * 2.0;
@@ -380,10 +386,7 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
     ];
     let mut figures = figures;
     if !attn.rests_on.is_empty() {
-        figures.push((
-            "attention_s_per_token_position",
-            fig(c, "s", attn.rests_on.clone()),
-        ));
+        figures.push(("attention_s", fig(attention_s, "s", attn.rests_on.clone())));
     }
     Ok(Projection {
         figures,
@@ -392,41 +395,78 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
     })
 }
 
-/// `c_attn` (see [`FORMULAS`]) and the points it rests on (none: 0).
-fn attention_cost(pts: Option<&Measured<ContextPoint>>) -> Lookup {
-    let none = Lookup {
-        value: 0.0,
+/// The measured attention growth `f` (see [`FORMULAS`]) and the points it
+/// rests on (none: `f = 0`).
+struct AttentionCost {
+    /// `(context, step ms)`, ascending context, at least two.
+    pts: Vec<(f64, f64)>,
+    /// Agents per measured step.
+    batch: f64,
+    rests_on: Vec<String>,
+}
+
+impl AttentionCost {
+    /// `f(c)`: extra seconds per decoded token at context `c`.
+    fn extra_s(&self, c: f64) -> f64 {
+        let (Some(&(x0, y0)), Some(&(xn, yn))) = (self.pts.first(), self.pts.last()) else {
+            return 0.0;
+        };
+        let g = if c <= x0 {
+            y0
+        } else if c >= xn {
+            let (xa, ya) = self.pts[self.pts.len() - 2];
+            let slope = ((yn - ya) / (xn - xa)).max(0.0);
+            yn + (c - xn) * slope
+        } else {
+            let i = self
+                .pts
+                .iter()
+                .position(|&(x, _)| x >= c)
+                .unwrap_or(1)
+                .max(1);
+            let ((xa, ya), (xb, yb)) = (self.pts[i - 1], self.pts[i]);
+            ya + (yb - ya) * (c - xa) / (xb - xa)
+        };
+        (g - y0).max(0.0) / 1e3 / self.batch
+    }
+}
+
+/// [`AttentionCost`] of the measured points (fewer than two usable
+/// contexts: none).
+fn attention_cost(pts: Option<&Measured<ContextPoint>>) -> AttentionCost {
+    let mut cost = AttentionCost {
+        pts: Vec::new(),
+        batch: 1.0,
         rests_on: Vec::new(),
-        clamp_note: None,
     };
     let Some(m) = pts else {
-        return none;
+        return cost;
     };
-    let ok = |p: &&ContextPoint| p.context > 0 && p.step_ms.is_finite() && p.step_ms > 0.0;
-    let lo = m.points.iter().filter(ok).min_by_key(|p| p.context);
-    let hi = m.points.iter().filter(ok).max_by_key(|p| p.context);
-    let (Some(lo), Some(hi)) = (lo, hi) else {
-        return none;
-    };
-    if hi.context <= lo.context {
-        return none;
+    let mut v: Vec<&ContextPoint> = m
+        .points
+        .iter()
+        .filter(|p| p.context > 0 && p.step_ms.is_finite() && p.step_ms > 0.0)
+        .collect();
+    v.sort_by_key(|p| p.context);
+    v.dedup_by_key(|p| p.context);
+    if v.len() < 2 {
+        return cost;
     }
-    let b = hi.batch.max(1) as f64;
-    let c = (hi.step_ms - lo.step_ms) / 1e3 / (hi.context - lo.context) as f64 / b;
-    let cite = |p: &ContextPoint| {
-        format!(
-            "decode_step_ms@context{}x{}={} from {}",
-            p.context,
-            p.batch,
-            p.step_ms,
-            m.source.cite()
-        )
-    };
-    Lookup {
-        value: c.max(0.0),
-        rests_on: vec![cite(lo), cite(hi)],
-        clamp_note: None,
-    }
+    cost.batch = v.iter().map(|p| p.batch).max().unwrap_or(1).max(1) as f64;
+    cost.pts = v.iter().map(|p| (p.context as f64, p.step_ms)).collect();
+    cost.rests_on = v
+        .iter()
+        .map(|p| {
+            format!(
+                "decode_step_ms@context{}x{}={} from {}",
+                p.context,
+                p.batch,
+                p.step_ms,
+                m.source.cite()
+            )
+        })
+        .collect();
+    cost
 }
 
 /// Projected vs measured agent-turns/s for every measured fleet run.
