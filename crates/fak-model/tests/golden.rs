@@ -265,8 +265,16 @@ fn golden_qwen2_5_coder_q4_k_m_with_q8_0_kv() {
 fn golden_smollm2_q4_1_with_q8_0_kv() {
     check_model_kv(
         "smollm2-135m-instruct-q4_1",
-        TIE_MARGIN_Q8_KV_SMOLLM2,
+        TIE_MARGIN_Q8_KV_Q4_1,
         KvType::Q8_0,
         MAX_REL_ERR,
     );
 }
+
+/// SmolLM2 Q4_1 with a Q8_0 cache, the most sensitive pair: llama.cpp's own
+/// switch from an f16 to a Q8_0 cache leaves its greedy path on this file
+/// at margins up to 0.449 (f16 run), and fak's scalar path (whose matrix
+/// products round differently from its AVX2 path, so a few K/V values land
+/// on the other side of a Q8_0 rounding step) leaves llama.cpp's Q8_0 path
+/// at 0.436 on the `capital` prompt.
+const TIE_MARGIN_Q8_KV_Q4_1: f32 = 0.5;
