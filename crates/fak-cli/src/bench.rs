@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use fak_engine::{PagedKv, PagedKvConfig, Tenant};
+use fak_engine::{Append, PagedKv, PagedKvConfig, Tenant};
 use fak_model::{Batch, FlatKv, KvRun, KvStore, LogitsWanted, Model, SeqId};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -121,6 +121,19 @@ impl Iterator for LcgIds {
         // The remainder is below n_vocab, itself a usize-sized vocabulary.
         Some(((self.state >> 33) % self.n_vocab) as u32)
     }
+}
+
+/// One [`Append`] per sequence: `seqs[i]` gets `ids[i]`, logits wanted
+/// (pairs past the shorter list are dropped).
+pub fn appends<'a, T: AsRef<[u32]>>(seqs: &[SeqId], ids: &'a [T]) -> Vec<Append<'a>> {
+    seqs.iter()
+        .zip(ids)
+        .map(|(&seq, t)| Append {
+            seq,
+            ids: t.as_ref(),
+            logits: LogitsWanted::Yes,
+        })
+        .collect()
 }
 
 /// Summary statistics of a sample, in the sample's unit.

@@ -16,8 +16,8 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use fak_engine::{Append, PagedKvConfig, PrefixCache, Sequences, Tenant};
-use fak_model::{LogitsWanted, Model, SeqId};
+use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
+use fak_model::{Model, SeqId};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -119,15 +119,7 @@ fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timin
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, a.ubatch)?;
     let ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
     let mut sink = 0.0f32;
-    let items: Vec<Append<'_>> = ids
-        .iter()
-        .zip(&prompts)
-        .map(|(&seq, p)| Append {
-            seq,
-            ids: p,
-            logits: LogitsWanted::Yes,
-        })
-        .collect();
+    let items = crate::bench::appends(&ids, &prompts);
     let t0 = Instant::now();
     seqs.step_with(model, &items, |_, row| sink += row[0])?;
     let prefill_s = t0.elapsed().as_secs_f64();
@@ -137,15 +129,7 @@ fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timin
         for (o, &id) in one.iter_mut().zip(step) {
             o[0] = id;
         }
-        let items: Vec<Append<'_>> = ids
-            .iter()
-            .zip(&one)
-            .map(|(&seq, id)| Append {
-                seq,
-                ids: id,
-                logits: LogitsWanted::Yes,
-            })
-            .collect();
+        let items = crate::bench::appends(&ids, &one);
         let t = Instant::now();
         seqs.step_with(model, &items, |_, row| sink += row[0])?;
         steps_s.push(t.elapsed().as_secs_f64());

@@ -18,8 +18,8 @@
 
 use std::time::Instant;
 
-use fak_engine::{Append, PagedKvConfig, PrefixCache, Sequences, Tenant};
-use fak_model::{LogitsWanted, Model, SeqId};
+use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
+use fak_model::{Model, SeqId};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{median, LcgIds};
@@ -86,15 +86,7 @@ pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> anyhow::Result<V
         let mut times = Vec::with_capacity(CONTEXT_STEPS);
         for step in 0..=CONTEXT_STEPS {
             let toks: Vec<[u32; 1]> = ids.by_ref().take(CONTEXT_BATCH).map(|t| [t]).collect();
-            let items: Vec<Append<'_>> = agents
-                .iter()
-                .zip(&toks)
-                .map(|(&seq, t)| Append {
-                    seq,
-                    ids: t,
-                    logits: LogitsWanted::Yes,
-                })
-                .collect();
+            let items = crate::bench::appends(&agents, &toks);
             let t0 = Instant::now();
             seqs.step_with(model, &items, |_, row| {
                 sink += row.first().copied().unwrap_or(0.0)

@@ -495,41 +495,34 @@ fn prompts_json_is_batch_invariant_from_outside() {
         assert_eq!(t["logits_digest"].as_str().map(str::len), Some(64));
         assert!(t["text"].is_string() && t["prompt_ids"].is_array());
     }
-    let o = fak(&[
-        "generate",
-        "-m",
-        &m,
-        "-p",
-        prompts[1],
-        "-n",
-        "8",
-        "--json",
-        "--logits-digest",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let single: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(single["logits_digest"], together[1]["logits_digest"]);
+    // One prompt through `--prompt` (flat cache).
+    let single = |kv: &str| -> Value {
+        let o = fak(&[
+            "generate",
+            "-m",
+            &m,
+            "-p",
+            prompts[1],
+            "-n",
+            "8",
+            "--json",
+            "--logits-digest",
+            "--kv-type",
+            kv,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).expect("json")
+    };
+    assert_eq!(single("f16")["logits_digest"], together[1]["logits_digest"]);
     let (q8_together, q8_alone) = (run_kv("together", "q8_0"), run_kv("alone", "q8_0"));
     for ((t, a), f) in q8_together.iter().zip(&q8_alone).zip(&together) {
         assert_eq!(t["logits_digest"], a["logits_digest"]);
         assert_ne!(t["logits_digest"], f["logits_digest"]);
     }
-    let o = fak(&[
-        "generate",
-        "-m",
-        &m,
-        "-p",
-        prompts[1],
-        "-n",
-        "8",
-        "--json",
-        "--logits-digest",
-        "--kv-type",
-        "q8_0",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let single: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(single["logits_digest"], q8_together[1]["logits_digest"]);
+    assert_eq!(
+        single("q8_0")["logits_digest"],
+        q8_together[1]["logits_digest"]
+    );
     // A malformed list is one clean error line.
     std::fs::write(&file, "{\"not\": \"a list\"}").expect("write");
     let o = fak(&[

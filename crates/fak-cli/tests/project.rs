@@ -136,6 +136,16 @@ fn project(r: &Rates, extra: &[&str]) -> (Output, PathBuf) {
     (fak(&args), out)
 }
 
+/// The `rests_on` list of output figure `key`.
+fn rests_on<'a>(outputs: &'a Value, key: &str) -> Vec<&'a str> {
+    outputs[key]["rests_on"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
 fn read(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
@@ -200,12 +210,7 @@ fn projection_matches_the_formulas_and_labels_every_figure() {
             );
         }
     }
-    let on: Vec<&str> = o["agent_turns_per_s"]["rests_on"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let on = rests_on(o, "agent_turns_per_s");
     assert!(on.iter().any(|s| s.starts_with("batch_decode_tok_s@8=200")));
     assert!(on.iter().any(|s| s.starts_with("prefill_tok_s@16=100")));
     // Inputs: files, their sha256, the model sha256; the failed row is skipped.
@@ -290,12 +295,7 @@ fn context_points_add_the_attention_term() {
         o["agent_turns_per_s"]["value"].as_f64().unwrap(),
         a * t / wall
     ));
-    let on: Vec<&str> = o["agent_turns_per_s"]["rests_on"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let on = rests_on(o, "agent_turns_per_s");
     for pt in ["69x8=40", "1029x8=60", "2053x8=100"] {
         let want = format!("decode_step_ms@context{pt}");
         assert!(on.iter().any(|s| s.starts_with(&want)), "{want}: {on:?}");

@@ -27,7 +27,7 @@
 
 use crate::blocks::BlockQ8_0;
 use crate::isa::{isa, Isa};
-use crate::ops::QueryGroup;
+use crate::ops::{per_query_capacity, rows_that_fit, QueryGroup};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::attn_q8_avx2;
 
@@ -186,18 +186,6 @@ pub mod scalar {
     }
 }
 
-/// How many of `n_rows` rows of `nb` blocks at `stride` fit in `len`
-/// blocks.
-fn rows_that_fit(len: usize, nb: usize, stride: usize, n_rows: usize) -> usize {
-    match len.checked_sub(nb) {
-        None => 0,
-        Some(spare) => spare
-            .checked_div(stride)
-            .map_or(n_rows, |r| r + 1)
-            .min(n_rows),
-    }
-}
-
 /// Whether the AVX2 twins may run for `isa` on this CPU.
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -239,17 +227,10 @@ pub fn dot_f32_q8_0_rows_group_with_isa(
     if g == 0 || nb == 0 {
         return;
     }
-    let capacity = if g == 1 {
-        out.len()
-    } else {
-        out.len()
-            .saturating_sub((g - 1).saturating_mul(out_stride))
-            .min(out_stride)
-    };
     let n_rows = rows
         .n_rows
         .min(rows_that_fit(rows.data.len(), nb, rows.stride, rows.n_rows))
-        .min(capacity);
+        .min(per_query_capacity(out.len(), g, out_stride));
     let rows = KvRowsQ8 {
         n_rows,
         width: nb * 32,
@@ -298,17 +279,10 @@ pub fn axpy_q8_0_rows_group_with_isa(
     if g == 0 {
         return;
     }
-    let weights = if g == 1 {
-        w.len()
-    } else {
-        w.len()
-            .saturating_sub((g - 1).saturating_mul(w_stride))
-            .min(w_stride)
-    };
     let n_rows = rows
         .n_rows
         .min(rows_that_fit(rows.data.len(), nb, rows.stride, rows.n_rows))
-        .min(weights);
+        .min(per_query_capacity(w.len(), g, w_stride));
     let rows = KvRowsQ8 {
         n_rows,
         width: nb * 32,

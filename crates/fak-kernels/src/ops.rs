@@ -247,8 +247,9 @@ pub mod scalar {
 }
 
 /// How many of `n_rows` rows of `width` values, row `r` starting at
-/// `r * stride`, lie entirely inside a buffer of `len` values.
-fn rows_that_fit(len: usize, width: usize, stride: usize, n_rows: usize) -> usize {
+/// `r * stride`, lie entirely inside a buffer of `len` values (any
+/// element unit: f16 values, Q8_0 blocks).
+pub(crate) fn rows_that_fit(len: usize, width: usize, stride: usize, n_rows: usize) -> usize {
     match len.checked_sub(width) {
         None => 0,
         Some(spare) => spare
@@ -260,7 +261,7 @@ fn rows_that_fit(len: usize, width: usize, stride: usize, n_rows: usize) -> usiz
 
 /// Values each of `g` queries can use in a `[g, stride]` buffer of `len`
 /// values: the last query's row may be short; with one query, all of it.
-fn per_query_capacity(len: usize, g: usize, stride: usize) -> usize {
+pub(crate) fn per_query_capacity(len: usize, g: usize, stride: usize) -> usize {
     if g <= 1 {
         len
     } else {

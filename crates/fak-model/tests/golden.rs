@@ -106,6 +106,22 @@ fn greedy(model: &Model, prompt: &[u32], steps: usize, kv_type: KvType) -> (Vec<
     (out, first)
 }
 
+/// Max |got - reference| over the vocabulary, and the reference's logit
+/// range (max - min).
+fn logit_error(got: &[f32], reference: &[f32]) -> (f32, f32) {
+    let (lo, hi) = reference
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let max_abs = got
+        .iter()
+        .zip(reference)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    (max_abs, hi - lo)
+}
+
 fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &x) in v.iter().enumerate() {
@@ -160,30 +176,11 @@ fn check_model_kv(stem: &str, tie_margin: f32, kv_type: KvType, max_rel_err: f32
             ));
         }
         let r = &ref_logits[pi * g.n_vocab..(pi + 1) * g.n_vocab];
-        let (lo, hi) = r
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
-                (a.min(x), b.max(x))
-            });
-        let max_abs = first
-            .iter()
-            .zip(r)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        let rel = max_abs / (hi - lo);
+        let (max_abs, range) = logit_error(&first, r);
+        let rel = max_abs / range;
         let vs_f16 = f16_logits.as_ref().map_or(String::new(), |l| {
-            let r = &l[pi * g.n_vocab..(pi + 1) * g.n_vocab];
-            let (lo, hi) = r
-                .iter()
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
-                    (a.min(x), b.max(x))
-                });
-            let err = first
-                .iter()
-                .zip(r)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
-            format!(" | vs f16 golden: rel {:.5}", err / (hi - lo))
+            let (err, range) = logit_error(&first, &l[pi * g.n_vocab..(pi + 1) * g.n_vocab]);
+            format!(" | vs f16 golden: rel {:.5}", err / range)
         });
         let text = tok.decode(&got);
         eprintln!(
@@ -193,7 +190,7 @@ fn check_model_kv(stem: &str, tie_margin: f32, kv_type: KvType, max_rel_err: f32
             got.iter().zip(&p.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
             checked,
             got == p.greedy_ids,
-            hi - lo,
+            range,
             rel,
             text
         );

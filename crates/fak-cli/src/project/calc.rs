@@ -343,7 +343,7 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         &attn.rests_on,
     ]);
     let with_attn = |base: &[String]| union(&[base, &attn.rests_on]);
-    let figures = vec![
+    let mut figures = vec![
         (
             "prefill_tok_s_at_prefix",
             fig(rp_prefix.value, "tok/s", rp_prefix.rests_on.clone()),
@@ -384,7 +384,6 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         ("no_reuse_kv_bytes", fig(nr_kv, "bytes", geom)),
         ("reuse_speedup", fig(nr_wall_s / wall_s, "x", all)),
     ];
-    let mut figures = figures;
     if !attn.rests_on.is_empty() {
         figures.push(("attention_s", fig(attention_s, "s", attn.rests_on.clone())));
     }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use fak_engine::{Append, PagedKvConfig, PrefixCache, Sequences, Tenant};
+use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
 use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
 use serde::Deserialize;
 
@@ -264,6 +264,17 @@ pub fn load_model(path: &Path, threads: Option<usize>) -> anyhow::Result<Model> 
     Ok(model)
 }
 
+/// The [`Source`] of an in-process measurement on `model`.
+fn in_process(model: &Model, schema: &str, how: String) -> Source {
+    Source {
+        file: None,
+        sha256: None,
+        schema: schema.into(),
+        threads: model.threads(),
+        how,
+    }
+}
+
 /// One untimed warm-up prefill of [`MEASURE_PREFILL`] ids, then one timed
 /// prefill of each length of [`crate::bench::PREFILL_LENS`] (16, 64, 256).
 pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> {
@@ -289,15 +300,9 @@ pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> 
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Measured {
-        source: Source {
-            file: None,
-            sha256: None,
-            schema: crate::bench::SCHEMA.into(),
-            threads: model.threads(),
-            how: format!(
+        source: in_process(model, crate::bench::SCHEMA, format!(
                 "fak project in-process: one warm-up forward of {MEASURE_PREFILL} LCG ids, then one timed forward of the first n LCG ids into an empty FlatKv cache per n"
-            ),
-        },
+            )),
         points,
     })
 }
@@ -306,17 +311,11 @@ pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> 
 pub fn measure_context(model: &Model) -> anyhow::Result<Measured<ContextPoint>> {
     let points = crate::bench_context::decode_at_contexts(model, &MEASURE_CONTEXTS)?;
     Ok(Measured {
-        source: Source {
-            file: None,
-            sha256: None,
-            schema: crate::bench::SCHEMA.into(),
-            threads: model.threads(),
-            how: format!(
+        source: in_process(model, crate::bench::SCHEMA, format!(
                 "fak project in-process: {} agents forked from a root of LCG ids grown to each context of {MEASURE_CONTEXTS:?} (untimed), then {} timed steps of one token per agent; median step ms",
                 crate::bench_context::CONTEXT_BATCH,
                 crate::bench_context::CONTEXT_STEPS
-            ),
-        },
+            )),
         points,
     })
 }
@@ -331,15 +330,7 @@ fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| ids.by_ref().take(MEASURE_PROMPT).collect())
         .collect();
-    let items: Vec<Append<'_>> = seq_ids
-        .iter()
-        .zip(&prompts)
-        .map(|(&seq, p)| Append {
-            seq,
-            ids: p,
-            logits: LogitsWanted::Yes,
-        })
-        .collect();
+    let items = crate::bench::appends(&seq_ids, &prompts);
     let mut sink = 0.0f32;
     seqs.step_with(model, &items, |_, row| {
         sink += row.first().copied().unwrap_or(0.0)
@@ -347,15 +338,7 @@ fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
     let mut total = 0.0;
     for _ in 0..MEASURE_STEPS {
         let step: Vec<[u32; 1]> = ids.by_ref().take(b).map(|id| [id]).collect();
-        let items: Vec<Append<'_>> = seq_ids
-            .iter()
-            .zip(&step)
-            .map(|(&seq, id)| Append {
-                seq,
-                ids: id,
-                logits: LogitsWanted::Yes,
-            })
-            .collect();
+        let items = crate::bench::appends(&seq_ids, &step);
         let t0 = Instant::now();
         seqs.step_with(model, &items, |_, row| {
             sink += row.first().copied().unwrap_or(0.0)
@@ -379,15 +362,9 @@ pub fn measure_decode(model: &Model) -> anyhow::Result<Measured<DecodePoint>> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Measured {
-        source: Source {
-            file: None,
-            sha256: None,
-            schema: crate::bench_batch::SCHEMA.into(),
-            threads: model.threads(),
-            how: format!(
+        source: in_process(model, crate::bench_batch::SCHEMA, format!(
                 "fak project in-process: after a B=1 warm-up, per B: B prompts of {MEASURE_PROMPT} LCG ids (untimed), then {MEASURE_STEPS} timed steps of B tokens through fak_engine::Sequences (paged KV, block 16); tok/s = {MEASURE_STEPS}*B / sum of step times"
-            ),
-        },
+            )),
         points,
     })
 }
