@@ -11,6 +11,7 @@ use std::time::Instant;
 use fak_gguf::GgmlType;
 use fak_kernels::fp::f32_to_f16;
 use fak_kernels::gemm::gemm;
+use fak_kernels::packed::{packed_gemm, PackedFormat, PackedMatrix};
 use fak_kernels::{quantize_row_to_vec, vec_dot, vec_dot_type};
 
 /// Deterministic values in roughly [-1, 1).
@@ -102,12 +103,27 @@ fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
              speedup {:5.2}x, bit-identical: {same}",
             old / new
         );
+        if let Some(format) = PackedFormat::of(ty) {
+            let p = PackedMatrix::pack(format, &w, rows, n).expect("pack");
+            let packed = median_ms(|| {
+                packed_gemm(&p, 0..rows, (&a[..nt * arb], nt), &mut out, rows).expect("packed");
+            });
+            let macs = (rows * n * nt) as f64;
+            println!(
+                "{ty:>5} [{rows} x {n}] x {nt:>3} tok: packed    {packed:8.3} ms \
+                 ({:.1} GMAC/s; gemm {:.1}), {:5.2}x gemm",
+                macs / packed / 1e6,
+                macs / new / 1e6,
+                new / packed
+            );
+        }
     }
 }
 
 fn main() {
     println!("isa: {:?}", fak_kernels::isa());
     bench(GgmlType::Q8_0, 1536, 576, 256);
+    bench(GgmlType::Q8_0, 576, 1536, 128);
     bench(GgmlType::Q8_0, 49152, 576, 1);
     bench(GgmlType::Q4_K, 4864, 1024, 64);
     bench(GgmlType::Q6_K, 896, 4864, 64);

@@ -18,6 +18,8 @@ pub enum Op {
     Quantize,
     /// [`crate::vec_dot`] and the per-type dot products.
     VecDot,
+    /// [`crate::packed::PackedQ8_0::pack`].
+    Pack,
 }
 
 impl fmt::Display for Op {
@@ -26,6 +28,7 @@ impl fmt::Display for Op {
             Op::Dequantize => "dequantize",
             Op::Quantize => "quantize",
             Op::VecDot => "vec_dot",
+            Op::Pack => "pack",
         })
     }
 }
@@ -119,6 +122,14 @@ pub enum KernelError {
         /// Elements in the row.
         n: usize,
     },
+    /// A packed matrix, or a row range of one, is not made of whole groups.
+    #[error("packed Q8_0 products need whole groups of {group} weight rows, got {rows} rows")]
+    RowGroup {
+        /// The rows given (the matrix or the range).
+        rows: usize,
+        /// Rows per group.
+        group: usize,
+    },
     /// A kernel path was asked for that this CPU cannot run.
     #[error("the {isa} kernels need CPU features this machine lacks")]
     IsaUnavailable {
@@ -174,6 +185,20 @@ impl RowCheck {
                 expected,
                 actual,
             })
+        }
+    }
+
+    /// The [`KernelError::Length`] for `operand` having `actual` where
+    /// `expected` was needed.
+    pub(crate) fn length(self, operand: Operand, expected: usize, actual: usize) -> KernelError {
+        let RowCheck { op, ty, n } = self;
+        KernelError::Length {
+            op,
+            ty,
+            operand,
+            n,
+            expected,
+            actual,
         }
     }
 

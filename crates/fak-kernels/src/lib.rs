@@ -45,6 +45,7 @@ pub mod fp;
 pub mod gemm;
 pub mod isa;
 pub mod ops;
+pub mod packed;
 pub mod peak;
 pub mod pool;
 mod quant;

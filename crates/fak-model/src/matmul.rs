@@ -9,7 +9,10 @@
 //! bit-identical to one [`fak_kernels::vec_dot`] of its weight and token
 //! rows (the tiles and `vec_dot` share one per-element accumulation), so
 //! results depend neither on the thread count nor on which other tokens
-//! are in the batch.
+//! are in the batch. Q8_0 weights repacked at load ([`Weight::packed`])
+//! run [`fak_kernels::packed::packed_gemm`] instead, whose elements are
+//! likewise functions of their weight and token rows alone (and the same
+//! on every ISA).
 //!
 //! ```text
 //!            W rows (n_out) split across threads, ROW_TILE-aligned
@@ -33,9 +36,10 @@ const PARALLEL_MIN_WORK: usize = 1 << 18;
 /// Rows below which activations are quantized on the calling thread.
 const PARALLEL_MIN_ROWS: usize = 8;
 
-/// Thread chunks are whole multiples of this many weight rows (the gemm
-/// register tile height), so no chunk ends in a narrower remainder tile.
-const ROW_TILE: usize = 4;
+/// Thread chunks are whole multiples of this many weight rows: the packed
+/// products' group (8 rows) and twice the gemm register tile height, so no
+/// chunk splits a group or ends in a narrower remainder tile.
+const ROW_TILE: usize = fak_kernels::packed::GROUP_ROWS;
 
 /// Activations quantized once for a given dot-product type.
 pub(crate) struct QuantActs {
@@ -205,7 +209,7 @@ impl Model {
 
     /// Computes weight rows `lo..lo + rows` for all tokens into `dst`
     /// (`[n_tok, stride]`, token-row-major; row `lo + j` of token `t` lands
-    /// at `dst[t * stride + j]`) with one gemm call.
+    /// at `dst[t * stride + j]`) with one gemm (or packed) call.
     fn matmul_rows(
         &self,
         w: &Weight,
@@ -215,6 +219,19 @@ impl Model {
         stride: usize,
     ) -> Result<(), ModelError> {
         let rows = stride.min(w.n_out.saturating_sub(lo));
+        if let Some(p) = &w.packed {
+            return fak_kernels::packed::packed_gemm(
+                p,
+                lo..lo + rows,
+                (&acts.data, acts.n_tok()),
+                dst,
+                stride,
+            )
+            .map_err(|source| ModelError::Kernel {
+                tensor: w.name.clone(),
+                source,
+            });
+        }
         let wrows = self
             .matrix_bytes(w)
             .get(lo * w.row_bytes()..(lo + rows) * w.row_bytes())
@@ -266,8 +283,13 @@ mod tests {
     use crate::{Batch, FlatKv, LogitsWanted, SeqId};
 
     fn model(threads: usize) -> Model {
+        model_file("smollm2-135m-instruct-q4_1.gguf", threads)
+    }
+
+    fn model_file(name: &str, threads: usize) -> Model {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q4_1.gguf");
+            .join("../../models")
+            .join(name);
         assert!(
             p.exists(),
             "{} is missing: run scripts/fetch-models.sh",
@@ -317,6 +339,55 @@ mod tests {
                     .zip(&want)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "n_tok {n_tok}, threads {threads}");
+            }
+        }
+    }
+
+    /// Q8_0 matrices run packed: every element, for one and several tokens
+    /// and any thread count, is the packed product of its weight row and
+    /// token row alone (computed here one row group and one token at a
+    /// time on the scalar twin), for every matrix shape of the model.
+    #[test]
+    fn packed_elements_do_not_depend_on_threads_or_batch() {
+        use fak_kernels::packed::{packed_gemm_with_isa, GROUP_ROWS};
+        let m = model_file("smollm2-135m-instruct-q8_0.gguf", 1);
+        let l = &m.layers[0];
+        for w in [&l.wq, &l.wk, &l.w_up, &l.w_down, &m.output] {
+            let p = w.packed.as_ref().expect("Q8_0 matrices are packed");
+            let n_tok = 5;
+            let x = acts_f32(n_tok * w.n_in, 3);
+            let mut acts = QuantActs::new();
+            acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
+            let mut want = vec![0.0f32; n_tok * w.n_out];
+            for t in 0..n_tok {
+                for g in (0..w.n_out).step_by(GROUP_ROWS) {
+                    let mut y = [0.0f32; GROUP_ROWS];
+                    packed_gemm_with_isa(
+                        fak_kernels::Isa::Scalar,
+                        p,
+                        g..g + GROUP_ROWS,
+                        (acts.row(t), 1),
+                        &mut y,
+                        GROUP_ROWS,
+                    )
+                    .unwrap();
+                    want[t * w.n_out + g..t * w.n_out + g + GROUP_ROWS].copy_from_slice(&y);
+                }
+            }
+            for threads in [1usize, 2, 3] {
+                let mt = model_file("smollm2-135m-instruct-q8_0.gguf", threads);
+                for nt in [1usize, n_tok] {
+                    let mut a = QuantActs::new();
+                    a.quantize(&mt.pool, w.ty, &x[..nt * w.n_in], w.n_in, &w.name)
+                        .unwrap();
+                    let mut out = vec![f32::NAN; nt * w.n_out];
+                    mt.matmul_q(w, &a, &mut out).unwrap();
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{}: n_tok {nt}, threads {threads}", w.name);
+                }
             }
         }
     }

@@ -1,13 +1,17 @@
 //! Model weights: validated, memory-mapped tensors.
 //!
 //! Matrices stay in their GGUF block format inside the mapping and are read
-//! row by row by the matmul kernels. Small vectors (norm weights, biases) are
+//! row by row by the matmul kernels, except Q8_0 and Q5_0 matrices, which are also
+//! repacked once at load into the 8-row groups of
+//! [`fak_kernels::packed`] (the layout its products need; the mapped rows
+//! stay for embedding lookups). Small vectors (norm weights, biases) are
 //! dequantized to f32 once at load.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use fak_gguf::{GgmlType, GgufFile, ModelConfig};
+use fak_kernels::packed::{PackedFormat, PackedMatrix, GROUP_ROWS};
 use fak_kernels::pool::ThreadPool;
 
 use crate::error::ModelError;
@@ -29,6 +33,10 @@ pub struct Weight {
     index: usize,
     /// Bytes per row.
     row_bytes: usize,
+    /// The rows repacked for [`fak_kernels::packed`] (Q8_0 and Q5_0
+    /// matrices whose row count is a whole number of groups); products
+    /// then use it.
+    pub(crate) packed: Option<Arc<PackedMatrix>>,
 }
 
 impl Weight {
@@ -166,6 +174,19 @@ fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
     let n_in = t.row_len() as usize;
     let n_out = t.n_rows() as usize;
     let row_bytes = t.ty.row_bytes(t.row_len()).unwrap_or(0) as usize;
+    let packed = match PackedFormat::of(t.ty) {
+        Some(format) if n_out.is_multiple_of(GROUP_ROWS) => {
+            let p =
+                PackedMatrix::pack(format, file.tensor_data(t), n_out, n_in).map_err(|source| {
+                    ModelError::Kernel {
+                        tensor: name.to_string(),
+                        source,
+                    }
+                })?;
+            Some(Arc::new(p))
+        }
+        _ => None,
+    };
     Ok(Weight {
         name: name.to_string(),
         ty: t.ty,
@@ -173,6 +194,7 @@ fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
         n_out,
         index,
         row_bytes,
+        packed,
     })
 }
 

@@ -1,0 +1,444 @@
+//! Q8_0 and Q5_0 weight matrices repacked at load into 8-row groups, and
+//! their products with Q8_0 activation rows.
+//!
+//! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
+//! arithmetic: an 8-lane float accumulator per output element, so every
+//! 32-value block costs each element an int → float convert and a scaled
+//! accumulate, and the sign / `maddubs` / `madd` chain runs on one row at a
+//! time. Here eight weight rows share every instruction instead: the lanes
+//! of one register are eight *rows*, not eight slices of one row.
+//!
+//! ```text
+//!   packed group g (weight rows 8g..8g+8), block b (values 32b..32b+32),
+//!   "step" k = values 4k..4k+4 of the block, position p = 4·row + i:
+//!
+//!   Q8_0 (272 B):  8 × f16 scales d_w[0..8]                      16 B
+//!                  step 0: row0 q[0..4] row1 q[0..4] .. row7 q[0..4]  32 B
+//!                  ...     (8 steps)                         256 B
+//!   Q5_0 (176 B):  8 × f16 scales                                16 B
+//!                  nibbles: chunk c (0..4), byte p =
+//!                    (u[2c][p] & 15) | (u[2c+1][p] & 15) << 4    128 B
+//!                  high bits: byte p, bit k = u[k][p] >> 4        32 B
+//!                  (u = q + 16, the stored 5-bit value; q = u - 16)
+//!
+//!   per token t (a Q8_0 activation row), per group g, block b:
+//!     s[r]   = Σ_k Σ_i q_w[r][4k+i] · q_x[4k+i]           exact i32, r = lane
+//!     acc[r] = acc[r] + (d_w[r] · d_x) · f32(s[r])       three f32 roundings
+//!   y[t][8g + r] = acc[r] after the last block (blocks in order, from 0.0)
+//! ```
+//!
+//! The sizes equal the GGUF blocks' (8 × 34 and 8 × 22 bytes), so decode
+//! streams no more bytes than before. The float steps are a multiply, a
+//! multiply and an add: no fused multiply-add, so the scalar twin
+//! ([`packed_gemm_with_isa`] with [`Isa::Scalar`]) computes the very same
+//! bits as the AVX2 kernel, and a packed product's output does not depend
+//! on the ISA at all. As with [`crate::gemm::gemm`], an output element is a
+//! function of its weight row and its token row only: not of the tile, the
+//! thread split or the other tokens in the call (batch invariance).
+//!
+//! The integer block sums are exact, so the result differs from llama.cpp's
+//! `ggml_vec_dot_q8_0_q8_0` / `_q5_0_q8_0` only in how the exact block
+//! sums are scaled and added (one f32 per block here, eight partial lanes
+//! there).
+
+use std::ops::Range;
+
+use fak_gguf::GgmlType;
+
+use crate::blocks::{BlockQ5_0, BlockQ8_0};
+use crate::error::{KernelError, Op, Operand, RowCheck};
+use crate::fp::f16_to_f32;
+use crate::isa::{isa, Isa};
+
+/// Weight rows per packed group (the lanes of one AVX2 register).
+pub const GROUP_ROWS: usize = 8;
+
+/// Values per block.
+const QK: usize = 32;
+
+/// Values per step (one `i32` lane of `maddubs` + `madd`).
+const STEP: usize = 4;
+
+/// Steps per block.
+pub(crate) const STEPS: usize = QK / STEP;
+
+/// Bytes of a group block's scales (8 × f16).
+pub(crate) const SCALE_BYTES: usize = GROUP_ROWS * 2;
+
+/// Bytes of one group block of Q8_0 (see the module diagram).
+pub(crate) const Q8_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK;
+
+/// Bytes of one group block of Q5_0 (see the module diagram).
+pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_ROWS * STEP;
+
+const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
+const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
+
+/// A weight format that has a packed layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackedFormat {
+    /// 8-bit quants, stored as they are.
+    Q8_0,
+    /// 5-bit quants: nibble planes plus a high-bit plane.
+    Q5_0,
+}
+
+impl PackedFormat {
+    /// The packed format of weight type `ty`, if it has one.
+    pub fn of(ty: GgmlType) -> Option<PackedFormat> {
+        match ty {
+            GgmlType::Q8_0 => Some(PackedFormat::Q8_0),
+            GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
+            _ => None,
+        }
+    }
+
+    /// The GGUF weight type.
+    pub fn ty(self) -> GgmlType {
+        match self {
+            PackedFormat::Q8_0 => GgmlType::Q8_0,
+            PackedFormat::Q5_0 => GgmlType::Q5_0,
+        }
+    }
+
+    /// Bytes of one group's block.
+    pub fn group_block_bytes(self) -> usize {
+        match self {
+            PackedFormat::Q8_0 => Q8_0_BYTES,
+            PackedFormat::Q5_0 => Q5_0_BYTES,
+        }
+    }
+
+    /// The f16 scale bits and signed quants of one GGUF block.
+    fn decode(self, b: &[u8]) -> (u16, [i8; QK]) {
+        match self {
+            PackedFormat::Q8_0 => match <&[u8; BlockQ8_0::BYTES]>::try_from(b) {
+                Ok(b) => {
+                    let blk = BlockQ8_0::from_bytes(b);
+                    (blk.d, blk.qs)
+                }
+                Err(_) => (0, [0; QK]),
+            },
+            PackedFormat::Q5_0 => match <&[u8; BlockQ5_0::BYTES]>::try_from(b) {
+                Ok(b) => {
+                    let blk = BlockQ5_0::from_bytes(b);
+                    (blk.d, blk.quants())
+                }
+                Err(_) => (0, [0; QK]),
+            },
+        }
+    }
+
+    /// Writes row `r`'s quants `q` into a group block `dst` (scales aside).
+    fn encode(self, dst: &mut [u8], r: usize, q: &[i8; QK]) {
+        for k in 0..STEPS {
+            for i in 0..STEP {
+                let p = r * STEP + i;
+                let v = q[k * STEP + i];
+                match self {
+                    PackedFormat::Q8_0 => {
+                        dst[SCALE_BYTES + k * GROUP_ROWS * STEP + p] = v as u8;
+                    }
+                    PackedFormat::Q5_0 => {
+                        let u = (v + 16) as u8;
+                        dst[SCALE_BYTES + (k / 2) * 32 + p] |= (u & 15) << (4 * (k % 2));
+                        dst[SCALE_BYTES + 128 + p] |= (u >> 4) << k;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Row `r`'s quants in a packed group block (the scalar twin's read).
+    fn quants(self, b: &[u8], r: usize) -> [i8; QK] {
+        let mut q = [0i8; QK];
+        for k in 0..STEPS {
+            for i in 0..STEP {
+                let p = r * STEP + i;
+                q[k * STEP + i] = match self {
+                    PackedFormat::Q8_0 => b[SCALE_BYTES + k * GROUP_ROWS * STEP + p] as i8,
+                    PackedFormat::Q5_0 => {
+                        let low = (b[SCALE_BYTES + (k / 2) * 32 + p] >> (4 * (k % 2))) & 15;
+                        let high = (b[SCALE_BYTES + 128 + p] >> k) & 1;
+                        (low | high << 4) as i8 - 16
+                    }
+                };
+            }
+        }
+        q
+    }
+}
+
+/// A Q8_0 or Q5_0 weight matrix `[rows, n]` in the 8-row group layout.
+#[derive(Clone)]
+pub struct PackedMatrix {
+    format: PackedFormat,
+    rows: usize,
+    n: usize,
+    nb: usize,
+    /// `rows / 8` groups of `nb` block images, group-major.
+    data: Vec<u8>,
+}
+
+impl std::fmt::Debug for PackedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedMatrix")
+            .field("format", &self.format)
+            .field("rows", &self.rows)
+            .field("n", &self.n)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
+}
+
+impl PackedMatrix {
+    /// Repacks `rows` rows of `n` values of `format` (`w`: `[rows, n]`
+    /// GGUF blocks, row-major, exactly `rows · n / 32` blocks).
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError::PartialBlock`] if `n` is not a multiple of 32;
+    /// [`KernelError::RowGroup`] if `rows` is not a multiple of
+    /// [`GROUP_ROWS`]; [`KernelError::Length`] if `w` has the wrong length;
+    /// [`KernelError::TooLarge`] if a size overflows.
+    pub fn pack(
+        format: PackedFormat,
+        w: &[u8],
+        rows: usize,
+        n: usize,
+    ) -> Result<PackedMatrix, KernelError> {
+        let ty = format.ty();
+        let check = RowCheck {
+            op: Op::Pack,
+            ty,
+            n,
+        };
+        let row_bytes = check.bytes()?;
+        if !rows.is_multiple_of(GROUP_ROWS) {
+            return Err(KernelError::RowGroup {
+                rows,
+                group: GROUP_ROWS,
+            });
+        }
+        let too_large = KernelError::TooLarge {
+            op: Op::Pack,
+            ty,
+            n,
+        };
+        let total = row_bytes.checked_mul(rows).ok_or(too_large.clone())?;
+        check.expect(Operand::WeightRow, total, w.len())?;
+        let (nb, gb, wb) = (n / QK, format.group_block_bytes(), ty.type_size());
+        let mut data = vec![0u8; total];
+        for (i, dst) in data.chunks_exact_mut(gb).enumerate() {
+            let (g, b) = (i / nb.max(1), i % nb.max(1));
+            for r in 0..GROUP_ROWS {
+                let at = ((g * GROUP_ROWS + r) * nb + b) * wb;
+                let (d, q) = format.decode(w.get(at..at + wb).unwrap_or_default());
+                dst[2 * r..2 * r + 2].copy_from_slice(&d.to_le_bytes());
+                format.encode(dst, r, &q);
+            }
+        }
+        Ok(PackedMatrix {
+            format,
+            rows,
+            n,
+            nb,
+            data,
+        })
+    }
+
+    /// The packed format.
+    pub fn format(&self) -> PackedFormat {
+        self.format
+    }
+
+    /// Weight rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes held by the packed image.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The bytes of groups `groups` (`nb` blocks per group, group-major).
+    fn groups(&self, groups: Range<usize>) -> &[u8] {
+        let per = self.nb * self.format.group_block_bytes();
+        self.data
+            .get(groups.start * per..groups.end * per)
+            .unwrap_or(&[])
+    }
+}
+
+/// `out[t * out_stride + (j - rows.start)] = W[j] · a[t]` for weight rows
+/// `j in rows` and tokens `t in 0..n_tok`, on the kernels of [`isa()`].
+///
+/// * `w`: the packed weights `[w.rows(), n]`.
+/// * `rows`: a range of weight rows whose ends are multiples of
+///   [`GROUP_ROWS`] (or `w.rows()`).
+/// * `a`: `n_tok` Q8_0 activation rows of `n` values, contiguous
+///   (`[n_tok, n]`, row-major).
+/// * `out`: `[n_tok, out_stride]` f32, row-major; only the first
+///   `rows.len()` values of each token row are written.
+///
+/// # Errors
+///
+/// [`KernelError::RowGroup`] if `rows` is not group-aligned or leaves the
+/// matrix; [`KernelError::Length`] if `a` is not exactly `n_tok` rows or
+/// `out` is too short (or `out_stride < rows.len()` with several tokens).
+pub fn packed_gemm(
+    w: &PackedMatrix,
+    rows: Range<usize>,
+    (a, n_tok): (&[u8], usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), KernelError> {
+    run(isa(), w, rows, (a, n_tok), out, out_stride)
+}
+
+/// [`packed_gemm`] on the kernels of a given `isa`. Every ISA gives the
+/// same bits (see the module doc); for tests and benchmarks.
+///
+/// # Errors
+///
+/// [`KernelError::IsaUnavailable`] if this CPU cannot run `isa`; otherwise
+/// as [`packed_gemm`].
+pub fn packed_gemm_with_isa(
+    isa: Isa,
+    w: &PackedMatrix,
+    rows: Range<usize>,
+    (a, n_tok): (&[u8], usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), KernelError> {
+    if !isa.is_available() {
+        return Err(KernelError::IsaUnavailable { isa });
+    }
+    run(isa, w, rows, (a, n_tok), out, out_stride)
+}
+
+/// Validated arguments of one packed product.
+pub(crate) struct PackedArgs<'a> {
+    /// The weight format.
+    pub(crate) format: PackedFormat,
+    /// Blocks per row.
+    pub(crate) nb: usize,
+    /// The selected groups' block bytes (`nb` blocks per group,
+    /// group-major).
+    pub(crate) w: &'a [u8],
+    /// `n_tok` activation rows of `nb` Q8_0 blocks each.
+    pub(crate) a: &'a [[u8; BlockQ8_0::BYTES]],
+    /// Activation rows.
+    pub(crate) n_tok: usize,
+    /// Output row stride.
+    pub(crate) out_stride: usize,
+}
+
+fn run(
+    isa: Isa,
+    w: &PackedMatrix,
+    rows: Range<usize>,
+    (a, n_tok): (&[u8], usize),
+    out: &mut [f32],
+    out_stride: usize,
+) -> Result<(), KernelError> {
+    if rows.start > rows.end
+        || rows.end > w.rows
+        || !rows.start.is_multiple_of(GROUP_ROWS)
+        || !rows.end.is_multiple_of(GROUP_ROWS)
+    {
+        return Err(KernelError::RowGroup {
+            rows: rows.end.saturating_sub(rows.start),
+            group: GROUP_ROWS,
+        });
+    }
+    let check = RowCheck {
+        op: Op::VecDot,
+        ty: GgmlType::Q8_0,
+        n: w.n,
+    };
+    let row_bytes = check.bytes()?;
+    let a_len = row_bytes.checked_mul(n_tok).ok_or(KernelError::TooLarge {
+        op: Op::VecDot,
+        ty: GgmlType::Q8_0,
+        n: w.n,
+    })?;
+    check.expect(Operand::ActivationRow, a_len, a.len())?;
+    let n_rows = rows.len();
+    if n_tok == 0 || n_rows == 0 {
+        return Ok(());
+    }
+    let out_check = RowCheck {
+        op: Op::VecDot,
+        ty: GgmlType::Q8_0,
+        n: n_rows,
+    };
+    if n_tok > 1 && out_stride < n_rows {
+        return Err(out_check.length(Operand::FloatOutput, n_rows, out_stride));
+    }
+    let need = (n_tok - 1)
+        .checked_mul(out_stride)
+        .and_then(|x| x.checked_add(n_rows))
+        .ok_or(KernelError::TooLarge {
+            op: Op::VecDot,
+            ty: GgmlType::Q8_0,
+            n: n_rows,
+        })?;
+    if out.len() < need {
+        return Err(out_check.length(Operand::FloatOutput, need, out.len()));
+    }
+    let args = PackedArgs {
+        format: w.format,
+        nb: w.nb,
+        w: w.groups(rows.start / GROUP_ROWS..rows.end / GROUP_ROWS),
+        a: a.as_chunks::<{ BlockQ8_0::BYTES }>().0,
+        n_tok,
+        out_stride,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Scalar && Isa::Avx2.is_available() {
+        // SAFETY: `Isa::Avx2.is_available()` means AVX2, FMA and F16C; the
+        // lengths were checked above.
+        unsafe { crate::simd::packed_avx2::gemm(&args, out) };
+        return Ok(());
+    }
+    let _ = isa;
+    gemm_scalar(&args, out);
+    Ok(())
+}
+
+/// The scalar twin: the arithmetic of the module diagram, element by
+/// element. `out` holds at least `(n_tok - 1) · out_stride + rows` values.
+fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let gb = g.format.group_block_bytes();
+    let nb = g.nb.max(1);
+    for (gi, group) in g.w.chunks_exact(nb * gb).enumerate() {
+        for t in 0..g.n_tok {
+            let arow = g.a.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+            let mut acc = [0.0f32; GROUP_ROWS];
+            for (wb, ab) in group.chunks_exact(gb).zip(arow) {
+                let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let dw = f16_to_f32(u16::from_le_bytes([wb[2 * r], wb[2 * r + 1]]));
+                    let q = g.format.quants(wb, r);
+                    let s: i32 = q
+                        .iter()
+                        .zip(&ab[2..])
+                        .map(|(&w, &x)| i32::from(w) * i32::from(x as i8))
+                        .sum();
+                    *acc += (dw * dx) * s as f32;
+                }
+            }
+            let at = t * g.out_stride + gi * GROUP_ROWS;
+            if let Some(o) = out.get_mut(at..at + GROUP_ROWS) {
+                o.copy_from_slice(&acc);
+            }
+        }
+    }
+}

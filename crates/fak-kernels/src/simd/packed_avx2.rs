@@ -1,0 +1,197 @@
+//! AVX2 kernel of [`crate::packed`]: one register holds the running sums
+//! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
+//! The formats differ only in how a step's 32 quants are loaded
+//! ([`Steps`]: Q8_0 loads them, Q5_0 rebuilds them from its bit planes).
+//!
+//! ```text
+//!   per block b, step k (values 4k..4k+4 of the block):
+//!     w   = 32 bytes: rows 0..8 × 4 quants          (loaded once per tile)
+//!     |w| = sign(w, w)
+//!     per token t:  x = the token's 4 quants, broadcast to all 8 lanes
+//!                   s[t] += madd(maddubs(|w|, sign(x, w)), 1)   exact i32
+//!   per token t:    acc[t] = acc[t] + (d_w · d_x[t]) · f32(s[t])
+//!   (w = Steps::step(block, k): the format's 8 rows × 4 quants)
+//! ```
+//!
+//! `|w| · sign(x, w)` is `w · x` for `x` in `-127..=127` (what the Q8_0
+//! activation quantizer produces); pairs of such products stay below
+//! `i16::MAX` even for a weight of `-128` (read by `maddubs` as unsigned
+//! 128). The float steps are exactly the scalar twin's.
+
+use std::arch::x86_64::*;
+
+use crate::blocks::BlockQ8_0;
+use crate::packed::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
+
+/// Activation block bytes.
+const AB: usize = BlockQ8_0::BYTES;
+
+/// Tokens per tile (measured best of 2–6 on the 1536 × 576 and 576 × 1536
+/// Q8_0 products: 4 fills the 16 registers without spilling).
+const TILE_TOKENS: usize = 4;
+
+/// How a packed format's group block yields each step's 32 signed quants
+/// (8 rows × 4 values, see [`crate::packed`]).
+trait Steps<const B: usize> {
+    /// Step `k`'s quants (`k < STEPS`).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn step(b: &[u8; B], k: usize) -> __m256i;
+}
+
+/// 32 bytes of `b` from byte `at` (zeros if out of range, which the fixed
+/// layouts rule out).
+#[inline(always)]
+fn bytes32<const B: usize>(b: &[u8; B], at: usize) -> &[u8; 32] {
+    match b
+        .get(at..at + 32)
+        .and_then(|s| <&[u8; 32]>::try_from(s).ok())
+    {
+        Some(s) => s,
+        None => &[0; 32],
+    }
+}
+
+/// Loads 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load(b: &[u8; 32]) -> __m256i {
+    // SAFETY: 32 readable bytes; `loadu` needs no alignment.
+    unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+}
+
+struct Q8;
+struct Q5;
+
+impl Steps<Q8_0_BYTES> for Q8 {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; Q8_0_BYTES], k: usize) -> __m256i {
+        load(bytes32(b, SCALE_BYTES + 32 * k))
+    }
+}
+
+impl Steps<Q5_0_BYTES> for Q5 {
+    /// Nibble plane `k / 2` (low or high half), minus 16 where the
+    /// high-bit plane's bit `k` is clear.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
+        let nib = load(bytes32(b, SCALE_BYTES + 32 * (k / 2)));
+        let low = _mm256_set1_epi8(15);
+        let q4 = if k.is_multiple_of(2) {
+            _mm256_and_si256(nib, low)
+        } else {
+            _mm256_and_si256(_mm256_srli_epi16::<4>(nib), low)
+        };
+        let hb = load(bytes32(b, SCALE_BYTES + 128));
+        let bit = _mm256_set1_epi8((1u8 << k) as i8);
+        let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), _mm256_setzero_si256());
+        _mm256_sub_epi8(q4, _mm256_and_si256(clear, _mm256_set1_epi8(16)))
+    }
+}
+
+/// The four activation quants `4k..4k+4` of a Q8_0 block, as one `i32`.
+#[inline(always)]
+fn quad(b: &[u8; AB], k: usize) -> i32 {
+    let at = 2 + 4 * k;
+    match b.get(at..at + 4) {
+        Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
+        None => 0,
+    }
+}
+
+/// One group (`w`: its `nb` blocks) times `T` activation rows; returns the
+/// 8 row results of each token.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile<S: Steps<B>, const B: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; AB]]; T],
+) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let mut ab: [&[u8; AB]; T] = [&[0; AB]; T];
+        for t in 0..T {
+            if let Some(x) = a[t].get(b) {
+                ab[t] = x;
+            }
+        }
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for k in 0..STEPS {
+            // SAFETY: this function runs with AVX2 enabled.
+            let wq = unsafe { S::step(wb, k) };
+            let aw = _mm256_sign_epi8(wq, wq);
+            for t in 0..T {
+                let x = _mm256_set1_epi32(quad(ab[t], k));
+                let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wq));
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ones));
+            }
+        }
+        let mut scales = [0u8; SCALE_BYTES];
+        scales.copy_from_slice(&wb[..SCALE_BYTES]);
+        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+        for t in 0..T {
+            let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
+            let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
+            let d = _mm256_mul_ps(dw, dx);
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
+        }
+    }
+    acc
+}
+
+/// Writes one token's 8 row results at `out[at..at + 8]` (skipped if
+/// `out` is too short, which the caller's checks rule out).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn store(out: &mut [f32], at: usize, v: __m256) {
+    if let Some(o) = out.get_mut(at..at + 8) {
+        // SAFETY: `o` is 8 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
+/// Every group of `g.w` against every token, `TILE_TOKENS` at a time.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_s<S: Steps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let arow = |t: usize| g.a.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let col = gi * 8;
+        for t0 in (0..full).step_by(TILE_TOKENS) {
+            let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
+            for (t, row) in a.iter_mut().enumerate() {
+                *row = arow(t0 + t);
+            }
+            let y = tile::<S, B, TILE_TOKENS>(group, a);
+            for (t, v) in y.into_iter().enumerate() {
+                store(out, (t0 + t) * g.out_stride + col, v);
+            }
+        }
+        for t in full..g.n_tok {
+            let [v] = tile::<S, B, 1>(group, [arow(t)]);
+            store(out, t * g.out_stride + col, v);
+        }
+    }
+}
+
+/// The packed product of [`crate::packed::packed_gemm`].
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
+    match g.format {
+        PackedFormat::Q8_0 => gemm_s::<Q8, Q8_0_BYTES>(g, out),
+        PackedFormat::Q5_0 => gemm_s::<Q5, Q5_0_BYTES>(g, out),
+    }
+}
