@@ -46,6 +46,7 @@ pub mod gemm;
 pub mod isa;
 pub mod ops;
 pub mod packed;
+mod packed_k;
 pub mod peak;
 pub mod pool;
 mod quant;

@@ -1,5 +1,7 @@
-//! Q8_0 and Q5_0 weight matrices repacked at load into 8-row groups, and
-//! their products with Q8_0 activation rows.
+//! Weight matrices repacked at load into 8-row groups, and their products
+//! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
+//! activations, below) and Q4_K and Q6_K (against Q8_K, in
+//! [`crate::packed_k`]).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -45,7 +47,7 @@ use std::ops::Range;
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{BlockQ5_0, BlockQ8_0};
+use crate::blocks::{BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
@@ -57,7 +59,7 @@ pub const GROUP_ROWS: usize = 8;
 const QK: usize = 32;
 
 /// Values per step (one `i32` lane of `maddubs` + `madd`).
-const STEP: usize = 4;
+pub(crate) const STEP: usize = 4;
 
 /// Steps per block.
 pub(crate) const STEPS: usize = QK / STEP;
@@ -81,6 +83,10 @@ pub enum PackedFormat {
     Q8_0,
     /// 5-bit quants: nibble planes plus a high-bit plane.
     Q5_0,
+    /// Q4_K super-blocks (see [`crate::packed_k`]).
+    Q4K,
+    /// Q6_K super-blocks (see [`crate::packed_k`]).
+    Q6K,
 }
 
 impl PackedFormat {
@@ -89,6 +95,8 @@ impl PackedFormat {
         match ty {
             GgmlType::Q8_0 => Some(PackedFormat::Q8_0),
             GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
+            GgmlType::Q4_K => Some(PackedFormat::Q4K),
+            GgmlType::Q6_K => Some(PackedFormat::Q6K),
             _ => None,
         }
     }
@@ -98,7 +106,15 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => GgmlType::Q8_0,
             PackedFormat::Q5_0 => GgmlType::Q5_0,
+            PackedFormat::Q4K => GgmlType::Q4_K,
+            PackedFormat::Q6K => GgmlType::Q6_K,
         }
+    }
+
+    /// The activation format of the products: Q8_0, or Q8_K for the
+    /// k-quants (as [`crate::vec_dot_type`]).
+    pub fn act_ty(self) -> GgmlType {
+        crate::vec_dot_type(self.ty())
     }
 
     /// Bytes of one group's block.
@@ -106,6 +122,29 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => Q8_0_BYTES,
             PackedFormat::Q5_0 => Q5_0_BYTES,
+            PackedFormat::Q4K => crate::packed_k::q4k::BYTES,
+            PackedFormat::Q6K => crate::packed_k::q6k::BYTES,
+        }
+    }
+
+    /// Packs row `r` of a group block `dst` from its GGUF block `b`.
+    fn pack_row(self, dst: &mut [u8], r: usize, b: &[u8]) {
+        match self {
+            PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+                let (d, q) = self.decode(b);
+                dst[2 * r..2 * r + 2].copy_from_slice(&d.to_le_bytes());
+                self.encode(dst, r, &q);
+            }
+            PackedFormat::Q4K => {
+                if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
+                    crate::packed_k::encode_q4_k(dst, r, b);
+                }
+            }
+            PackedFormat::Q6K => {
+                if let Ok(b) = <&[u8; BlockQ6_K::BYTES]>::try_from(b) {
+                    crate::packed_k::encode_q6_k(dst, r, b);
+                }
+            }
         }
     }
 
@@ -126,6 +165,7 @@ impl PackedFormat {
                 }
                 Err(_) => (0, [0; QK]),
             },
+            PackedFormat::Q4K | PackedFormat::Q6K => (0, [0; QK]),
         }
     }
 
@@ -144,6 +184,7 @@ impl PackedFormat {
                         dst[SCALE_BYTES + (k / 2) * 32 + p] |= (u & 15) << (4 * (k % 2));
                         dst[SCALE_BYTES + 128 + p] |= (u >> 4) << k;
                     }
+                    PackedFormat::Q4K | PackedFormat::Q6K => {}
                 }
             }
         }
@@ -162,6 +203,7 @@ impl PackedFormat {
                         let high = (b[SCALE_BYTES + 128 + p] >> k) & 1;
                         (low | high << 4) as i8 - 16
                     }
+                    PackedFormat::Q4K | PackedFormat::Q6K => 0,
                 };
             }
         }
@@ -197,7 +239,8 @@ impl PackedMatrix {
     ///
     /// # Errors
     ///
-    /// [`KernelError::PartialBlock`] if `n` is not a multiple of 32;
+    /// [`KernelError::PartialBlock`] if `n` is not a whole number of
+    /// blocks (32 values, 256 for the k-quants);
     /// [`KernelError::RowGroup`] if `rows` is not a multiple of
     /// [`GROUP_ROWS`]; [`KernelError::Length`] if `w` has the wrong length;
     /// [`KernelError::TooLarge`] if a size overflows.
@@ -227,15 +270,18 @@ impl PackedMatrix {
         };
         let total = row_bytes.checked_mul(rows).ok_or(too_large.clone())?;
         check.expect(Operand::WeightRow, total, w.len())?;
-        let (nb, gb, wb) = (n / QK, format.group_block_bytes(), ty.type_size());
-        let mut data = vec![0u8; total];
+        let (nb, wb) = (n / ty.block_size(), ty.type_size());
+        let gb = format.group_block_bytes();
+        let size = (rows / GROUP_ROWS)
+            .checked_mul(nb)
+            .and_then(|x| x.checked_mul(gb))
+            .ok_or(too_large)?;
+        let mut data = vec![0u8; size];
         for (i, dst) in data.chunks_exact_mut(gb).enumerate() {
             let (g, b) = (i / nb.max(1), i % nb.max(1));
             for r in 0..GROUP_ROWS {
                 let at = ((g * GROUP_ROWS + r) * nb + b) * wb;
-                let (d, q) = format.decode(w.get(at..at + wb).unwrap_or_default());
-                dst[2 * r..2 * r + 2].copy_from_slice(&d.to_le_bytes());
-                format.encode(dst, r, &q);
+                format.pack_row(dst, r, w.get(at..at + wb).unwrap_or_default());
             }
         }
         Ok(PackedMatrix {
@@ -332,8 +378,9 @@ pub(crate) struct PackedArgs<'a> {
     /// The selected groups' block bytes (`nb` blocks per group,
     /// group-major).
     pub(crate) w: &'a [u8],
-    /// `n_tok` activation rows of `nb` Q8_0 blocks each.
-    pub(crate) a: &'a [[u8; BlockQ8_0::BYTES]],
+    /// `n_tok` activation rows of `nb` blocks of `format.act_ty()` each,
+    /// contiguous.
+    pub(crate) a: &'a [u8],
     /// Activation rows.
     pub(crate) n_tok: usize,
     /// Output row stride.
@@ -358,15 +405,16 @@ fn run(
             group: GROUP_ROWS,
         });
     }
+    let aty = w.format.act_ty();
     let check = RowCheck {
         op: Op::VecDot,
-        ty: GgmlType::Q8_0,
+        ty: aty,
         n: w.n,
     };
     let row_bytes = check.bytes()?;
     let a_len = row_bytes.checked_mul(n_tok).ok_or(KernelError::TooLarge {
         op: Op::VecDot,
-        ty: GgmlType::Q8_0,
+        ty: aty,
         n: w.n,
     })?;
     check.expect(Operand::ActivationRow, a_len, a.len())?;
@@ -376,7 +424,7 @@ fn run(
     }
     let out_check = RowCheck {
         op: Op::VecDot,
-        ty: GgmlType::Q8_0,
+        ty: w.format.ty(),
         n: n_rows,
     };
     if n_tok > 1 && out_stride < n_rows {
@@ -387,7 +435,7 @@ fn run(
         .and_then(|x| x.checked_add(n_rows))
         .ok_or(KernelError::TooLarge {
             op: Op::VecDot,
-            ty: GgmlType::Q8_0,
+            ty: w.format.ty(),
             n: n_rows,
         })?;
     if out.len() < need {
@@ -397,7 +445,7 @@ fn run(
         format: w.format,
         nb: w.nb,
         w: w.groups(rows.start / GROUP_ROWS..rows.end / GROUP_ROWS),
-        a: a.as_chunks::<{ BlockQ8_0::BYTES }>().0,
+        a,
         n_tok,
         out_stride,
     };
@@ -413,26 +461,45 @@ fn run(
     Ok(())
 }
 
-/// The scalar twin: the arithmetic of the module diagram, element by
-/// element. `out` holds at least `(n_tok - 1) · out_stride + rows` values.
+/// The scalar twin: the arithmetic of the module diagram (and of
+/// [`crate::packed_k`]'s), element by element. `out` holds at least
+/// `(n_tok - 1) · out_stride + rows` values.
 fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
     let gb = g.format.group_block_bytes();
+    let ab = g.format.act_ty().type_size();
     let nb = g.nb.max(1);
     for (gi, group) in g.w.chunks_exact(nb * gb).enumerate() {
         for t in 0..g.n_tok {
-            let arow = g.a.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+            let arow = g.a.get(t * g.nb * ab..(t + 1) * g.nb * ab).unwrap_or(&[]);
             let mut acc = [0.0f32; GROUP_ROWS];
-            for (wb, ab) in group.chunks_exact(gb).zip(arow) {
-                let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let dw = f16_to_f32(u16::from_le_bytes([wb[2 * r], wb[2 * r + 1]]));
-                    let q = g.format.quants(wb, r);
-                    let s: i32 = q
-                        .iter()
-                        .zip(&ab[2..])
-                        .map(|(&w, &x)| i32::from(w) * i32::from(x as i8))
-                        .sum();
-                    *acc += (dw * dx) * s as f32;
+            for (wb, ab) in group.chunks_exact(gb).zip(arow.chunks_exact(ab)) {
+                match g.format {
+                    PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+                        let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let dw = f16_to_f32(u16::from_le_bytes([wb[2 * r], wb[2 * r + 1]]));
+                            let q = g.format.quants(wb, r);
+                            let s: i32 = q
+                                .iter()
+                                .zip(&ab[2..])
+                                .map(|(&w, &x)| i32::from(w) * i32::from(x as i8))
+                                .sum();
+                            *acc += (dw * dx) * s as f32;
+                        }
+                    }
+                    PackedFormat::Q4K | PackedFormat::Q6K => {
+                        let Ok(ab) = <&[u8; BlockQ8_K::BYTES]>::try_from(ab) else {
+                            continue;
+                        };
+                        let a = BlockQ8_K::from_bytes(ab);
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            *acc = if g.format == PackedFormat::Q4K {
+                                crate::packed_k::element_q4_k(wb, r, &a, *acc)
+                            } else {
+                                crate::packed_k::element_q6_k(wb, r, &a, *acc)
+                            };
+                        }
+                    }
                 }
             }
             let at = t * g.out_stride + gi * GROUP_ROWS;

@@ -1,4 +1,4 @@
-//! The packed Q8_0 and Q5_0 products (`fak_kernels::packed`): every ISA this CPU
+//! The packed Q8_0, Q5_0, Q4_K and Q6_K products (`fak_kernels::packed`): every ISA this CPU
 //! can run gives the bits of the scalar twin, which gives the bits of the
 //! arithmetic written out below from the unpacked blocks; the result stays
 //! close to `vec_dot`; sub-ranges, strides and thread-style splits change
@@ -6,19 +6,34 @@
 //!
 //! Inputs are fresh random blocks (three fixed seeds plus one new seed per
 //! run), over 1-7 blocks per row, 8-40 rows and 0-11 tokens (whole and
-//! partial 4-token tiles), with weight quants including -128.
+//! partial 4-token tiles), with Q8_0 weight quants including -128 and all
+//! other quant bytes random.
 
-use fak_kernels::blocks::{BlockQ5_0, BlockQ8_0};
+use fak_kernels::blocks::{
+    get_scale_min_k4, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
     packed_gemm, packed_gemm_with_isa, PackedFormat, PackedMatrix, GROUP_ROWS,
 };
-use fak_kernels::{vec_dot, Isa, KernelError};
+use fak_kernels::{quantize_acts, vec_dot, Isa, KernelError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn seeds() -> [u64; 4] {
     [1, 2, 3, rand::random()]
+}
+
+const FORMATS: [PackedFormat; 4] = [
+    PackedFormat::Q8_0,
+    PackedFormat::Q5_0,
+    PackedFormat::Q4K,
+    PackedFormat::Q6K,
+];
+
+/// Values per block of `format`.
+fn qk(format: PackedFormat) -> usize {
+    format.ty().block_size()
 }
 
 /// `n` Q8_0 blocks as bytes; quants from `lo..=127`.
@@ -34,71 +49,171 @@ fn blocks(rng: &mut StdRng, n: usize, lo: i8) -> Vec<u8> {
         .collect()
 }
 
+fn bytes<const N: usize>(rng: &mut StdRng) -> [u8; N] {
+    let mut b = [0u8; N];
+    rng.fill(&mut b[..]);
+    b
+}
+
+fn half(rng: &mut StdRng) -> u16 {
+    f32_to_f16(rng.gen_range(1e-4f32..0.05))
+}
+
 /// `n` random weight blocks of `format` as bytes (Q8_0 quants include
-/// -128; Q5_0 bytes are all random).
+/// -128; the other formats' quant bytes are all random).
 fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
-    match format {
-        PackedFormat::Q8_0 => blocks(rng, n, -128),
-        PackedFormat::Q5_0 => (0..n)
-            .flat_map(|_| {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        match format {
+            PackedFormat::Q8_0 => out.extend(blocks(rng, 1, -128)),
+            PackedFormat::Q5_0 => out.extend(
                 BlockQ5_0 {
-                    d: f32_to_f16(rng.gen_range(1e-4f32..0.05)),
+                    d: half(rng),
                     qh: rng.gen(),
                     qs: rng.gen(),
                 }
-                .to_bytes()
-            })
-            .collect(),
+                .to_bytes(),
+            ),
+            PackedFormat::Q4K => out.extend(
+                BlockQ4_K {
+                    d: half(rng),
+                    dmin: half(rng),
+                    scales: rng.gen(),
+                    qs: bytes(rng),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::Q6K => out.extend(
+                BlockQ6_K {
+                    ql: bytes(rng),
+                    qh: bytes(rng),
+                    scales: rng.gen(),
+                    d: half(rng),
+                }
+                .to_bytes(),
+            ),
+        }
     }
+    out
 }
 
-/// Scale bits and signed quants of one GGUF weight block.
+/// `n_tok` activation rows of `nb` blocks for `format`'s products: random
+/// Q8_0 blocks, or Q8_K rows quantized from random floats.
+fn acts(format: PackedFormat, rng: &mut StdRng, n_tok: usize, nb: usize) -> Vec<u8> {
+    if format.act_ty() == fak_gguf::GgmlType::Q8_0 {
+        return blocks(rng, n_tok * nb, -127);
+    }
+    let x: Vec<f32> = (0..n_tok * nb * 256)
+        .map(|_| rng.gen_range(-2.0f32..2.0))
+        .collect();
+    let mut a = vec![0u8; n_tok * nb * BlockQ8_K::BYTES];
+    quantize_acts(format.act_ty(), &x, &mut a).unwrap();
+    a
+}
+
+/// Scale bits and signed quants of one 32-value GGUF weight block.
 fn decode(format: PackedFormat, b: &[u8]) -> (u16, [i8; 32]) {
     match format {
         PackedFormat::Q8_0 => {
             let blk = BlockQ8_0::from_bytes(b.try_into().unwrap());
             (blk.d, blk.qs)
         }
-        PackedFormat::Q5_0 => {
+        _ => {
             let blk = BlockQ5_0::from_bytes(b.try_into().unwrap());
             (blk.d, blk.quants())
         }
     }
 }
 
-/// The documented arithmetic, from the unpacked rows: per block,
-/// `acc = acc + (d_w · d_x) · f32(Σ q_w · q_x)`.
-fn reference(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
-    let wb = format.ty().type_size();
-    let mut acc = 0.0f32;
-    for (wb, ab) in w.chunks_exact(wb).zip(a.chunks_exact(34)) {
-        let (d, q) = decode(format, wb);
-        let dw = f16_to_f32(d);
-        let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
-        let s: i32 = (0..32)
-            .map(|i| i32::from(q[i]) * i32::from(ab[2 + i] as i8))
-            .sum();
-        acc += (dw * dx) * s as f32;
+/// One block's term of the documented arithmetic, from the unpacked GGUF
+/// blocks: `(sa, ia, sb, ib)` with term `sa · ia − sb · ib` (`sb = ib = 0`
+/// for the formats without a separate offset term).
+fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32) {
+    match format {
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+            let (d, q) = decode(format, wb);
+            let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
+            let s: i32 = (0..32)
+                .map(|i| i32::from(q[i]) * i32::from(ab[2 + i] as i8))
+                .sum();
+            (f16_to_f32(d) * dx, s, 0.0, 0)
+        }
+        PackedFormat::Q4K => {
+            let w = BlockQ4_K::from_bytes(wb.try_into().unwrap());
+            let a = BlockQ8_K::from_bytes(ab.try_into().unwrap());
+            let ((sc, m), u) = (get_scale_min_k4(&w.scales), w.quants());
+            let (mut sumi, mut summ) = (0i32, 0i32);
+            for j in 0..8 {
+                let s: i32 = (32 * j..32 * j + 32)
+                    .map(|e| i32::from(u[e]) * i32::from(a.qs[e]))
+                    .sum();
+                sumi += i32::from(sc[j]) * s;
+                let bsum = i32::from(a.bsums[2 * j]) + i32::from(a.bsums[2 * j + 1]);
+                summ += i32::from(m[j]) * bsum;
+            }
+            let (d, dm) = (f16_to_f32(w.d), f16_to_f32(w.dmin));
+            (d * a.d, sumi, dm * a.d, summ)
+        }
+        PackedFormat::Q6K => {
+            let w = BlockQ6_K::from_bytes(wb.try_into().unwrap());
+            let a = BlockQ8_K::from_bytes(ab.try_into().unwrap());
+            let u = w.quants().map(|q| i32::from(q) + 32);
+            let (mut sumi, mut summ) = (0i32, 0i32);
+            for j in 0..16 {
+                let s: i32 = (16 * j..16 * j + 16)
+                    .map(|e| u[e] * i32::from(a.qs[e]))
+                    .sum();
+                let sc = i32::from(w.scales[j]);
+                sumi += sc * s;
+                summ += 32 * sc * i32::from(a.bsums[j]);
+            }
+            (f16_to_f32(w.d) * a.d, sumi - summ, 0.0, 0)
+        }
     }
-    acc
 }
 
-const FORMATS: [PackedFormat; 2] = [PackedFormat::Q8_0, PackedFormat::Q5_0];
+/// Pairs of weight and activation blocks of one row product.
+fn block_pairs<'a>(
+    format: PackedFormat,
+    w: &'a [u8],
+    a: &'a [u8],
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
+    w.chunks_exact(wb).zip(a.chunks_exact(ab))
+}
+
+/// The documented arithmetic over whole rows, blocks in order from 0.0.
+fn reference(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
+    block_pairs(format, w, a).fold(0.0f32, |acc, (wb, ab)| {
+        let (sa, ia, sb, ib) = block_ints(format, wb, ab);
+        acc + (sa * ia as f32 - sb * ib as f32)
+    })
+}
+
+/// The same dot product in f64, and the sum of its terms' magnitudes.
+fn exact(format: PackedFormat, w: &[u8], a: &[u8]) -> (f64, f64) {
+    block_pairs(format, w, a).fold((0.0, 0.0), |(v, m), (wb, ab)| {
+        let (sa, ia, sb, ib) = block_ints(format, wb, ab);
+        let (x, y) = (f64::from(sa) * f64::from(ia), f64::from(sb) * f64::from(ib));
+        (v + x - y, m + x.abs() + y.abs())
+    })
+}
 
 #[test]
 fn every_isa_gives_the_reference_bits() {
     for (seed, format) in seeds().into_iter().flat_map(|s| FORMATS.map(|f| (s, f))) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let wb = format.ty().type_size();
+        let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
         for nb in [1usize, 2, 3, 7] {
-            let n = nb * 32;
+            let n = nb * qk(format);
             for rows in [8usize, 16, 40] {
                 for n_tok in [0usize, 1, 3, 4, 5, 8, 11] {
                     let w = weights(format, &mut rng, rows * nb);
-                    let a = blocks(&mut rng, n_tok * nb, -127);
+                    let a = acts(format, &mut rng, n_tok, nb);
                     let p = PackedMatrix::pack(format, &w, rows, n).unwrap();
                     assert_eq!((p.rows(), p.n(), p.format()), (rows, n, format));
-                    assert_eq!(p.bytes(), w.len());
+                    let gb = format.group_block_bytes();
+                    assert_eq!(p.bytes(), rows / GROUP_ROWS * nb * gb);
                     let stride = rows + 5;
                     let mut want = vec![f32::NAN; n_tok * stride];
                     for t in 0..n_tok {
@@ -106,7 +221,7 @@ fn every_isa_gives_the_reference_bits() {
                             want[t * stride + j] = reference(
                                 format,
                                 &w[j * nb * wb..(j + 1) * nb * wb],
-                                &a[t * nb * 34..(t + 1) * nb * 34],
+                                &a[t * nb * ab..(t + 1) * nb * ab],
                             );
                         }
                     }
@@ -120,7 +235,7 @@ fn every_isa_gives_the_reference_bits() {
                             .all(|(x, y)| x.to_bits() == y.to_bits());
                         assert!(
                             same,
-                            "seed {seed} {isa:?} nb {nb} rows {rows} n_tok {n_tok}"
+                            "seed {seed} {format:?} {isa:?} nb {nb} rows {rows} n_tok {n_tok}"
                         );
                     }
                 }
@@ -140,10 +255,11 @@ fn row_ranges_match_the_whole_product() {
 
 fn row_ranges_match(format: PackedFormat) {
     let mut rng = StdRng::seed_from_u64(9);
-    let (rows, nb, n_tok) = (48usize, 5usize, 7usize);
+    let (rows, nb, n_tok) = (48usize, 3usize, 7usize);
+    let ab = format.act_ty().type_size();
     let w = weights(format, &mut rng, rows * nb);
-    let a = blocks(&mut rng, n_tok * nb, -127);
-    let p = PackedMatrix::pack(format, &w, rows, nb * 32).unwrap();
+    let a = acts(format, &mut rng, n_tok, nb);
+    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
     let mut whole = vec![0.0f32; n_tok * rows];
     packed_gemm(&p, 0..rows, (&a, n_tok), &mut whole, rows).unwrap();
     for (lo, hi) in [(0usize, 8usize), (8, 24), (16, 48), (40, 48), (24, 24)] {
@@ -165,7 +281,7 @@ fn row_ranges_match(format: PackedFormat) {
         packed_gemm(
             &p,
             0..rows,
-            (&a[t * nb * 34..(t + 1) * nb * 34], 1),
+            (&a[t * nb * ab..(t + 1) * nb * ab], 1),
             &mut one,
             rows,
         )
@@ -178,8 +294,9 @@ fn row_ranges_match(format: PackedFormat) {
     }
 }
 
-/// The packed product computes the same dot products as `vec_dot`, up to
-/// float rounding (it scales exact block sums in another order).
+/// The packed product computes the same dot products as `vec_dot`: both
+/// are within 1e-6 of the terms' magnitude of the exact (f64) value (the
+/// result itself can be a small difference of large block terms).
 #[test]
 fn close_to_vec_dot() {
     for format in FORMATS {
@@ -189,30 +306,38 @@ fn close_to_vec_dot() {
 
 fn close_to_vec_dot_for(format: PackedFormat) {
     let mut rng = StdRng::seed_from_u64(5);
-    let (rows, nb, n_tok) = (32usize, 18usize, 6usize);
-    let wb = format.ty().type_size();
+    let nb = if qk(format) == 32 { 18 } else { 4 };
+    let (rows, n_tok) = (32usize, 6usize);
+    let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
     let w = match format {
         PackedFormat::Q8_0 => blocks(&mut rng, rows * nb, -127),
-        PackedFormat::Q5_0 => weights(format, &mut rng, rows * nb),
+        _ => weights(format, &mut rng, rows * nb),
     };
-    let a = blocks(&mut rng, n_tok * nb, -127);
-    let p = PackedMatrix::pack(format, &w, rows, nb * 32).unwrap();
+    let a = acts(format, &mut rng, n_tok, nb);
+    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
     let mut out = vec![0.0f32; n_tok * rows];
     packed_gemm(&p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
     for t in 0..n_tok {
         for j in 0..rows {
             let want = vec_dot(
                 format.ty(),
-                nb * 32,
+                nb * qk(format),
                 &w[j * nb * wb..(j + 1) * nb * wb],
-                &a[t * nb * 34..(t + 1) * nb * 34],
+                &a[t * nb * ab..(t + 1) * nb * ab],
             )
             .unwrap();
             let got = out[t * rows + j];
-            assert!(
-                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
-                "{format:?} row {j} token {t}: {got} vs {want}"
+            let (x, mag) = exact(
+                format,
+                &w[j * nb * wb..(j + 1) * nb * wb],
+                &a[t * nb * ab..(t + 1) * nb * ab],
             );
+            for (name, y) in [("packed", got), ("vec_dot", want)] {
+                assert!(
+                    (f64::from(y) - x).abs() <= 1e-6 * mag,
+                    "{format:?} row {j} token {t}: {name} {y} vs exact {x} (terms {mag})"
+                );
+            }
         }
     }
 }

@@ -28,7 +28,7 @@ const AB: usize = BlockQ8_0::BYTES;
 
 /// Tokens per tile (measured best of 2–6 on the 1536 × 576 and 576 × 1536
 /// Q8_0 products: 4 fills the 16 registers without spilling).
-const TILE_TOKENS: usize = 4;
+pub(super) const TILE_TOKENS: usize = 4;
 
 /// How a packed format's group block yields each step's 32 signed quants
 /// (8 rows × 4 values, see [`crate::packed`]).
@@ -44,7 +44,7 @@ trait Steps<const B: usize> {
 /// 32 bytes of `b` from byte `at` (zeros if out of range, which the fixed
 /// layouts rule out).
 #[inline(always)]
-fn bytes32<const B: usize>(b: &[u8; B], at: usize) -> &[u8; 32] {
+pub(super) fn bytes32<const B: usize>(b: &[u8; B], at: usize) -> &[u8; 32] {
     match b
         .get(at..at + 32)
         .and_then(|s| <&[u8; 32]>::try_from(s).ok())
@@ -57,7 +57,7 @@ fn bytes32<const B: usize>(b: &[u8; B], at: usize) -> &[u8; 32] {
 /// Loads 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn load(b: &[u8; 32]) -> __m256i {
+pub(super) fn load(b: &[u8; 32]) -> __m256i {
     // SAFETY: 32 readable bytes; `loadu` needs no alignment.
     unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
 }
@@ -149,7 +149,7 @@ fn tile<S: Steps<B>, const B: usize, const T: usize>(
 /// `out` is too short, which the caller's checks rule out).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn store(out: &mut [f32], at: usize, v: __m256) {
+pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
     if let Some(o) = out.get_mut(at..at + 8) {
         // SAFETY: `o` is 8 writable f32s; `storeu` needs no alignment.
         unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
@@ -162,7 +162,8 @@ fn store(out: &mut [f32], at: usize, v: __m256) {
 fn gemm_s<S: Steps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
-    let arow = |t: usize| g.a.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
     let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
     for (gi, group) in blocks.chunks_exact(nb).enumerate() {
         let col = gi * 8;
@@ -193,5 +194,6 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_s::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_s::<Q5, Q5_0_BYTES>(g, out),
+        PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm(g, out),
     }
 }

@@ -1,0 +1,185 @@
+//! The k-quant formats of [`crate::packed`]: Q4_K and Q6_K super-blocks
+//! (256 values) of 8 weight rows, against Q8_K activation rows.
+//!
+//! A weight value is `d · sc[j] · u − dm · m[j]` with an unsigned quant
+//! `u` and a per-sub-block scale `sc[j]` and offset `m[j]`:
+//!
+//! ```text
+//!   Q4_K: u in 0..16, sub-blocks of 32, dm = dmin, m[j] = the 6-bit min
+//!   Q6_K: u in 0..64, sub-blocks of 16, dm = d,    m[j] = 32 · sc[j]
+//!
+//!   packed group block (8 rows, one super-block; position p = 4·row + i,
+//!   step k = values 4k..4k+4, u[k][p] = row's value 4k+i):
+//!   Q4_K (1184 B): d 8 × f16 | dmin 8 × f16 | sc[j][row] 8 × 8 u8
+//!                  | m[j][row] 8 × 8 u8 | nibbles: chunk c (32 B), byte p =
+//!                    u[2c][p] | u[2c+1][p] << 4                 (32 chunks)
+//!   Q6_K (1680 B): d 8 × f16 | sc[j][row] 16 × 8 i8
+//!                  | nibbles as Q4_K (low 4 bits)               (32 chunks)
+//!                  | high bits: chunk c, byte p, bits 2i..2i+2 =
+//!                    u[4c+i][p] >> 4                            (16 chunks)
+//!
+//!   per row r, token t (Q8_K: f32 d_x, quants x, bsums B16), super-block:
+//!     S[j]  = Σ_{values of sub-block j} u · x                  exact i32
+//!     sumi  = Σ_j sc[j] · S[j]                                 exact i32
+//!     summ  = Σ_j m[j] · (Σ x over sub-block j, from bsums)    exact i32
+//!     Q4_K: acc = acc + ((d · d_x) · f32(sumi) − (dmin · d_x) · f32(summ))
+//!     Q6_K: acc = acc + (d · d_x) · f32(sumi − summ)
+//! ```
+//!
+//! Q6_K takes its offset off in integers: `sumi` and `summ` can both be
+//! far above 2^24, where converting each to f32 first loses the digits of
+//! their difference (a first version did, and missed `vec_dot` by 5e-5
+//! relative). Q4_K's mins use their own scale, so they stay a float term,
+//! as in llama.cpp.
+//!
+//! Q6_K is 8 × 210 bytes, exactly the GGUF size; Q4_K's unpacked scales
+//! make it 1184 instead of 1152 bytes (3% more).
+
+use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use crate::fp::f16_to_f32;
+use crate::packed::{GROUP_ROWS, STEP};
+
+/// Values per super-block.
+pub(crate) const QK_K: usize = 256;
+
+/// Steps per super-block.
+pub(crate) const K_STEPS: usize = QK_K / STEP;
+
+/// Byte offsets of a packed Q4_K group block.
+pub(crate) mod q4k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// `dmin`, 8 × f16.
+    pub(crate) const DMIN: usize = 16;
+    /// Scales: sub-block `j`, row `r` at `SC + 8j + r`.
+    pub(crate) const SC: usize = 32;
+    /// Mins, like the scales.
+    pub(crate) const M: usize = 96;
+    /// Nibble chunks: chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 160;
+    /// Bytes.
+    pub(crate) const BYTES: usize = NIB + 32 * 32;
+}
+
+/// Byte offsets of a packed Q6_K group block.
+pub(crate) mod q6k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Scales (i8): sub-block `j`, row `r` at `SC + 8j + r`.
+    pub(crate) const SC: usize = 16;
+    /// Nibble chunks: chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 144;
+    /// High-bit chunks: chunk `c` at `HIGH + 32c`.
+    pub(crate) const HIGH: usize = NIB + 32 * 32;
+    /// Bytes.
+    pub(crate) const BYTES: usize = HIGH + 16 * 32;
+}
+
+const _: () = assert!(q4k::BYTES == 1184);
+const _: () = assert!(q6k::BYTES == GROUP_ROWS * BlockQ6_K::BYTES);
+
+/// Writes the 4-bit quants `u` (256, element order) of row `r` into the
+/// nibble chunks at `nib`.
+fn put_nibbles(dst: &mut [u8], nib: usize, r: usize, u: &[u8; QK_K]) {
+    for k in 0..K_STEPS {
+        for i in 0..STEP {
+            let p = r * STEP + i;
+            dst[nib + 32 * (k / 2) + p] |= (u[k * STEP + i] & 15) << (4 * (k % 2));
+        }
+    }
+}
+
+/// Packs row `r` of a group block from its GGUF Q4_K block `b`.
+pub(crate) fn encode_q4_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ4_K::BYTES]) {
+    let blk = BlockQ4_K::from_bytes(b);
+    let (sc, m) = get_scale_min_k4(&blk.scales);
+    dst[q4k::D + 2 * r..q4k::D + 2 * r + 2].copy_from_slice(&blk.d.to_le_bytes());
+    dst[q4k::DMIN + 2 * r..q4k::DMIN + 2 * r + 2].copy_from_slice(&blk.dmin.to_le_bytes());
+    for j in 0..8 {
+        dst[q4k::SC + 8 * j + r] = sc[j];
+        dst[q4k::M + 8 * j + r] = m[j];
+    }
+    put_nibbles(dst, q4k::NIB, r, &blk.quants());
+}
+
+/// Packs row `r` of a group block from its GGUF Q6_K block `b`.
+pub(crate) fn encode_q6_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ6_K::BYTES]) {
+    let blk = BlockQ6_K::from_bytes(b);
+    dst[q6k::D + 2 * r..q6k::D + 2 * r + 2].copy_from_slice(&blk.d.to_le_bytes());
+    for j in 0..16 {
+        dst[q6k::SC + 8 * j + r] = blk.scales[j] as u8;
+    }
+    let u = blk.quants().map(|q| (q + 32) as u8);
+    put_nibbles(dst, q6k::NIB, r, &u);
+    for k in 0..K_STEPS {
+        for i in 0..STEP {
+            let p = r * STEP + i;
+            dst[q6k::HIGH + 32 * (k / 4) + p] |= (u[k * STEP + i] >> 4) << (2 * (k % 4));
+        }
+    }
+}
+
+/// Row `r`'s 4-bit quants read back from the nibble chunks at `nib`.
+fn nibbles(b: &[u8], nib: usize, r: usize) -> [u8; QK_K] {
+    let mut u = [0u8; QK_K];
+    for k in 0..K_STEPS {
+        for i in 0..STEP {
+            u[k * STEP + i] = (b[nib + 32 * (k / 2) + r * STEP + i] >> (4 * (k % 2))) & 15;
+        }
+    }
+    u
+}
+
+/// `Σ u · x` over each sub-block of `sub` values.
+fn sub_sums<const N: usize>(u: &[u8; QK_K], x: &[i8; QK_K], sub: usize) -> [i32; N] {
+    let mut s = [0i32; N];
+    for (e, (&u, &x)) in u.iter().zip(x).enumerate() {
+        s[e / sub] += i32::from(u) * i32::from(x);
+    }
+    s
+}
+
+/// The scalar twin's element: one packed row `r` of one group block `b`
+/// against one Q8_K activation block `a`, added to `acc` (module diagram).
+pub(crate) fn element_q4_k(b: &[u8], r: usize, a: &BlockQ8_K, acc: f32) -> f32 {
+    let u = nibbles(b, q4k::NIB, r);
+    let s = sub_sums::<8>(&u, &a.qs, 32);
+    let (mut sumi, mut summ) = (0i32, 0i32);
+    for j in 0..8 {
+        sumi += i32::from(b[q4k::SC + 8 * j + r]) * s[j];
+        let bsum = i32::from(a.bsums[2 * j]) + i32::from(a.bsums[2 * j + 1]);
+        summ += i32::from(b[q4k::M + 8 * j + r]) * bsum;
+    }
+    let d = f16_to_f32(u16::from_le_bytes([
+        b[q4k::D + 2 * r],
+        b[q4k::D + 2 * r + 1],
+    ]));
+    let dm = f16_to_f32(u16::from_le_bytes([
+        b[q4k::DMIN + 2 * r],
+        b[q4k::DMIN + 2 * r + 1],
+    ]));
+    acc + ((d * a.d) * sumi as f32 - (dm * a.d) * summ as f32)
+}
+
+/// As [`element_q4_k`], for Q6_K.
+pub(crate) fn element_q6_k(b: &[u8], r: usize, a: &BlockQ8_K, acc: f32) -> f32 {
+    let mut u = nibbles(b, q6k::NIB, r);
+    for (k, q) in u.chunks_exact_mut(STEP).enumerate() {
+        for (i, q) in q.iter_mut().enumerate() {
+            let hb = b[q6k::HIGH + 32 * (k / 4) + r * STEP + i] >> (2 * (k % 4)) & 3;
+            *q |= hb << 4;
+        }
+    }
+    let s = sub_sums::<16>(&u, &a.qs, 16);
+    let (mut sumi, mut summ) = (0i32, 0i32);
+    for j in 0..16 {
+        let sc = i32::from(b[q6k::SC + 8 * j + r] as i8);
+        sumi += sc * s[j];
+        summ += 32 * sc * i32::from(a.bsums[j]);
+    }
+    let d = f16_to_f32(u16::from_le_bytes([
+        b[q6k::D + 2 * r],
+        b[q6k::D + 2 * r + 1],
+    ]));
+    acc + (d * a.d) * (sumi - summ) as f32
+}

@@ -1,0 +1,298 @@
+//! AVX2 kernel of the packed k-quants ([`crate::packed_k`]): one register
+//! lane per weight row, a tile of one 8-row group against `T` tokens.
+//!
+//! ```text
+//!   per super-block, per sub-block j:
+//!     per step k of j:  u = the step's unsigned quants (8 rows × 4)
+//!                       per token t: S[t] += madd(maddubs(u, x_t[k]), 1)
+//!     per token t:      sumi[t] += sc[j] · S[t]          (vpmulld, exact)
+//!   per token t: summ = Σ_j m[j] · bsum_t[j]; acc[t] = acc[t] + term
+//!                (term: Q4_K (d·d_x)·f32(sumi) − (dmin·d_x)·f32(summ),
+//!                       Q6_K (d·d_x)·f32(sumi − summ))
+//! ```
+//!
+//! `u` is unsigned (below 64) and `x` signed, so `maddubs` needs no sign
+//! fix-up and its pair sums (at most 2 · 63 · 128) cannot saturate.
+
+use std::arch::x86_64::*;
+
+use super::packed_avx2::{bytes32, load, store, TILE_TOKENS};
+use crate::blocks::BlockQ8_K;
+use crate::packed::{PackedArgs, PackedFormat};
+use crate::packed_k::{q4k, q6k, K_STEPS};
+
+/// Activation (Q8_K) block bytes.
+const AB: usize = BlockQ8_K::BYTES;
+
+/// Byte offset of a Q8_K block's `bsums`.
+const BSUMS: usize = 260;
+
+/// How a packed k-quant group block yields its operands.
+trait KSteps<const B: usize> {
+    /// Steps per sub-block (8 for 32 values, 4 for 16).
+    const SUB_STEPS: usize;
+
+    /// Step `k`'s unsigned quants (8 rows × 4).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn step(b: &[u8; B], k: usize) -> __m256i;
+
+    /// Sub-block `j`'s scales, one `i32` per row.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn scales(b: &[u8; B], j: usize) -> __m256i;
+
+    /// `summ` per row for one activation block.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn offsets(b: &[u8; B], a: &[u8; AB]) -> __m256i;
+
+    /// The super-block's float term per row, from the exact `sumi` and
+    /// `summ` and the activation scale `dx` (see [`crate::packed_k`]).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn term(b: &[u8; B], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256;
+}
+
+/// 8 bytes of `b` from `at` (zeros past the end, which the layouts rule
+/// out) in the low half of a vector.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn bytes8<const B: usize>(b: &[u8; B], at: usize) -> __m128i {
+    let mut v = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        v.copy_from_slice(s);
+    }
+    _mm_set_epi64x(0, i64::from_le_bytes(v))
+}
+
+/// 8 × f16 at `at`, as f32.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn halves<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
+    let mut v = [0u8; 16];
+    if let Some(s) = b.get(at..at + 16) {
+        v.copy_from_slice(s);
+    }
+    // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(v.as_ptr().cast()) })
+}
+
+/// `bsums[g]` of a Q8_K block.
+#[inline(always)]
+fn bsum(a: &[u8; AB], g: usize) -> i32 {
+    let at = BSUMS + 2 * g;
+    match a.get(at..at + 2) {
+        Some(s) => i32::from(i16::from_le_bytes([s[0], s[1]])),
+        None => 0,
+    }
+}
+
+/// The 4-bit quants of step `k` from the nibble chunks at `nib`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn nibbles<const B: usize>(b: &[u8; B], nib: usize, k: usize) -> __m256i {
+    let chunk = load(bytes32(b, nib + 32 * (k / 2)));
+    let low = _mm256_set1_epi8(15);
+    if k.is_multiple_of(2) {
+        _mm256_and_si256(chunk, low)
+    } else {
+        _mm256_and_si256(_mm256_srli_epi16::<4>(chunk), low)
+    }
+}
+
+struct Q4K;
+struct Q6K;
+
+impl KSteps<{ q4k::BYTES }> for Q4K {
+    const SUB_STEPS: usize = 8;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; q4k::BYTES], k: usize) -> __m256i {
+        nibbles(b, q4k::NIB, k)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; q4k::BYTES], j: usize) -> __m256i {
+        _mm256_cvtepu8_epi32(bytes8(b, q4k::SC + 8 * j))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; q4k::BYTES], a: &[u8; AB]) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..8 {
+            let m = _mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * j));
+            let x = _mm256_set1_epi32(bsum(a, 2 * j) + bsum(a, 2 * j + 1));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(m, x));
+        }
+        s
+    }
+
+    /// `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; q4k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        let (d, dm) = (halves(b, q4k::D), halves(b, q4k::DMIN));
+        _mm256_sub_ps(
+            _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi)),
+            _mm256_mul_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(summ)),
+        )
+    }
+}
+
+impl KSteps<{ q6k::BYTES }> for Q6K {
+    const SUB_STEPS: usize = 4;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; q6k::BYTES], k: usize) -> __m256i {
+        let low = nibbles(b, q6k::NIB, k);
+        let high = load(bytes32(b, q6k::HIGH + 32 * (k / 4)));
+        let count = _mm_cvtsi32_si128(2 * (k % 4) as i32);
+        let h = _mm256_and_si256(_mm256_srl_epi16(high, count), _mm256_set1_epi8(3));
+        _mm256_or_si256(low, _mm256_slli_epi16::<4>(h))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; q6k::BYTES], j: usize) -> __m256i {
+        _mm256_cvtepi8_epi32(bytes8(b, q6k::SC + 8 * j))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; q6k::BYTES], a: &[u8; AB]) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..16 {
+            // SAFETY: this function runs with AVX2 enabled.
+            let sc = unsafe { Self::scales(b, j) };
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bsum(a, j))));
+        }
+        _mm256_slli_epi32::<5>(s)
+    }
+
+    /// `(d · dx) · f32(sumi − summ)`: the offset is exact, so it is
+    /// taken off in integers (both sums can be far above 2^24).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; q6k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        let d = halves(b, q6k::D);
+        _mm256_mul_ps(
+            _mm256_mul_ps(d, dx),
+            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
+        )
+    }
+}
+
+/// The four activation quants `4k..4k+4` of a Q8_K block, as one `i32`.
+#[inline(always)]
+fn quad(b: &[u8; AB], k: usize) -> i32 {
+    let at = 4 + 4 * k;
+    match b.get(at..at + 4) {
+        Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
+        None => 0,
+    }
+}
+
+/// One group (`w`: its super-blocks) times `T` activation rows; returns
+/// the 8 row results of each token.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile<S: KSteps<B>, const B: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; AB]]; T],
+) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let mut ab: [&[u8; AB]; T] = [&[0; AB]; T];
+        for t in 0..T {
+            if let Some(x) = a[t].get(b) {
+                ab[t] = x;
+            }
+        }
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for j in 0..K_STEPS / S::SUB_STEPS {
+            let mut s = [_mm256_setzero_si256(); T];
+            for kk in 0..S::SUB_STEPS {
+                let k = j * S::SUB_STEPS + kk;
+                // SAFETY (this and the calls below): this function runs
+                // with AVX2, FMA and F16C enabled.
+                let u = unsafe { S::step(wb, k) };
+                for t in 0..T {
+                    let x = _mm256_set1_epi32(quad(ab[t], k));
+                    let p = _mm256_maddubs_epi16(u, x);
+                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
+                }
+            }
+            // SAFETY: as above.
+            let sc = unsafe { S::scales(wb, j) };
+            for t in 0..T {
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(sc, s[t]));
+            }
+        }
+        for t in 0..T {
+            // SAFETY: as above.
+            let summ = unsafe { S::offsets(wb, ab[t]) };
+            let dx = _mm256_set1_ps(f32::from_le_bytes([ab[t][0], ab[t][1], ab[t][2], ab[t][3]]));
+            // SAFETY: as above.
+            let v = unsafe { S::term(wb, dx, sumi[t], summ) };
+            acc[t] = _mm256_add_ps(acc[t], v);
+        }
+    }
+    acc
+}
+
+/// Every group of `g.w` against every token, `TILE_TOKENS` at a time.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_s<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let col = gi * 8;
+        for t0 in (0..full).step_by(TILE_TOKENS) {
+            let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
+            for (t, row) in a.iter_mut().enumerate() {
+                *row = arow(t0 + t);
+            }
+            let y = tile::<S, B, TILE_TOKENS>(group, a);
+            for (t, v) in y.into_iter().enumerate() {
+                store(out, (t0 + t) * g.out_stride + col, v);
+            }
+        }
+        for t in full..g.n_tok {
+            let [v] = tile::<S, B, 1>(group, [arow(t)]);
+            store(out, t * g.out_stride + col, v);
+        }
+    }
+}
+
+/// The packed k-quant products of [`crate::packed::packed_gemm`]
+/// (`g.format` is Q4_K or Q6_K; other formats write nothing).
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
+    match g.format {
+        PackedFormat::Q4K => gemm_s::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q6K => gemm_s::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
+    }
+}
