@@ -344,6 +344,45 @@ impl GgufFile {
         range.and_then(|r| self.bytes().get(r)).unwrap_or(&[])
     }
 
+    /// Lets the OS drop this process's mapped pages of `t`'s data (those
+    /// wholly inside it, at 64 KiB granularity) once a caller has copied
+    /// the data elsewhere, e.g. repacked it. The data stays readable:
+    /// [`GgufFile::tensor_data`] faults the pages back in from the file
+    /// (page cache) on the next access. This keeps the resident size of a
+    /// model whose weights are repacked at load near one copy instead of
+    /// two. Does nothing for files held in memory, or off Unix, or if the
+    /// OS refuses (it is only advice).
+    pub fn release_tensor_pages(&self, t: &TensorInfo) {
+        const GRAIN: u64 = 64 * 1024;
+        #[cfg(unix)]
+        if let Storage::Mapped(map) = &self.storage {
+            let Some(start) = self.data_offset.checked_add(t.offset) else {
+                return;
+            };
+            let Some(end) = start.checked_add(t.n_bytes) else {
+                return;
+            };
+            let (lo, hi) = (start.next_multiple_of(GRAIN), end / GRAIN * GRAIN);
+            let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
+                return;
+            };
+            if lo < hi && hi <= map.len() {
+                // SAFETY: the mapping is a read-only, shared mapping of a
+                // file (`Mmap::map`). MADV_DONTNEED on it only unmaps the
+                // pages from this process: the next read faults them back
+                // in with the file's unchanged contents, so every `&[u8]`
+                // into the mapping keeps reading the same bytes. The range
+                // is inside the mapping and starts at a multiple of 64 KiB
+                // from its (page-aligned) start. Failure is harmless.
+                let _ = unsafe {
+                    map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, lo, hi - lo)
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (t, GRAIN);
+    }
+
     /// The data of the tensor called `name` (see [`GgufFile::tensor_data`]).
     pub fn tensor_data_by_name(&self, name: &str) -> Option<&[u8]> {
         self.tensor(name).map(|t| self.tensor_data(t))

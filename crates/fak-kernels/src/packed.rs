@@ -51,6 +51,7 @@ use crate::blocks::{BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
+use crate::pool::ThreadPool;
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
 pub const GROUP_ROWS: usize = 8;
@@ -130,10 +131,31 @@ impl PackedFormat {
     /// Packs row `r` of a group block `dst` from its GGUF block `b`.
     fn pack_row(self, dst: &mut [u8], r: usize, b: &[u8]) {
         match self {
-            PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
-                let (d, q) = self.decode(b);
-                dst[2 * r..2 * r + 2].copy_from_slice(&d.to_le_bytes());
-                self.encode(dst, r, &q);
+            PackedFormat::Q8_0 => {
+                let Ok(b) = <&[u8; BlockQ8_0::BYTES]>::try_from(b) else {
+                    return;
+                };
+                dst[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+                for k in 0..STEPS {
+                    let at = SCALE_BYTES + k * GROUP_ROWS * STEP + r * STEP;
+                    dst[at..at + STEP].copy_from_slice(&b[2 + k * STEP..2 + (k + 1) * STEP]);
+                }
+            }
+            PackedFormat::Q5_0 => {
+                // Straight from the bits: the stored 5-bit value `u = q + 16`
+                // is the low nibble of `qs[e % 16]` (high half for e >= 16)
+                // with bit `e` of `qh` on top.
+                let Ok(b) = <&[u8; BlockQ5_0::BYTES]>::try_from(b) else {
+                    return;
+                };
+                dst[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+                let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                for e in 0..QK {
+                    let (k, p) = (e / STEP, r * STEP + e % STEP);
+                    let low = (b[6 + e % 16] >> (4 * (e / 16))) & 15;
+                    dst[SCALE_BYTES + (k / 2) * 32 + p] |= low << (4 * (k % 2));
+                    dst[SCALE_BYTES + 128 + p] |= (((qh >> e) & 1) as u8) << k;
+                }
             }
             PackedFormat::Q4K => {
                 if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
@@ -143,48 +165,6 @@ impl PackedFormat {
             PackedFormat::Q6K => {
                 if let Ok(b) = <&[u8; BlockQ6_K::BYTES]>::try_from(b) {
                     crate::packed_k::encode_q6_k(dst, r, b);
-                }
-            }
-        }
-    }
-
-    /// The f16 scale bits and signed quants of one GGUF block.
-    fn decode(self, b: &[u8]) -> (u16, [i8; QK]) {
-        match self {
-            PackedFormat::Q8_0 => match <&[u8; BlockQ8_0::BYTES]>::try_from(b) {
-                Ok(b) => {
-                    let blk = BlockQ8_0::from_bytes(b);
-                    (blk.d, blk.qs)
-                }
-                Err(_) => (0, [0; QK]),
-            },
-            PackedFormat::Q5_0 => match <&[u8; BlockQ5_0::BYTES]>::try_from(b) {
-                Ok(b) => {
-                    let blk = BlockQ5_0::from_bytes(b);
-                    (blk.d, blk.quants())
-                }
-                Err(_) => (0, [0; QK]),
-            },
-            PackedFormat::Q4K | PackedFormat::Q6K => (0, [0; QK]),
-        }
-    }
-
-    /// Writes row `r`'s quants `q` into a group block `dst` (scales aside).
-    fn encode(self, dst: &mut [u8], r: usize, q: &[i8; QK]) {
-        for k in 0..STEPS {
-            for i in 0..STEP {
-                let p = r * STEP + i;
-                let v = q[k * STEP + i];
-                match self {
-                    PackedFormat::Q8_0 => {
-                        dst[SCALE_BYTES + k * GROUP_ROWS * STEP + p] = v as u8;
-                    }
-                    PackedFormat::Q5_0 => {
-                        let u = (v + 16) as u8;
-                        dst[SCALE_BYTES + (k / 2) * 32 + p] |= (u & 15) << (4 * (k % 2));
-                        dst[SCALE_BYTES + 128 + p] |= (u >> 4) << k;
-                    }
-                    PackedFormat::Q4K | PackedFormat::Q6K => {}
                 }
             }
         }
@@ -250,6 +230,32 @@ impl PackedMatrix {
         rows: usize,
         n: usize,
     ) -> Result<PackedMatrix, KernelError> {
+        PackedMatrix::pack_inner(None, format, w, rows, n)
+    }
+
+    /// [`PackedMatrix::pack`] with the groups spread over `pool`'s threads
+    /// (the same bytes; model loading uses it).
+    ///
+    /// # Errors
+    ///
+    /// As [`PackedMatrix::pack`].
+    pub fn pack_on(
+        pool: &ThreadPool,
+        format: PackedFormat,
+        w: &[u8],
+        rows: usize,
+        n: usize,
+    ) -> Result<PackedMatrix, KernelError> {
+        PackedMatrix::pack_inner(Some(pool), format, w, rows, n)
+    }
+
+    fn pack_inner(
+        pool: Option<&ThreadPool>,
+        format: PackedFormat,
+        w: &[u8],
+        rows: usize,
+        n: usize,
+    ) -> Result<PackedMatrix, KernelError> {
         let ty = format.ty();
         let check = RowCheck {
             op: Op::Pack,
@@ -272,17 +278,37 @@ impl PackedMatrix {
         check.expect(Operand::WeightRow, total, w.len())?;
         let (nb, wb) = (n / ty.block_size(), ty.type_size());
         let gb = format.group_block_bytes();
+        let per_group = nb.checked_mul(gb).ok_or(too_large.clone())?;
         let size = (rows / GROUP_ROWS)
-            .checked_mul(nb)
-            .and_then(|x| x.checked_mul(gb))
+            .checked_mul(per_group)
             .ok_or(too_large)?;
         let mut data = vec![0u8; size];
-        for (i, dst) in data.chunks_exact_mut(gb).enumerate() {
-            let (g, b) = (i / nb.max(1), i % nb.max(1));
-            for r in 0..GROUP_ROWS {
-                let at = ((g * GROUP_ROWS + r) * nb + b) * wb;
-                format.pack_row(dst, r, w.get(at..at + wb).unwrap_or_default());
+        // Fills the group blocks of `chunk`, which starts at group `g0`.
+        let fill = |g0: usize, chunk: &mut [u8]| {
+            for (i, dst) in chunk.chunks_exact_mut(gb).enumerate() {
+                let (g, b) = (g0 + i / nb.max(1), i % nb.max(1));
+                for r in 0..GROUP_ROWS {
+                    let at = ((g * GROUP_ROWS + r) * nb + b) * wb;
+                    format.pack_row(dst, r, w.get(at..at + wb).unwrap_or_default());
+                }
             }
+        };
+        let groups = rows / GROUP_ROWS;
+        match pool {
+            Some(pool) if pool.n_threads() > 1 && groups > 1 => {
+                let per_chunk = groups.div_ceil(pool.n_threads() * 4);
+                let filled =
+                    pool.run_chunks_dynamic_mut(&mut data, per_chunk * per_group, |c, chunk| {
+                        fill(c * per_chunk, chunk);
+                    });
+                if filled.is_err() {
+                    // A worker panicked: redo it all here (a panic again
+                    // surfaces on this thread).
+                    data.fill(0);
+                    fill(0, &mut data);
+                }
+            }
+            _ => fill(0, &mut data),
         }
         Ok(PackedMatrix {
             format,

@@ -265,12 +265,56 @@ impl ThreadPool {
             }
         })
     }
+
+    /// As [`ThreadPool::run_chunks_mut`], but the threads claim chunks in
+    /// order from a shared counter instead of a fixed round-robin, so a
+    /// thread that is slowed down (a preempted vCPU, a neighbour's load, a
+    /// chunk with more work) simply takes fewer chunks. `f` must not care
+    /// which thread runs a chunk.
+    pub fn run_chunks_dynamic_mut<T, F>(
+        &self,
+        data: &mut [T],
+        chunk_len: usize,
+        f: F,
+    ) -> Result<(), PoolError>
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
+        let len = data.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let chunk_len = if chunk_len == 0 { len } else { chunk_len };
+        let n_chunks = len.div_ceil(chunk_len);
+        let base = SendPtr(data.as_mut_ptr());
+        let next = AtomicUsize::new(0);
+        self.run(|_, _| {
+            let base = &base;
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= n_chunks {
+                    break;
+                }
+                let start = c * chunk_len;
+                let end = (start + chunk_len).min(len);
+                // SAFETY: `start < end <= len`, so the range lies inside
+                // `data`, which stays mutably borrowed for the whole `run`.
+                // `fetch_add` hands each chunk index to exactly one thread,
+                // so no two live `&mut` slices overlap.
+                let chunk =
+                    unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
+                f(c, chunk);
+            }
+        })
+    }
 }
 
 /// A raw pointer to a `Send` element type that may be shared with workers.
 struct SendPtr<T>(*mut T);
-// SAFETY: only used by `run_chunks_mut`, which hands out disjoint chunks of a
-// `&mut [T]` with `T: Send` to different threads.
+// SAFETY: only used by `run_chunks_mut` and `run_chunks_dynamic_mut`, which
+// hand out disjoint chunks of a `&mut [T]` with `T: Send` to different
+// threads.
 unsafe impl<T: Send> Sync for SendPtr<T> {}
 
 /// Runs every index on the calling thread, catching panics like `run`.

@@ -251,8 +251,9 @@ impl Model {
                 )?;
             }
 
-            // Attention. Chunks of consecutive batch tokens spread over the
-            // pool's threads; within a chunk, consecutive tokens of one
+            // Attention. Chunks of consecutive batch tokens, claimed in order
+            // by the pool's threads (later prefill tokens have more keys, so
+            // a free thread takes the next chunk); within a chunk, consecutive tokens of one
             // sequence attend together (`attend_run`: each key tile is read
             // once for all their queries). Each query's arithmetic is the
             // same however tokens are grouped or which thread runs them, so
@@ -277,25 +278,28 @@ impl Model {
                 );
             } else {
                 let chunk = attention_chunk(n, self.pool.n_threads());
-                self.pool.run_chunks_mut(attn, chunk * q_dim, |c, out| {
-                    let first = c * chunk;
-                    let count = out.len() / q_dim;
-                    let toks = &batch.tokens[first..first + count];
-                    let mut runs: Vec<Run> = Vec::with_capacity(count);
-                    for t in toks {
-                        match runs.last_mut() {
-                            Some(r) if r.seq == t.seq && r.pos0 + r.c == t.pos as usize => r.c += 1,
-                            _ => runs.push(Run {
-                                seq: t.seq,
-                                pos0: t.pos as usize,
-                                c: 1,
-                            }),
+                self.pool
+                    .run_chunks_dynamic_mut(attn, chunk * q_dim, |c, out| {
+                        let first = c * chunk;
+                        let count = out.len() / q_dim;
+                        let toks = &batch.tokens[first..first + count];
+                        let mut runs: Vec<Run> = Vec::with_capacity(count);
+                        for t in toks {
+                            match runs.last_mut() {
+                                Some(r) if r.seq == t.seq && r.pos0 + r.c == t.pos as usize => {
+                                    r.c += 1
+                                }
+                                _ => runs.push(Run {
+                                    seq: t.seq,
+                                    pos0: t.pos as usize,
+                                    c: 1,
+                                }),
+                            }
                         }
-                    }
-                    let rows = first * q_dim..(first + count) * q_dim;
-                    let mut bufs = AttnBuffers::default();
-                    self.attend_chunk(li, &runs, &q_all[rows], kv_view, &mut bufs, out);
-                })?;
+                        let rows = first * q_dim..(first + count) * q_dim;
+                        let mut bufs = AttnBuffers::default();
+                        self.attend_chunk(li, &runs, &q_all[rows], kv_view, &mut bufs, out);
+                    })?;
             }
             acts.quantize(&self.pool, layer.wo.ty, attn, q_dim, &layer.wo.name)?;
             self.matmul_q(&layer.wo, acts, proj)?;

@@ -2,10 +2,11 @@
 //!
 //! The activations `X` (`[n_tok, n_in]`, f32, row-major) are first quantized
 //! row by row into the weight type's dot-product format
-//! ([`fak_kernels::vec_dot_type`]), as ggml does. The threads of the
-//! model's persistent pool ([`fak_kernels::pool::ThreadPool`]) split the
-//! weight rows into chunks of whole register tiles; each chunk is one
-//! [`fak_kernels::gemm::gemm`] call over all tokens. Every output element is
+//! ([`fak_kernels::vec_dot_type`]), as ggml does. The weight rows are cut
+//! into chunks of whole register tiles (about four per thread), which the
+//! threads of the model's persistent pool ([`fak_kernels::pool::ThreadPool`])
+//! claim one at a time; each chunk is one [`fak_kernels::gemm::gemm`] (or
+//! packed) call over all tokens. Every output element is
 //! bit-identical to one [`fak_kernels::vec_dot`] of its weight and token
 //! rows (the tiles and `vec_dot` share one per-element accumulation), so
 //! results depend neither on the thread count nor on which other tokens
@@ -15,11 +16,11 @@
 //! on every ISA).
 //!
 //! ```text
-//!            W rows (n_out) split across threads, ROW_TILE-aligned
-//!          ┌────────┬────────┐
-//!  X rows  │ thread0│ thread1│   Y[t, j] = dot(W[j, :], X[t, :])
-//!  (n_tok) │  gemm  │  gemm  │
-//!          └────────┴────────┘
+//!            W rows (n_out) in ROW_TILE-aligned chunks, claimed in order
+//!          ┌────┬────┬────┬────┬─ ─ ─┐
+//!  X rows  │ c0 │ c1 │ c2 │ c3 │ ... │   Y[t, j] = dot(W[j, :], X[t, :])
+//!  (n_tok) │ t0 │ t1 │ t0 │ t0 │     │   (whichever thread is free next)
+//!          └────┴────┴────┴────┴─ ─ ─┘
 //! ```
 
 use std::sync::{Mutex, PoisonError};
@@ -32,6 +33,9 @@ use crate::weights::{Model, Weight};
 
 /// Work (in multiply-adds) below which a product runs on the calling thread.
 const PARALLEL_MIN_WORK: usize = 1 << 18;
+
+/// Row chunks per pool thread in a product (claimed dynamically).
+const CHUNKS_PER_THREAD: usize = 4;
 
 /// Rows below which activations are quantized on the calling thread.
 const PARALLEL_MIN_ROWS: usize = 8;
@@ -138,7 +142,8 @@ impl Model {
     /// for `w`'s type. `out` is `[n_tok, w.n_out]`, row-major.
     ///
     /// On one thread, a single [`fak_kernels::gemm::gemm`] writes `out`
-    /// directly. On the pool, chunk `k` (weight rows `k·R..(k+1)·R`) is
+    /// directly. On the pool, chunk `k` (weight rows `k·R..(k+1)·R`, taken
+    /// by whichever thread is free) is
     /// computed into its own disjoint part of a scratch buffer, laid out
     /// `[n_tok, R]`, and then copied into its columns of `out` (for one
     /// token the scratch *is* `out`, so nothing is copied).
@@ -171,7 +176,12 @@ impl Model {
         if threads == 1 {
             return self.matmul_rows(w, acts, 0, out, w.n_out);
         }
-        let rows_per_chunk = w.n_out.div_ceil(threads).next_multiple_of(ROW_TILE);
+        // About four chunks per thread, claimed dynamically: a thread that
+        // is slowed down (a shared, noisy machine) takes fewer of them.
+        let rows_per_chunk = w
+            .n_out
+            .div_ceil(threads * CHUNKS_PER_THREAD)
+            .next_multiple_of(ROW_TILE);
         // Chunk `c` covers rows `c·rows_per_chunk..` and is `[n_tok, rows]`
         // (stride `rows`); with one token that is exactly `out`'s layout.
         let mut scratch = Vec::new();
@@ -183,7 +193,7 @@ impl Model {
         };
         let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
         self.pool
-            .run_chunks_mut(buf, rows_per_chunk * n_tok, |c, chunk| {
+            .run_chunks_dynamic_mut(buf, rows_per_chunk * n_tok, |c, chunk| {
                 let rows = chunk.len() / n_tok;
                 if let Err(e) = self.matmul_rows(w, acts, c * rows_per_chunk, chunk, rows) {
                     let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);

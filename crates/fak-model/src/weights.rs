@@ -3,8 +3,9 @@
 //! Matrices stay in their GGUF block format inside the mapping and are read
 //! row by row by the matmul kernels, except Q8_0 and Q5_0 matrices, which are also
 //! repacked once at load into the 8-row groups of
-//! [`fak_kernels::packed`] (the layout its products need; the mapped rows
-//! stay for embedding lookups). Small vectors (norm weights, biases) are
+//! [`fak_kernels::packed`] (the layout its products need); their mapped
+//! pages are then released, and read back from the file only by embedding
+//! lookups. Small vectors (norm weights, biases) are
 //! dequantized to f32 once at load.
 
 use std::path::Path;
@@ -85,11 +86,20 @@ impl Model {
     /// Builds a model over an already opened GGUF file.
     pub fn from_gguf(file: GgufFile) -> Result<Model, ModelError> {
         let cfg = fak_gguf::model::model_config(&file)?;
-        let tok_embd = matrix(&file, "token_embd.weight")?;
-        let output = if cfg.tied_embeddings {
-            tok_embd.clone()
+        // The pool packs the weights at load, then runs the products.
+        let pool = Arc::new(ThreadPool::new(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        )?);
+        let (tok_embd, output) = if cfg.tied_embeddings {
+            let w = matrix(&file, &pool, "token_embd.weight", Use::Products)?;
+            (w.clone(), w)
         } else {
-            matrix(&file, "output.weight")?
+            (
+                matrix(&file, &pool, "token_embd.weight", Use::Rows)?,
+                matrix(&file, &pool, "output.weight", Use::Products)?,
+            )
         };
         let output_norm = vector(&file, "output_norm.weight")?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
@@ -104,17 +114,17 @@ impl Model {
             };
             layers.push(Layer {
                 attn_norm: vector(&file, &n("attn_norm.weight"))?,
-                wq: matrix(&file, &n("attn_q.weight"))?,
-                wk: matrix(&file, &n("attn_k.weight"))?,
-                wv: matrix(&file, &n("attn_v.weight"))?,
+                wq: matrix(&file, &pool, &n("attn_q.weight"), Use::Products)?,
+                wk: matrix(&file, &pool, &n("attn_k.weight"), Use::Products)?,
+                wv: matrix(&file, &pool, &n("attn_v.weight"), Use::Products)?,
                 bq: bias("attn_q.bias")?,
                 bk: bias("attn_k.bias")?,
                 bv: bias("attn_v.bias")?,
-                wo: matrix(&file, &n("attn_output.weight"))?,
+                wo: matrix(&file, &pool, &n("attn_output.weight"), Use::Products)?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"))?,
-                w_gate: matrix(&file, &n("ffn_gate.weight"))?,
-                w_up: matrix(&file, &n("ffn_up.weight"))?,
-                w_down: matrix(&file, &n("ffn_down.weight"))?,
+                w_gate: matrix(&file, &pool, &n("ffn_gate.weight"), Use::Products)?,
+                w_up: matrix(&file, &pool, &n("ffn_up.weight"), Use::Products)?,
+                w_down: matrix(&file, &pool, &n("ffn_down.weight"), Use::Products)?,
             });
         }
         Ok(Model {
@@ -124,11 +134,7 @@ impl Model {
             output,
             output_norm,
             layers,
-            pool: Arc::new(ThreadPool::new(
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1),
-            )?),
+            pool,
         })
     }
 
@@ -157,7 +163,22 @@ impl Model {
     }
 }
 
-fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
+/// Whether a matrix is used in products (and so repacked) or only read by
+/// rows (an untied token embedding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// Matrix products: repack it if its format has a packed layout.
+    Products,
+    /// Row lookups only: keep the mapped rows alone.
+    Rows,
+}
+
+fn matrix(
+    file: &GgufFile,
+    pool: &ThreadPool,
+    name: &str,
+    usage: Use,
+) -> Result<Weight, ModelError> {
     let index = file
         .tensors()
         .iter()
@@ -175,14 +196,17 @@ fn matrix(file: &GgufFile, name: &str) -> Result<Weight, ModelError> {
     let n_out = t.n_rows() as usize;
     let row_bytes = t.ty.row_bytes(t.row_len()).unwrap_or(0) as usize;
     let packed = match PackedFormat::of(t.ty) {
-        Some(format) if n_out.is_multiple_of(GROUP_ROWS) => {
-            let p =
-                PackedMatrix::pack(format, file.tensor_data(t), n_out, n_in).map_err(|source| {
-                    ModelError::Kernel {
-                        tensor: name.to_string(),
-                        source,
-                    }
-                })?;
+        Some(format) if usage == Use::Products && n_out.is_multiple_of(GROUP_ROWS) => {
+            let p = PackedMatrix::pack_on(pool, format, file.tensor_data(t), n_out, n_in).map_err(
+                |source| ModelError::Kernel {
+                    tensor: name.to_string(),
+                    source,
+                },
+            )?;
+            // The products read the packed copy; the mapped rows are only
+            // read again by embedding lookups, which fault in what they
+            // touch.
+            file.release_tensor_pages(t);
             Some(Arc::new(p))
         }
         _ => None,

@@ -223,4 +223,29 @@ proptest! {
             prop_assert_eq!(*x, 1 + (i / eff) as u32);
         }
     }
+
+    /// The same for chunks claimed from the shared counter, with uneven
+    /// work per chunk so that threads take different numbers of chunks.
+    #[test]
+    fn run_chunks_dynamic_mut_covers_each_element_once(
+        n_threads in 1usize..6,
+        len in 0usize..300,
+        chunk_len in 0usize..40,
+    ) {
+        let pool = ThreadPool::new(n_threads).unwrap();
+        let mut v = vec![0u32; len];
+        let eff = if chunk_len == 0 { len.max(1) } else { chunk_len };
+        pool.run_chunks_dynamic_mut(&mut v, chunk_len, |c, chunk| {
+            if c % 3 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            for x in chunk.iter_mut() {
+                *x += 1 + c as u32;
+            }
+        })
+        .unwrap();
+        for (i, x) in v.iter().enumerate() {
+            prop_assert_eq!(*x, 1 + (i / eff) as u32);
+        }
+    }
 }
