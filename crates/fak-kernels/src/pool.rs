@@ -241,29 +241,7 @@ impl ThreadPool {
         T: Send,
         F: Fn(usize, &mut [T]) + Sync,
     {
-        let len = data.len();
-        if len == 0 {
-            return Ok(());
-        }
-        let chunk_len = if chunk_len == 0 { len } else { chunk_len };
-        let n_chunks = len.div_ceil(chunk_len);
-        let base = SendPtr(data.as_mut_ptr());
-        self.run(|k, n| {
-            let base = &base;
-            let mut c = k;
-            while c < n_chunks {
-                let start = c * chunk_len;
-                let end = (start + chunk_len).min(len);
-                // SAFETY: `start < end <= len`, so the range lies inside `data`,
-                // which stays mutably borrowed for the whole `run`. `run` calls
-                // each thread index exactly once and chunk `c` is visited only
-                // by thread `c % n`, so no two live `&mut` slices overlap.
-                let chunk =
-                    unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
-                f(c, chunk);
-                c += n;
-            }
-        })
+        self.chunks(data, chunk_len, ChunkOrder::RoundRobin, f)
     }
 
     /// As [`ThreadPool::run_chunks_mut`], but the threads claim chunks in
@@ -281,6 +259,21 @@ impl ThreadPool {
         T: Send,
         F: Fn(usize, &mut [T]) + Sync,
     {
+        self.chunks(data, chunk_len, ChunkOrder::Claimed, f)
+    }
+
+    /// The body of the two chunked runs.
+    fn chunks<T, F>(
+        &self,
+        data: &mut [T],
+        chunk_len: usize,
+        order: ChunkOrder,
+        f: F,
+    ) -> Result<(), PoolError>
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
         let len = data.len();
         if len == 0 {
             return Ok(());
@@ -289,25 +282,39 @@ impl ThreadPool {
         let n_chunks = len.div_ceil(chunk_len);
         let base = SendPtr(data.as_mut_ptr());
         let next = AtomicUsize::new(0);
-        self.run(|_, _| {
+        self.run(|k, n| {
             let base = &base;
-            loop {
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= n_chunks {
-                    break;
-                }
+            let claim = |after: Option<usize>| match (order, after) {
+                (ChunkOrder::RoundRobin, None) => k,
+                (ChunkOrder::RoundRobin, Some(c)) => c + n,
+                (ChunkOrder::Claimed, _) => next.fetch_add(1, Ordering::Relaxed),
+            };
+            let mut c = claim(None);
+            while c < n_chunks {
                 let start = c * chunk_len;
                 let end = (start + chunk_len).min(len);
                 // SAFETY: `start < end <= len`, so the range lies inside
                 // `data`, which stays mutably borrowed for the whole `run`.
-                // `fetch_add` hands each chunk index to exactly one thread,
-                // so no two live `&mut` slices overlap.
+                // Each chunk index goes to exactly one thread: round-robin
+                // visits chunk `c` only on thread `c % n` (`run` calls each
+                // thread index once), and `fetch_add` hands out every index
+                // once. So no two live `&mut` slices overlap.
                 let chunk =
                     unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
                 f(c, chunk);
+                c = claim(Some(c));
             }
         })
     }
+}
+
+/// How the threads of a chunked run pick their chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkOrder {
+    /// Thread `k` takes chunks `k, k + n, …`.
+    RoundRobin,
+    /// Threads claim the next chunk from a shared counter.
+    Claimed,
 }
 
 /// A raw pointer to a `Send` element type that may be shared with workers.

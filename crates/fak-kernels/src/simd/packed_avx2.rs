@@ -149,36 +149,75 @@ fn tile<S: Steps<B>, const B: usize, const T: usize>(
 /// `out` is too short, which the caller's checks rule out).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
+fn store(out: &mut [f32], at: usize, v: __m256) {
     if let Some(o) = out.get_mut(at..at + 8) {
         // SAFETY: `o` is 8 writable f32s; `storeu` needs no alignment.
         unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
     }
 }
 
-/// Every group of `g.w` against every token, `TILE_TOKENS` at a time.
+/// A packed format's register tiles: one group of `B`-byte blocks against
+/// `TILE_TOKENS` tokens or one token of `A`-byte activation blocks.
+pub(super) trait Tiles<const B: usize, const A: usize> {
+    /// The 8 row results of each of `TILE_TOKENS` tokens.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2, FMA and F16C.
+    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; A]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS];
+
+    /// The 8 row results of one token.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2, FMA and F16C.
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
+}
+
+impl<S: Steps<B>, const B: usize> Tiles<B, AB> for S {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
+        tile::<S, B, TILE_TOKENS>(w, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile::<S, B, 1>(w, [a]);
+        v
+    }
+}
+
+/// Every group of `g.w` against every token, `TILE_TOKENS` at a time (the
+/// loop every packed format shares).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_s<S: Steps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
-    let (acts, _) = g.a.as_chunks::<AB>();
+    let (acts, _) = g.a.as_chunks::<A>();
     let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
     let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
     for (gi, group) in blocks.chunks_exact(nb).enumerate() {
         let col = gi * 8;
         for t0 in (0..full).step_by(TILE_TOKENS) {
-            let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
+            let mut a: [&[[u8; A]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
             for (t, row) in a.iter_mut().enumerate() {
                 *row = arow(t0 + t);
             }
-            let y = tile::<S, B, TILE_TOKENS>(group, a);
+            // SAFETY (and below): this function runs with AVX2, FMA and F16C.
+            let y = unsafe { K::tile4(group, a) };
             for (t, v) in y.into_iter().enumerate() {
                 store(out, (t0 + t) * g.out_stride + col, v);
             }
         }
         for t in full..g.n_tok {
-            let [v] = tile::<S, B, 1>(group, [arow(t)]);
+            // SAFETY: as above.
+            let v = unsafe { K::tile1(group, arow(t)) };
             store(out, t * g.out_stride + col, v);
         }
     }
@@ -192,8 +231,8 @@ fn gemm_s<S: Steps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q8_0 => gemm_s::<Q8, Q8_0_BYTES>(g, out),
-        PackedFormat::Q5_0 => gemm_s::<Q5, Q5_0_BYTES>(g, out),
+        PackedFormat::Q8_0 => gemm_tiles::<Q8, Q8_0_BYTES, AB>(g, out),
+        PackedFormat::Q5_0 => gemm_tiles::<Q5, Q5_0_BYTES, AB>(g, out),
         PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm(g, out),
     }
 }

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{bytes32, load, store, TILE_TOKENS};
+use super::packed_avx2::{bytes32, gemm_tiles, load, Tiles, TILE_TOKENS};
 use crate::blocks::BlockQ8_K;
 use crate::packed::{PackedArgs, PackedFormat};
 use crate::packed_k::{q4k, q6k, K_STEPS};
@@ -254,31 +254,21 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
     acc
 }
 
-/// Every group of `g.w` against every token, `TILE_TOKENS` at a time.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_s<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
-    let nb = g.nb.max(1);
-    let (blocks, _) = g.w.as_chunks::<B>();
-    let (acts, _) = g.a.as_chunks::<AB>();
-    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
-    let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
-    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-        let col = gi * 8;
-        for t0 in (0..full).step_by(TILE_TOKENS) {
-            let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
-            for (t, row) in a.iter_mut().enumerate() {
-                *row = arow(t0 + t);
-            }
-            let y = tile::<S, B, TILE_TOKENS>(group, a);
-            for (t, v) in y.into_iter().enumerate() {
-                store(out, (t0 + t) * g.out_stride + col, v);
-            }
-        }
-        for t in full..g.n_tok {
-            let [v] = tile::<S, B, 1>(group, [arow(t)]);
-            store(out, t * g.out_stride + col, v);
-        }
+/// [`tile`] as the shared loop's tiles.
+struct K<S>(std::marker::PhantomData<S>);
+
+impl<S: KSteps<B>, const B: usize> Tiles<B, AB> for K<S> {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
+        tile::<S, B, TILE_TOKENS>(w, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile::<S, B, 1>(w, [a]);
+        v
     }
 }
 
@@ -291,8 +281,8 @@ fn gemm_s<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q4K => gemm_s::<Q4K, { q4k::BYTES }>(g, out),
-        PackedFormat::Q6K => gemm_s::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q4K => gemm_tiles::<K<Q4K>, { q4k::BYTES }, AB>(g, out),
+        PackedFormat::Q6K => gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB>(g, out),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
 }
