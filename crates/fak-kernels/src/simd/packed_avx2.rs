@@ -93,14 +93,32 @@ impl Steps<Q5_0_BYTES> for Q5 {
     }
 }
 
-/// The four activation quants `4k..4k+4` of a Q8_0 block, as one `i32`.
+/// The four activation quants `4k..4k+4` of an `N`-byte activation block
+/// whose quants start at byte `OFF`, as one `i32` (0 past the end, which
+/// the callers' fixed layouts rule out).
 #[inline(always)]
-fn quad(b: &[u8; AB], k: usize) -> i32 {
-    let at = 2 + 4 * k;
+pub(super) fn quad<const OFF: usize, const N: usize>(b: &[u8; N], k: usize) -> i32 {
+    let at = OFF + 4 * k;
     match b.get(at..at + 4) {
         Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
         None => 0,
     }
+}
+
+/// Block `b` of each of `T` activation rows (a zero block past a row's
+/// end, which the callers' checked lengths rule out).
+#[inline(always)]
+pub(super) fn blocks_at<'a, const N: usize, const T: usize>(
+    a: &[&'a [[u8; N]]; T],
+    b: usize,
+) -> [&'a [u8; N]; T] {
+    let mut ab: [&[u8; N]; T] = [&[0; N]; T];
+    for t in 0..T {
+        if let Some(x) = a[t].get(b) {
+            ab[t] = x;
+        }
+    }
+    ab
 }
 
 /// One group (`w`: its `nb` blocks) times `T` activation rows; returns the
@@ -114,19 +132,14 @@ fn tile<S: Steps<B>, const B: usize, const T: usize>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
-        let mut ab: [&[u8; AB]; T] = [&[0; AB]; T];
-        for t in 0..T {
-            if let Some(x) = a[t].get(b) {
-                ab[t] = x;
-            }
-        }
+        let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for k in 0..STEPS {
             // SAFETY: this function runs with AVX2 enabled.
             let wq = unsafe { S::step(wb, k) };
             let aw = _mm256_sign_epi8(wq, wq);
             for t in 0..T {
-                let x = _mm256_set1_epi32(quad(ab[t], k));
+                let x = _mm256_set1_epi32(quad::<2, AB>(ab[t], k));
                 let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wq));
                 sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ones));
             }

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{bytes32, gemm_tiles, load, Tiles, TILE_TOKENS};
+use super::packed_avx2::{blocks_at, bytes32, gemm_tiles, load, quad, Tiles, TILE_TOKENS};
 use crate::blocks::BlockQ8_K;
 use crate::packed::{PackedArgs, PackedFormat};
 use crate::packed_k::{q4k, q6k, K_STEPS};
@@ -195,16 +195,6 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     }
 }
 
-/// The four activation quants `4k..4k+4` of a Q8_K block, as one `i32`.
-#[inline(always)]
-fn quad(b: &[u8; AB], k: usize) -> i32 {
-    let at = 4 + 4 * k;
-    match b.get(at..at + 4) {
-        Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
-        None => 0,
-    }
-}
-
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
 /// the 8 row results of each token.
 #[inline]
@@ -216,12 +206,7 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
-        let mut ab: [&[u8; AB]; T] = [&[0; AB]; T];
-        for t in 0..T {
-            if let Some(x) = a[t].get(b) {
-                ab[t] = x;
-            }
-        }
+        let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {
             let mut s = [_mm256_setzero_si256(); T];
@@ -231,7 +216,7 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
                 // with AVX2, FMA and F16C enabled.
                 let u = unsafe { S::step(wb, k) };
                 for t in 0..T {
-                    let x = _mm256_set1_epi32(quad(ab[t], k));
+                    let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
                     let p = _mm256_maddubs_epi16(u, x);
                     s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
                 }
