@@ -488,24 +488,37 @@ fn run(
 }
 
 /// The scalar twin: the arithmetic of the module diagram (and of
-/// [`crate::packed_k`]'s), element by element. `out` holds at least
-/// `(n_tok - 1) · out_stride + rows` values.
+/// [`crate::packed_k`]'s), element by element. Each group block's quants
+/// are decoded once for all tokens; an element's accumulator lives in
+/// `out` (from 0.0, blocks in order, so the same operations as one running
+/// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
 fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
     let gb = g.format.group_block_bytes();
     let ab = g.format.act_ty().type_size();
     let nb = g.nb.max(1);
+    let cols = |t: usize, gi: usize| {
+        let at = t * g.out_stride + gi * GROUP_ROWS;
+        at..at + GROUP_ROWS
+    };
     for (gi, group) in g.w.chunks_exact(nb * gb).enumerate() {
         for t in 0..g.n_tok {
-            let arow = g.a.get(t * g.nb * ab..(t + 1) * g.nb * ab).unwrap_or(&[]);
-            let mut acc = [0.0f32; GROUP_ROWS];
-            for (wb, ab) in group.chunks_exact(gb).zip(arow.chunks_exact(ab)) {
-                match g.format {
-                    PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+            if let Some(o) = out.get_mut(cols(t, gi)) {
+                o.fill(0.0);
+            }
+        }
+        for (b, wb) in group.chunks_exact(gb).enumerate() {
+            let act = |t: usize| g.a.get((t * g.nb + b) * ab..(t * g.nb + b + 1) * ab);
+            match g.format {
+                PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+                    let q: [[i8; QK]; GROUP_ROWS] = std::array::from_fn(|r| g.format.quants(wb, r));
+                    for t in 0..g.n_tok {
+                        let (Some(ab), Some(o)) = (act(t), out.get_mut(cols(t, gi))) else {
+                            continue;
+                        };
                         let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
-                        for (r, acc) in acc.iter_mut().enumerate() {
+                        for (r, acc) in o.iter_mut().enumerate() {
                             let dw = f16_to_f32(u16::from_le_bytes([wb[2 * r], wb[2 * r + 1]]));
-                            let q = g.format.quants(wb, r);
-                            let s: i32 = q
+                            let s: i32 = q[r]
                                 .iter()
                                 .zip(&ab[2..])
                                 .map(|(&w, &x)| i32::from(w) * i32::from(x as i8))
@@ -513,24 +526,30 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                             *acc += (dw * dx) * s as f32;
                         }
                     }
-                    PackedFormat::Q4K | PackedFormat::Q6K => {
-                        let Ok(ab) = <&[u8; BlockQ8_K::BYTES]>::try_from(ab) else {
+                }
+                PackedFormat::Q4K | PackedFormat::Q6K => {
+                    let u: [[u8; crate::packed_k::QK_K]; GROUP_ROWS] =
+                        std::array::from_fn(|r| match g.format {
+                            PackedFormat::Q4K => crate::packed_k::row_quants_q4_k(wb, r),
+                            _ => crate::packed_k::row_quants_q6_k(wb, r),
+                        });
+                    for t in 0..g.n_tok {
+                        let Some(Ok(ab)) = act(t).map(<&[u8; BlockQ8_K::BYTES]>::try_from) else {
+                            continue;
+                        };
+                        let Some(o) = out.get_mut(cols(t, gi)) else {
                             continue;
                         };
                         let a = BlockQ8_K::from_bytes(ab);
-                        for (r, acc) in acc.iter_mut().enumerate() {
+                        for (r, acc) in o.iter_mut().enumerate() {
                             *acc = if g.format == PackedFormat::Q4K {
-                                crate::packed_k::element_q4_k(wb, r, &a, *acc)
+                                crate::packed_k::element_q4_k(wb, r, &u[r], &a, *acc)
                             } else {
-                                crate::packed_k::element_q6_k(wb, r, &a, *acc)
+                                crate::packed_k::element_q6_k(wb, r, &u[r], &a, *acc)
                             };
                         }
                     }
                 }
-            }
-            let at = t * g.out_stride + gi * GROUP_ROWS;
-            if let Some(o) = out.get_mut(at..at + GROUP_ROWS) {
-                o.copy_from_slice(&acc);
             }
         }
     }

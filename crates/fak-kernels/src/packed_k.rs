@@ -139,11 +139,28 @@ fn sub_sums<const N: usize>(u: &[u8; QK_K], x: &[i8; QK_K], sub: usize) -> [i32;
     s
 }
 
-/// The scalar twin's element: one packed row `r` of one group block `b`
-/// against one Q8_K activation block `a`, added to `acc` (module diagram).
-pub(crate) fn element_q4_k(b: &[u8], r: usize, a: &BlockQ8_K, acc: f32) -> f32 {
-    let u = nibbles(b, q4k::NIB, r);
-    let s = sub_sums::<8>(&u, &a.qs, 32);
+/// Row `r`'s unsigned quants in a packed Q4_K group block `b`.
+pub(crate) fn row_quants_q4_k(b: &[u8], r: usize) -> [u8; QK_K] {
+    nibbles(b, q4k::NIB, r)
+}
+
+/// Row `r`'s unsigned quants in a packed Q6_K group block `b`.
+pub(crate) fn row_quants_q6_k(b: &[u8], r: usize) -> [u8; QK_K] {
+    let mut u = nibbles(b, q6k::NIB, r);
+    for (k, q) in u.chunks_exact_mut(STEP).enumerate() {
+        for (i, q) in q.iter_mut().enumerate() {
+            let hb = b[q6k::HIGH + 32 * (k / 4) + r * STEP + i] >> (2 * (k % 4)) & 3;
+            *q |= hb << 4;
+        }
+    }
+    u
+}
+
+/// The scalar twin's element: packed row `r` of one group block `b` (its
+/// quants `u`, from [`row_quants_q4_k`]) against one Q8_K activation
+/// block `a`, added to `acc` (module diagram).
+pub(crate) fn element_q4_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
+    let s = sub_sums::<8>(u, &a.qs, 32);
     let (mut sumi, mut summ) = (0i32, 0i32);
     for j in 0..8 {
         sumi += i32::from(b[q4k::SC + 8 * j + r]) * s[j];
@@ -161,16 +178,9 @@ pub(crate) fn element_q4_k(b: &[u8], r: usize, a: &BlockQ8_K, acc: f32) -> f32 {
     acc + ((d * a.d) * sumi as f32 - (dm * a.d) * summ as f32)
 }
 
-/// As [`element_q4_k`], for Q6_K.
-pub(crate) fn element_q6_k(b: &[u8], r: usize, a: &BlockQ8_K, acc: f32) -> f32 {
-    let mut u = nibbles(b, q6k::NIB, r);
-    for (k, q) in u.chunks_exact_mut(STEP).enumerate() {
-        for (i, q) in q.iter_mut().enumerate() {
-            let hb = b[q6k::HIGH + 32 * (k / 4) + r * STEP + i] >> (2 * (k % 4)) & 3;
-            *q |= hb << 4;
-        }
-    }
-    let s = sub_sums::<16>(&u, &a.qs, 16);
+/// As [`element_q4_k`], for Q6_K (`u` from [`row_quants_q6_k`]).
+pub(crate) fn element_q6_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
+    let s = sub_sums::<16>(u, &a.qs, 16);
     let (mut sumi, mut summ) = (0i32, 0i32);
     for j in 0..16 {
         let sc = i32::from(b[q6k::SC + 8 * j + r] as i8);
