@@ -244,6 +244,92 @@ fn every_isa_gives_the_reference_bits() {
     }
 }
 
+/// Quants at the ends of their ranges: every weight quant at its largest
+/// (15 for Q4_K, 63 for Q6_K, 31 for Q5_0, -128 for Q8_0) against
+/// activation quants all -128 or all 127 (-127 for the Q8_0-activation
+/// formats, whose sign trick is documented for `-127..=127`, the range
+/// their quantizer produces), with scales at their extremes.
+/// The AVX2 k-quant tiles add 8 (Q4_K) or 2 (Q6_K) steps of `maddubs`
+/// pair sums in `i16` before widening; this is where that would overflow.
+#[test]
+fn extreme_quants_give_the_reference_bits() {
+    let nb = 2;
+    for format in FORMATS {
+        let wbytes = format.ty().type_size();
+        let n = nb * qk(format);
+        let rows = 8;
+        for (wfill, afill) in [(0xFFu8, -128i8), (0xFF, 127), (0x80, -128), (0x7F, -128)] {
+            let block = |j: usize| -> Vec<u8> {
+                let mut b = vec![wfill; wbytes];
+                match format {
+                    PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
+                        b[..2].copy_from_slice(&f32_to_f16(0.01 * (j + 1) as f32).to_le_bytes())
+                    }
+                    PackedFormat::Q4K => {
+                        b[..2].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
+                        b[2..4].copy_from_slice(&f32_to_f16(0.002).to_le_bytes());
+                    }
+                    PackedFormat::Q6K => {
+                        let d = wbytes - 2;
+                        b[d..].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
+                    }
+                }
+                b
+            };
+            let w: Vec<u8> = (0..rows * nb).flat_map(|j| block(j % rows)).collect();
+            let a: Vec<u8> = if format.act_ty() == fak_gguf::GgmlType::Q8_0 {
+                let afill = afill.max(-127);
+                (0..nb)
+                    .flat_map(|_| {
+                        let blk = BlockQ8_0 {
+                            d: f32_to_f16(0.02),
+                            qs: [afill; 32],
+                        };
+                        blk.to_bytes()
+                    })
+                    .collect()
+            } else {
+                (0..nb)
+                    .flat_map(|_| {
+                        let blk = BlockQ8_K {
+                            d: 0.02,
+                            qs: [afill; 256],
+                            bsums: [16 * i16::from(afill); 16],
+                        };
+                        blk.to_bytes()
+                    })
+                    .collect()
+            };
+            let p = PackedMatrix::pack(format, &w, rows, n).unwrap();
+            let want: Vec<u32> = (0..rows)
+                .map(|j| {
+                    reference(format, &w[j * nb * wbytes..(j + 1) * nb * wbytes], &a).to_bits()
+                })
+                .collect();
+            assert!(want.iter().all(|b| f32::from_bits(*b).is_finite()));
+            for isa in Isa::available() {
+                let mut out = vec![f32::NAN; rows];
+                packed_gemm_with_isa(isa, &p, 0..rows, (&a, 1), &mut out, rows).unwrap();
+                let got: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(
+                    got, want,
+                    "{format:?} {isa:?} weights {wfill:#x} acts {afill}"
+                );
+                let mut four = vec![f32::NAN; 4 * rows];
+                let a4: Vec<u8> = a.iter().copied().cycle().take(4 * a.len()).collect();
+                packed_gemm_with_isa(isa, &p, 0..rows, (&a4, 4), &mut four, rows).unwrap();
+                for t in 0..4 {
+                    let got: Vec<u32> = four[t * rows..(t + 1) * rows]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect();
+                    assert_eq!(got, want, "{format:?} {isa:?} 4-token tile, token {t}");
+                }
+            }
+        }
+    }
+}
+
 /// Group-aligned row ranges (how the model splits rows across threads)
 /// give exactly the columns of the whole product.
 #[test]

@@ -1,7 +1,8 @@
 //! AVX2 kernel of [`crate::packed`]: one register holds the running sums
 //! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
-//! The formats differ only in how a step's 32 quants are loaded
-//! ([`Steps`]: Q8_0 loads them, Q5_0 rebuilds them from its bit planes).
+//! Q8_0 runs the signed tile below ([`Steps`] loads a step's 32 quants);
+//! Q5_0 rebuilds each step's quants plus 16 from its bit planes and runs
+//! an unsigned tile ([`tile_q5`]) that needs no sign trick.
 //!
 //! ```text
 //!   per block b, step k (values 4k..4k+4 of the block):
@@ -73,12 +74,13 @@ impl Steps<Q8_0_BYTES> for Q8 {
     }
 }
 
-impl Steps<Q5_0_BYTES> for Q5 {
-    /// Nibble plane `k / 2` (low or high half), minus 16 where the
-    /// high-bit plane's bit `k` is clear.
+impl Q5 {
+    /// Step `k`'s quants plus 16 (`0..32`, unsigned): nibble plane `k / 2`
+    /// (low or high half), plus 16 where the high-bit plane's bit `k` is
+    /// set.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
+    fn unsigned_step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
         let nib = load(bytes32(b, SCALE_BYTES + 32 * (k / 2)));
         let low = _mm256_set1_epi8(15);
         let q4 = if k.is_multiple_of(2) {
@@ -88,9 +90,23 @@ impl Steps<Q5_0_BYTES> for Q5 {
         };
         let hb = load(bytes32(b, SCALE_BYTES + 128));
         let bit = _mm256_set1_epi8((1u8 << k) as i8);
-        let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), _mm256_setzero_si256());
-        _mm256_sub_epi8(q4, _mm256_and_si256(clear, _mm256_set1_epi8(16)))
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
+        _mm256_or_si256(q4, _mm256_and_si256(set, _mm256_set1_epi8(16)))
     }
+}
+
+/// The sum of an activation block's 32 quants, in every lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn block_sum(ab: &[u8; AB]) -> __m256i {
+    let x = load(bytes32(ab, 2));
+    let p = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), x),
+        _mm256_set1_epi16(1),
+    );
+    let s = _mm256_add_epi32(p, _mm256_shuffle_epi32::<0b0100_1110>(p));
+    let s = _mm256_add_epi32(s, _mm256_shuffle_epi32::<0b1011_0001>(s));
+    _mm256_add_epi32(s, _mm256_permute2x128_si256::<1>(s, s))
 }
 
 /// The four activation quants `4k..4k+4` of an `N`-byte activation block
@@ -158,6 +174,49 @@ fn tile<S: Steps<B>, const B: usize, const T: usize>(
     acc
 }
 
+/// The Q5_0 tile: [`tile`]'s sums without the sign trick. The quants
+/// plus 16 are unsigned (below 32), so `maddubs` takes them directly; its
+/// pair sums (at most `2 · 31 · 128` in size) add up exactly in `i16` over
+/// 4 steps (half a block), and the offset comes off in integers:
+/// `Σ q·x = Σ (q + 16)·x − 16 · Σ x`. Same exact `i32` sum, same float
+/// steps, so the same bits as the scalar twin.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q5<const T: usize>(w: &[[u8; Q5_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let ab = blocks_at(&a, b);
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for h in 0..2 {
+            let mut s = [_mm256_setzero_si256(); T];
+            for kk in 0..STEPS / 2 {
+                let k = h * (STEPS / 2) + kk;
+                let u = Q5::unsigned_step(wb, k);
+                for t in 0..T {
+                    let x = _mm256_set1_epi32(quad::<2, AB>(ab[t], k));
+                    s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(u, x));
+                }
+            }
+            for t in 0..T {
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s[t], ones));
+            }
+        }
+        let mut scales = [0u8; SCALE_BYTES];
+        scales.copy_from_slice(&wb[..SCALE_BYTES]);
+        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+        for t in 0..T {
+            let sumi = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32::<4>(block_sum(ab[t])));
+            let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
+            let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
+            let d = _mm256_mul_ps(dw, dx);
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+        }
+    }
+    acc
+}
+
 /// Writes one token's 8 row results at `out[at..at + 8]` (skipped if
 /// `out` is too short, which the caller's checks rule out).
 #[inline]
@@ -187,17 +246,38 @@ pub(super) trait Tiles<const B: usize, const A: usize> {
     unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
 }
 
-impl<S: Steps<B>, const B: usize> Tiles<B, AB> for S {
+impl Tiles<Q8_0_BYTES, AB> for Q8 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
-        tile::<S, B, TILE_TOKENS>(w, a)
+    unsafe fn tile4(
+        w: &[[u8; Q8_0_BYTES]],
+        a: [&[[u8; AB]]; TILE_TOKENS],
+    ) -> [__m256; TILE_TOKENS] {
+        tile::<Q8, Q8_0_BYTES, TILE_TOKENS>(w, a)
     }
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile::<S, B, 1>(w, [a]);
+    unsafe fn tile1(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile::<Q8, Q8_0_BYTES, 1>(w, [a]);
+        v
+    }
+}
+
+impl Tiles<Q5_0_BYTES, AB> for Q5 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile4(
+        w: &[[u8; Q5_0_BYTES]],
+        a: [&[[u8; AB]]; TILE_TOKENS],
+    ) -> [__m256; TILE_TOKENS] {
+        tile_q5::<TILE_TOKENS>(w, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile1(w: &[[u8; Q5_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile_q5::<1>(w, [a]);
         v
     }
 }

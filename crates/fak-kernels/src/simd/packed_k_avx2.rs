@@ -3,16 +3,20 @@
 //!
 //! ```text
 //!   per super-block, per sub-block j:
-//!     per step k of j:  u = the step's unsigned quants (8 rows × 4)
-//!                       per token t: S[t] += madd(maddubs(u, x_t[k]), 1)
-//!     per token t:      sumi[t] += sc[j] · S[t]          (vpmulld, exact)
+//!     per run of I16_STEPS steps k of j (8 for Q4_K, 2 for Q6_K):
+//!                       u = the step's unsigned quants (8 rows × 4)
+//!                       per token t: s[t] += maddubs(u, x_t[k])  (i16, exact)
+//!       per token t:    sumi[t] += madd(s[t], sc[j])      (i32, exact)
 //!   per token t: summ = Σ_j m[j] · bsum_t[j]; acc[t] = acc[t] + term
 //!                (term: Q4_K (d·d_x)·f32(sumi) − (dmin·d_x)·f32(summ),
 //!                       Q6_K (d·d_x)·f32(sumi − summ))
 //! ```
 //!
 //! `u` is unsigned (below 64) and `x` signed, so `maddubs` needs no sign
-//! fix-up and its pair sums (at most 2 · 63 · 128) cannot saturate.
+//! fix-up and its pair sums (at most 2 · 63 · 128) cannot saturate; a run
+//! of `I16_STEPS` of them still fits in `i16`, so one `madd` against the
+//! sub-block scale replaces a `madd` per step and a `vpmulld` (all three
+//! share the two vector-multiply pipes of Zen 3).
 
 use std::arch::x86_64::*;
 
@@ -31,6 +35,12 @@ const BSUMS: usize = 260;
 trait KSteps<const B: usize> {
     /// Steps per sub-block (8 for 32 values, 4 for 16).
     const SUB_STEPS: usize;
+
+    /// Steps whose `maddubs` pair sums add up exactly in `i16`: with
+    /// quants below `2^b` and activations in `-128..=127`, each pair sum
+    /// is at most `2 · (2^b − 1) · 128` in size (3,840 for Q4_K, 16,128
+    /// for Q6_K), so 8 (Q4_K) or 2 (Q6_K) of them stay below `i16::MAX`.
+    const I16_STEPS: usize;
 
     /// Step `k`'s unsigned quants (8 rows × 4).
     ///
@@ -114,6 +124,7 @@ struct Q6K;
 
 impl KSteps<{ q4k::BYTES }> for Q4K {
     const SUB_STEPS: usize = 8;
+    const I16_STEPS: usize = 8;
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -153,6 +164,7 @@ impl KSteps<{ q4k::BYTES }> for Q4K {
 
 impl KSteps<{ q6k::BYTES }> for Q6K {
     const SUB_STEPS: usize = 4;
+    const I16_STEPS: usize = 2;
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -195,6 +207,16 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     }
 }
 
+/// Each row's `i32` scale in both `i16` halves of its lane, so that
+/// `madd(s, pair16(sc))` is `sc · (s_lo + s_hi)` per row (scales fit in
+/// `i16`: 6 bits for Q4_K, `i8` for Q6_K).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pair16(sc: __m256i) -> __m256i {
+    let lo = _mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF));
+    _mm256_or_si256(lo, _mm256_slli_epi32::<16>(sc))
+}
+
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
 /// the 8 row results of each token.
 #[inline]
@@ -203,28 +225,28 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
     w: &[[u8; B]],
     a: [&[[u8; AB]]; T],
 ) -> [__m256; T] {
-    let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {
-            let mut s = [_mm256_setzero_si256(); T];
-            for kk in 0..S::SUB_STEPS {
-                let k = j * S::SUB_STEPS + kk;
-                // SAFETY (this and the calls below): this function runs
-                // with AVX2, FMA and F16C enabled.
-                let u = unsafe { S::step(wb, k) };
-                for t in 0..T {
-                    let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
-                    let p = _mm256_maddubs_epi16(u, x);
-                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
+            // SAFETY (this and the calls below): this function runs
+            // with AVX2, FMA and F16C enabled.
+            let sc = pair16(unsafe { S::scales(wb, j) });
+            for k0 in (0..S::SUB_STEPS).step_by(S::I16_STEPS) {
+                let mut s = [_mm256_setzero_si256(); T];
+                for kk in k0..k0 + S::I16_STEPS {
+                    let k = j * S::SUB_STEPS + kk;
+                    // SAFETY: as above.
+                    let u = unsafe { S::step(wb, k) };
+                    for t in 0..T {
+                        let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
+                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(u, x));
+                    }
                 }
-            }
-            // SAFETY: as above.
-            let sc = unsafe { S::scales(wb, j) };
-            for t in 0..T {
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(sc, s[t]));
+                for t in 0..T {
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s[t], sc));
+                }
             }
         }
         for t in 0..T {
