@@ -7,7 +7,12 @@
 
 use std::arch::x86_64::*;
 
+use super::attn_lanes_avx2::{rows_group_lanes, LANE_DIMS};
 use super::ops_avx2::{axpy_f16, load8, load8_f16, store8};
+
+/// Smallest query group that [`rows_group_lanes`] (one lane per query)
+/// takes.
+const LANES_FROM: usize = 5;
 
 /// Transposes an 8 × 8 matrix of 16-bit values: `rows[r]` lane `c` becomes
 /// `out[c]` lane `r`.
@@ -193,6 +198,10 @@ pub(crate) unsafe fn dot_f32_f16_rows_group(
     if g_all == 1 {
         // SAFETY: the caller's bounds for one query.
         return unsafe { dot_f32_f16_rows(&q[..n], k, stride, n_rows, out) };
+    }
+    if g_all >= LANES_FROM && n <= LANE_DIMS {
+        // SAFETY: the caller's bounds, and `n <= LANE_DIMS`.
+        return unsafe { rows_group_lanes(q, n, k, stride, n_rows, out, out_stride) };
     }
     if g_all > 4 && n <= TILE_DIMS {
         // SAFETY: the caller's bounds.
