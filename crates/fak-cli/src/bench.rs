@@ -288,7 +288,8 @@ fn bench_model(a: BenchModelArgs) -> anyhow::Result<()> {
             workloads(&model, &mut kv, a.reps, &bar)?
         }
         KvKind::Paged => {
-            let sizes = PagedKvConfig::for_sequences(16, 1, max_ctx).with_kv_type(a.kv_type.into());
+            let sizes = PagedKvConfig::for_sequences(fak_engine::DEFAULT_BLOCK_SIZE, 1, max_ctx)
+                .with_kv_type(a.kv_type.into());
             let mut kv = PagedBench {
                 kv: PagedKv::new(model.config(), sizes)?,
                 seq: None,
@@ -483,7 +484,7 @@ impl BenchKv for PagedBench {
 pub enum KvKind {
     /// One contiguous region per sequence.
     Flat,
-    /// The paged, copy-on-write block store (16-token blocks).
+    /// The paged, copy-on-write block store (`fak_engine::DEFAULT_BLOCK_SIZE`-token blocks).
     Paged,
 }
 

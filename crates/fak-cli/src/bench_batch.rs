@@ -48,7 +48,7 @@ pub struct BenchBatchArgs {
     #[arg(long, default_value_t = 512)]
     ubatch: usize,
     /// Tokens per KV block.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]

@@ -31,7 +31,7 @@ pub const CONTEXT_BATCH: usize = 8;
 /// Most tokens per forward pass while growing the root.
 const UBATCH: usize = 512;
 /// KV block size, tokens.
-const BLOCK: usize = 16;
+const BLOCK: usize = fak_engine::DEFAULT_BLOCK_SIZE;
 
 /// Median decode step time of [`CONTEXT_BATCH`] agents at one context.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -98,7 +98,7 @@ pub struct BenchFleetArgs {
     #[arg(long, default_value_t = 512)]
     budget: usize,
     /// Tokens per KV block.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]

@@ -39,7 +39,7 @@ pub struct GenerateArgs {
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
     /// Tokens per KV block (with --prompts-json).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
     /// Most tokens per forward call (with --prompts-json).
     #[arg(long, default_value_t = 512)]

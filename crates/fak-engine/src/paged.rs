@@ -23,6 +23,17 @@ use fak_model::{KvError, KvRowBuf, KvRun, KvStore, KvType, ModelConfig, SeqId};
 
 use crate::EngineError;
 
+/// Default tokens per KV block for the CLI's commands.
+///
+/// Attention walks a sequence one block-run at a time, and each run costs
+/// a kernel call with its own set-up. On the fleet probe (SmolLM2 Q8_0, 2
+/// threads) 64-token blocks ran 1.48–1.58 agent-turns/s against 1.33–1.38
+/// with 16 (`fak bench fleet --profile probe --block-size N`, same
+/// session), with identical generated tokens. Larger blocks share a prefix
+/// at a coarser grain (a cached prefix is reused up to its last whole
+/// block) and copy more on the first write to a shared partial block.
+pub const DEFAULT_BLOCK_SIZE: usize = 64;
+
 /// Sizes of a [`PagedKv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PagedKvConfig {

@@ -324,7 +324,11 @@ pub fn measure_context(model: &Model) -> anyhow::Result<Measured<ContextPoint>> 
 /// [`MEASURE_STEPS`] timed steps of one token per sequence.
 fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
     let mut ids = LcgIds::new(model.config().n_vocab);
-    let sizes = PagedKvConfig::for_sequences(16, b, MEASURE_PROMPT + MEASURE_STEPS);
+    let sizes = PagedKvConfig::for_sequences(
+        fak_engine::DEFAULT_BLOCK_SIZE,
+        b,
+        MEASURE_PROMPT + MEASURE_STEPS,
+    );
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, 512)?;
     let seq_ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
     let prompts: Vec<Vec<u32>> = (0..b)
