@@ -27,9 +27,10 @@ use crate::EngineError;
 ///
 /// Attention walks a sequence one block-run at a time, and each run costs
 /// a kernel call with its own set-up. On the fleet probe (SmolLM2 Q8_0, 2
-/// threads) 64-token blocks ran 1.48–1.58 agent-turns/s against 1.33–1.38
-/// with 16 (`fak bench fleet --profile probe --block-size N`, same
-/// session), with identical generated tokens. Larger blocks share a prefix
+/// threads) 64-token blocks ran 1.594–1.611 agent-turns/s against
+/// 1.322–1.369 with 16 (`fak bench fleet --profile probe --block-size N`,
+/// alternated in one session; docs/FLEET.md), with identical generated
+/// tokens. Larger blocks share a prefix
 /// at a coarser grain (a cached prefix is reused up to its last whole
 /// block) and copy more on the first write to a shared partial block.
 pub const DEFAULT_BLOCK_SIZE: usize = 64;
