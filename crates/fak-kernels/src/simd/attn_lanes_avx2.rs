@@ -197,9 +197,8 @@ pub(super) unsafe fn rows_group_lanes(
             r += 8;
         }
         while r < n_rows {
-            let one: &mut [[MaybeUninit<f32>; LANE_DIMS]; 1] = match (&mut kf[..1]).try_into() {
-                Ok(one) => one,
-                Err(_) => return,
+            let Some(one) = kf.first_chunk_mut::<1>() else {
+                return;
             };
             if widen_row(row(r), &mut one[0]) < n {
                 return;

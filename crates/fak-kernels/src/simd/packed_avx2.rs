@@ -1,8 +1,9 @@
 //! AVX2 kernel of [`crate::packed`]: one register holds the running sums
 //! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
-//! Q8_0 runs the signed tile below ([`Steps`] loads a step's 32 quants);
-//! Q5_0 rebuilds each step's quants plus 16 from its bit planes and runs
-//! an unsigned tile ([`tile_q5`]) that needs no sign trick.
+//! Q8_0 runs the signed tile below ([`tile_q8`]); Q5_0 rebuilds each
+//! step's quants plus 16 from its bit planes and runs an unsigned tile
+//! ([`tile_q5`]) that needs no sign trick. Both end each block the same
+//! way ([`scale_block`]).
 //!
 //! ```text
 //!   per block b, step k (values 4k..4k+4 of the block):
@@ -11,7 +12,6 @@
 //!     per token t:  x = the token's 4 quants, broadcast to all 8 lanes
 //!                   s[t] += madd(maddubs(|w|, sign(x, w)), 1)   exact i32
 //!   per token t:    acc[t] = acc[t] + (d_w · d_x[t]) · f32(s[t])
-//!   (w = Steps::step(block, k): the format's 8 rows × 4 quants)
 //! ```
 //!
 //! `|w| · sign(x, w)` is `w · x` for `x` in `-127..=127` (what the Q8_0
@@ -30,17 +30,6 @@ const AB: usize = BlockQ8_0::BYTES;
 /// Tokens per tile (measured best of 2–6 on the 1536 × 576 and 576 × 1536
 /// Q8_0 products: 4 fills the 16 registers without spilling).
 pub(super) const TILE_TOKENS: usize = 4;
-
-/// How a packed format's group block yields each step's 32 signed quants
-/// (8 rows × 4 values, see [`crate::packed`]).
-trait Steps<const B: usize> {
-    /// Step `k`'s quants (`k < STEPS`).
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2.
-    unsafe fn step(b: &[u8; B], k: usize) -> __m256i;
-}
 
 /// 32 bytes of `b` from byte `at` (zeros if out of range, which the fixed
 /// layouts rule out).
@@ -65,14 +54,6 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
 
 struct Q8;
 struct Q5;
-
-impl Steps<Q8_0_BYTES> for Q8 {
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn step(b: &[u8; Q8_0_BYTES], k: usize) -> __m256i {
-        load(bytes32(b, SCALE_BYTES + 32 * k))
-    }
-}
 
 impl Q5 {
     /// Step `k`'s quants plus 16 (`0..32`, unsigned): nibble plane `k / 2`
@@ -137,22 +118,41 @@ pub(super) fn blocks_at<'a, const N: usize, const T: usize>(
     ab
 }
 
-/// One group (`w`: its `nb` blocks) times `T` activation rows; returns the
-/// 8 row results of each token.
+/// The end of a block for `T` tokens: `acc[t] = acc[t] + (d_w · d_x[t]) ·
+/// f32(sumi[t])`, with the 8 row scales `d_w` at the front of `wb` and
+/// each token's scale at the front of its activation block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile<S: Steps<B>, const B: usize, const T: usize>(
-    w: &[[u8; B]],
-    a: [&[[u8; AB]]; T],
-) -> [__m256; T] {
+fn scale_block<const B: usize, const T: usize>(
+    wb: &[u8; B],
+    ab: [&[u8; AB]; T],
+    sumi: [__m256i; T],
+    acc: &mut [__m256; T],
+) {
+    let mut scales = [0u8; SCALE_BYTES];
+    scales.copy_from_slice(&wb[..SCALE_BYTES]);
+    // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+    let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+    for t in 0..T {
+        let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
+        let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
+        let d = _mm256_mul_ps(dw, dx);
+        acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
+    }
+}
+
+/// One Q8_0 group (`w`: its `nb` blocks) times `T` activation rows;
+/// returns the 8 row results of each token.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for k in 0..STEPS {
-            // SAFETY: this function runs with AVX2 enabled.
-            let wq = unsafe { S::step(wb, k) };
+            let wq = load(bytes32(wb, SCALE_BYTES + 32 * k));
             let aw = _mm256_sign_epi8(wq, wq);
             for t in 0..T {
                 let x = _mm256_set1_epi32(quad::<2, AB>(ab[t], k));
@@ -160,21 +160,12 @@ fn tile<S: Steps<B>, const B: usize, const T: usize>(
                 sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ones));
             }
         }
-        let mut scales = [0u8; SCALE_BYTES];
-        scales.copy_from_slice(&wb[..SCALE_BYTES]);
-        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
-        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
-        for t in 0..T {
-            let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
-            let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
-            let d = _mm256_mul_ps(dw, dx);
-            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
-        }
+        scale_block(wb, ab, sumi, &mut acc);
     }
     acc
 }
 
-/// The Q5_0 tile: [`tile`]'s sums without the sign trick. The quants
+/// The Q5_0 tile: [`tile_q8`]'s sums without the sign trick. The quants
 /// plus 16 are unsigned (below 32), so `maddubs` takes them directly; its
 /// pair sums (at most `2 · 31 · 128` in size) add up exactly in `i16` over
 /// 4 steps (half a block), and the offset comes off in integers:
@@ -202,17 +193,10 @@ fn tile_q5<const T: usize>(w: &[[u8; Q5_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m2
                 sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s[t], ones));
             }
         }
-        let mut scales = [0u8; SCALE_BYTES];
-        scales.copy_from_slice(&wb[..SCALE_BYTES]);
-        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
-        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
         for t in 0..T {
-            let sumi = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32::<4>(block_sum(ab[t])));
-            let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
-            let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
-            let d = _mm256_mul_ps(dw, dx);
-            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+            sumi[t] = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32::<4>(block_sum(ab[t])));
         }
+        scale_block(wb, ab, sumi, &mut acc);
     }
     acc
 }
@@ -253,13 +237,13 @@ impl Tiles<Q8_0_BYTES, AB> for Q8 {
         w: &[[u8; Q8_0_BYTES]],
         a: [&[[u8; AB]]; TILE_TOKENS],
     ) -> [__m256; TILE_TOKENS] {
-        tile::<Q8, Q8_0_BYTES, TILE_TOKENS>(w, a)
+        tile_q8::<TILE_TOKENS>(w, a)
     }
 
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn tile1(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile::<Q8, Q8_0_BYTES, 1>(w, [a]);
+        let [v] = tile_q8::<1>(w, [a]);
         v
     }
 }
