@@ -459,11 +459,11 @@ impl KvStore for PagedBench {
     fn kv_type(&self) -> fak_model::KvType {
         self.kv.kv_type()
     }
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
-        self.kv.k_run(layer, seq, pos, end)
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
+        self.kv.k_run(layer, seq, pos, end, head)
     }
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
-        self.kv.v_run(layer, seq, pos, end)
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
+        self.kv.v_run(layer, seq, pos, end, head)
     }
 }
 

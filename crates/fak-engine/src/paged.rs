@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use fak_kv::{BlockCopy, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
-use fak_model::{KvError, KvRowBuf, KvRun, KvStore, KvType, ModelConfig, SeqId};
+use fak_model::{KvError, KvRowBuf, KvRowShape, KvRun, KvStore, KvType, ModelConfig, SeqId};
 
 use crate::EngineError;
 
@@ -71,7 +71,9 @@ pub struct PagedKv {
     n_kv_dim: usize,
     block_size: usize,
     kv_type: KvType,
-    /// Rows `[n_blocks][n_layer][block_size]`, each `[n_kv_dim]` values.
+    /// Rows `[n_blocks][n_layer][block_size]`, each `[n_kv_dim]` values;
+    /// one segment per (block, layer), head-major inside (see
+    /// [`KvRowBuf`]).
     k: KvRowBuf,
     /// Same layout as `k`.
     v: KvRowBuf,
@@ -104,7 +106,12 @@ impl PagedKv {
                 sizes.n_blocks, sizes.block_size, model.n_layer, n_kv_dim
             ))));
         };
-        let n_rows = model.n_layer * sizes.block_size * sizes.n_blocks;
+        let shape = KvRowShape {
+            segments: model.n_layer * sizes.n_blocks,
+            seg_rows: sizes.block_size,
+            n_kv_dim,
+            head_dim: model.head_dim,
+        };
         let mgr = KvManager::new(PoolConfig {
             block_size: sizes.block_size,
             n_blocks: sizes.n_blocks,
@@ -115,8 +122,8 @@ impl PagedKv {
             n_kv_dim,
             block_size: sizes.block_size,
             kv_type: sizes.kv_type,
-            k: KvRowBuf::new(sizes.kv_type, n_rows, n_kv_dim, model.head_dim),
-            v: KvRowBuf::new(sizes.kv_type, n_rows, n_kv_dim, model.head_dim),
+            k: KvRowBuf::new(sizes.kv_type, shape),
+            v: KvRowBuf::new(sizes.kv_type, shape),
             committed: HashMap::new(),
         })
     }
@@ -330,16 +337,16 @@ impl KvStore for PagedKv {
         self.kv_type
     }
 
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => self.k.run(o, self.run_len(pos, end)),
+            Some(o) => self.k.run(o, self.run_len(pos, end), head),
             None => self.none(),
         }
     }
 
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => self.v.run(o, self.run_len(pos, end)),
+            Some(o) => self.v.run(o, self.run_len(pos, end), head),
             None => self.none(),
         }
     }

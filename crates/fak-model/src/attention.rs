@@ -220,11 +220,10 @@ impl Model {
         out: &mut [f32],
     ) {
         let hd = self.cfg.head_dim;
-        let kv_dim = self.cfg.n_head_kv * hd;
         let mut p = rows.start;
         while p < rows.end {
-            let vrun = kv.v_run(layer, seq, p, rows.end);
-            let m = vrun.rows(kv_dim);
+            let vrun = kv.v_run(layer, seq, p, rows.end, kvh);
+            let m = vrun.rows(hd);
             if m == 0 {
                 break;
             }
@@ -232,8 +231,8 @@ impl Model {
                 KvRun::F16(v) => {
                     let v: &[u16] = v.reinterpret_cast();
                     let vr = kops::KvRows {
-                        data: &v[kvh * hd..],
-                        stride: kv_dim,
+                        data: v,
+                        stride: hd,
                         n_rows: m,
                         width: hd,
                     };
@@ -241,8 +240,8 @@ impl Model {
                 }
                 KvRun::Q8_0(v) => {
                     let vr = KvRowsQ8 {
-                        data: &v[kvh * hd / 32..],
-                        stride: kv_dim / 32,
+                        data: v,
+                        stride: hd / 32,
                         n_rows: m,
                         width: hd,
                     };
@@ -268,11 +267,10 @@ impl Model {
         stride: usize,
     ) {
         let hd = self.cfg.head_dim;
-        let kv_dim = self.cfg.n_head_kv * hd;
         let mut p = rows.start;
         while p < rows.end {
-            let krun = kv.k_run(layer, seq, p, rows.end);
-            let m = krun.rows(kv_dim);
+            let krun = kv.k_run(layer, seq, p, rows.end, kvh);
+            let m = krun.rows(hd);
             if m == 0 {
                 break;
             }
@@ -280,12 +278,12 @@ impl Model {
             match krun {
                 KvRun::F16(k) => {
                     let k: &[u16] = k.reinterpret_cast();
-                    kops::dot_f32_f16_rows_group(qs, &k[kvh * hd..], kv_dim, m, sc, stride);
+                    kops::dot_f32_f16_rows_group(qs, k, hd, m, sc, stride);
                 }
                 KvRun::Q8_0(k) => {
                     let kr = KvRowsQ8 {
-                        data: &k[kvh * hd / 32..],
-                        stride: kv_dim / 32,
+                        data: k,
+                        stride: hd / 32,
                         n_rows: m,
                         width: hd,
                     };
@@ -305,18 +303,20 @@ impl Model {
         if runs.iter().all(|r| r.seq == first.seq) {
             return 0;
         }
-        let kv_dim = self.cfg.n_head_kv * self.cfg.head_dim;
+        let hd = self.cfg.head_dim;
         let limit = runs.iter().map(Run::end).min().unwrap_or(0);
         let mut p = 0;
         while p < limit {
-            let head = kv.k_run(layer, first.seq, p, limit);
-            let mut m = head.rows(kv_dim);
+            // Head 0 stands for the row: a store keeps a row's heads
+            // together in one block.
+            let head = kv.k_run(layer, first.seq, p, limit, 0);
+            let mut m = head.rows(hd);
             for r in &runs[1..] {
-                let other = kv.k_run(layer, r.seq, p, limit);
+                let other = kv.k_run(layer, r.seq, p, limit, 0);
                 if other.addr() != head.addr() {
                     return p;
                 }
-                m = m.min(other.rows(kv_dim));
+                m = m.min(other.rows(hd));
             }
             if m == 0 {
                 break;

@@ -11,7 +11,7 @@
 //! as Q8_0 blocks ([`KvType`], see `kv_rows`).
 
 use crate::batch::SeqId;
-use crate::kv_rows::KvRowBuf;
+use crate::kv_rows::{KvRowBuf, KvRowShape};
 pub use crate::kv_rows::{KvRun, KvType};
 
 /// A refused KV access.
@@ -39,8 +39,9 @@ pub enum KvError {
 
 /// Storage for keys and values, addressed by (layer, sequence, position).
 ///
-/// Each row holds `n_head_kv * head_dim` values, heads contiguous:
-/// `[head 0: d values][head 1: d values]...`.
+/// Each row holds `n_head_kv * head_dim` values (`write` takes them heads
+/// contiguous: `[head 0: d values][head 1: d values]...`); reads are per
+/// head.
 pub trait KvStore {
     /// Number of positions the sequence holds (all layers agree after a
     /// complete forward pass).
@@ -67,26 +68,27 @@ pub trait KvStore {
     /// were written).
     fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError>;
 
-    /// The longest run of K rows stored contiguously from `pos` on, at most
-    /// up to position `end` (exclusive, `end > pos`): `m` rows, `1 <= m <=
-    /// end - pos`, position-major, each `[n_head_kv * head_dim]` values
-    /// (heads contiguous) in the store's [`KvType`].
+    /// The longest run of KV head `head`'s K rows stored contiguously from
+    /// `pos` on, at most up to position `end` (exclusive, `end > pos`): `m`
+    /// rows, `1 <= m <= end - pos`, position-major, each `[head_dim]` values
+    /// in the store's [`KvType`], with no gap between rows.
     ///
     /// Attention walks a sequence run by run; a paged store returns up to
     /// the end of `pos`'s block, a flat store everything up to `end`. Which
     /// runs a walk sees never changes what is computed per position. A
-    /// position without storage gives an empty run.
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_>;
+    /// position without storage, or a head past the row, gives an empty run.
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_>;
 
     /// Like [`KvStore::k_run`], for V rows.
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_>;
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_>;
 }
 
 /// A contiguous KV store: `n_seq` sequences of up to `n_ctx` positions each,
 /// allocated once.
 ///
 /// Layout of `k` and `v`: rows `[seq][layer][pos]`, each `[n_kv_dim]`
-/// values in the store's [`KvType`].
+/// values in the store's [`KvType`]; one segment of `n_ctx` rows per
+/// (sequence, layer), head-major inside (see [`KvRowBuf`]).
 pub struct FlatKv {
     kv_type: KvType,
     n_layer: usize,
@@ -101,12 +103,6 @@ pub struct FlatKv {
 }
 
 impl FlatKv {
-    /// Allocates a store for `n_seq` sequences of `n_ctx` positions, with rows
-    /// of `n_kv_dim` values, for `n_layer` layers.
-    pub fn new(n_layer: usize, n_kv_dim: usize, n_ctx: usize, n_seq: usize) -> FlatKv {
-        FlatKv::new_typed(KvType::F16, (n_layer, n_kv_dim, n_kv_dim), n_ctx, n_seq)
-    }
-
     /// `dims`: layers, row width, head dim.
     fn new_typed(
         ty: KvType,
@@ -114,14 +110,19 @@ impl FlatKv {
         n_ctx: usize,
         n_seq: usize,
     ) -> FlatKv {
-        let rows = n_seq * n_layer * n_ctx;
+        let shape = KvRowShape {
+            segments: n_seq * n_layer,
+            seg_rows: n_ctx,
+            n_kv_dim,
+            head_dim,
+        };
         FlatKv {
             kv_type: ty,
             n_layer,
             n_ctx,
             n_kv_dim,
-            k: KvRowBuf::new(ty, rows, n_kv_dim, head_dim),
-            v: KvRowBuf::new(ty, rows, n_kv_dim, head_dim),
+            k: KvRowBuf::new(ty, shape),
+            v: KvRowBuf::new(ty, shape),
             len: vec![0; n_seq],
             reserved: vec![0; n_seq],
         }
@@ -129,7 +130,8 @@ impl FlatKv {
 
     /// A store sized for `model`'s layers and KV width.
     pub fn for_model(cfg: &crate::ModelConfig, n_ctx: usize, n_seq: usize) -> FlatKv {
-        FlatKv::new(cfg.n_layer, cfg.n_head_kv * cfg.head_dim, n_ctx, n_seq)
+        let dims = (cfg.n_layer, cfg.n_head_kv * cfg.head_dim, cfg.head_dim);
+        FlatKv::new_typed(KvType::F16, dims, n_ctx, n_seq)
     }
 
     /// Like [`FlatKv::for_model`], storing rows as `ty`.
@@ -253,14 +255,14 @@ impl KvStore for FlatKv {
         self.kv_type
     }
 
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         let (row, m) = self.run_rows(layer, seq, pos, end);
-        self.k.run(row, m)
+        self.k.run(row, m, head)
     }
 
-    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize) -> KvRun<'_> {
+    fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         let (row, m) = self.run_rows(layer, seq, pos, end);
-        self.v.run(row, m)
+        self.v.run(row, m, head)
     }
 }
 

@@ -1,11 +1,11 @@
 //! Row storage behind the KV stores: each row holds one token's K (or V)
-//! for one layer, `n_kv_dim = n_head_kv · head_dim` values, in one of two
-//! element types:
+//! for one layer, `n_kv_dim = n_head_kv · head_dim` values (stored head by
+//! head, see [`KvRowBuf`]), in one of two element types:
 //!
 //! ```text
-//!   KvType::F16    row = [f16; n_kv_dim]                 2 bytes/value (default,
+//!   KvType::F16    head = [f16; head_dim]                2 bytes/value (default,
 //!                                                        llama.cpp's default)
-//!   KvType::Q8_0   row = [BlockQ8_0; n_kv_dim / 32]      34 bytes per 32 values
+//!   KvType::Q8_0   head = [BlockQ8_0; head_dim / 32]     34 bytes per 32 values
 //!                  (each head starts a block: head_dim % 32 == 0)
 //! ```
 //!
@@ -110,8 +110,9 @@ impl std::fmt::Display for KvType {
     }
 }
 
-/// A run of consecutive stored rows, position-major, as the store holds
-/// them: `[m, n_kv_dim]` f16 values, or `[m, n_kv_dim / 32]` Q8_0 blocks.
+/// A run of consecutive stored rows of **one KV head**, position-major and
+/// contiguous: `[m, head_dim]` f16 values, or `[m, head_dim / 32]` Q8_0
+/// blocks.
 #[derive(Debug, Clone, Copy)]
 pub enum KvRun<'a> {
     /// f16 rows.
@@ -121,11 +122,11 @@ pub enum KvRun<'a> {
 }
 
 impl KvRun<'_> {
-    /// Number of whole rows of `n_kv_dim` values in the run.
-    pub fn rows(&self, n_kv_dim: usize) -> usize {
+    /// Number of whole rows of one `head_dim`-wide head in the run.
+    pub fn rows(&self, head_dim: usize) -> usize {
         match self {
-            KvRun::F16(s) => s.len().checked_div(n_kv_dim).unwrap_or(0),
-            KvRun::Q8_0(s) => s.len().checked_div(n_kv_dim / 32).unwrap_or(0),
+            KvRun::F16(s) => s.len().checked_div(head_dim).unwrap_or(0),
+            KvRun::Q8_0(s) => s.len().checked_div(head_dim / 32).unwrap_or(0),
         }
     }
 
@@ -145,34 +146,73 @@ enum Data {
     Q8_0(Vec<BlockQ8_0>),
 }
 
-/// `n_rows` rows of `n_kv_dim` values in one [`KvType`].
+/// Rows of `n_kv_dim` values in one [`KvType`], stored in *segments* of
+/// `seg_rows` rows (a paged block of one layer, or one sequence's layer in
+/// a flat store), head-major inside a segment:
+///
+/// ```text
+///   segment s:  [head 0: rows 0..seg_rows, head_dim each]
+///               [head 1: rows 0..seg_rows, head_dim each]  ...
+///   row r = s · seg_rows + i,  head h  at  ((s · heads + h) · seg_rows + i) · per_head
+/// ```
+///
+/// Attention reads one head at a time over many rows, so each head's rows
+/// of a segment are one contiguous stream (8 KiB for a 64-token block of
+/// 64-wide f16 heads) rather than 128-byte pieces at the stride of a whole
+/// row, which the hardware prefetchers followed poorly once a fleet's
+/// cache outgrew L3 (see docs/PERFORMANCE.md, "KV rows head-major").
 pub struct KvRowBuf {
     data: Data,
-    /// Elements (f16 values or Q8_0 blocks) per row.
-    per_row: usize,
+    /// Elements (f16 values or Q8_0 blocks) per head per row.
+    per_head: usize,
+    /// Values per head.
+    head_dim: usize,
+    /// Heads per row.
+    heads: usize,
+    /// Rows per segment (at least 1).
+    seg_rows: usize,
     /// Hadamard rotation size of Q8_0 rows.
     rot: usize,
 }
 
 const ZERO_BLOCK: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
 
+/// Shape of a [`KvRowBuf`].
+#[derive(Debug, Clone, Copy)]
+pub struct KvRowShape {
+    /// Number of segments.
+    pub segments: usize,
+    /// Rows per segment.
+    pub seg_rows: usize,
+    /// Values per row (`heads · head_dim`).
+    pub n_kv_dim: usize,
+    /// Values per head.
+    pub head_dim: usize,
+}
+
 impl KvRowBuf {
-    /// Zeroed rows of `n_kv_dim` values (heads of `head_dim`). The caller
-    /// has checked the type against the model ([`KvType::check`]); for
-    /// Q8_0 a trailing partial block of a row is not stored.
-    pub fn new(ty: KvType, n_rows: usize, n_kv_dim: usize, head_dim: usize) -> KvRowBuf {
-        let rot = ty.rotation(head_dim).unwrap_or(1);
-        match ty {
-            KvType::F16 => KvRowBuf {
-                data: Data::F16(vec![f16::ZERO; n_rows * n_kv_dim]),
-                per_row: n_kv_dim,
-                rot,
-            },
-            KvType::Q8_0 => KvRowBuf {
-                data: Data::Q8_0(vec![ZERO_BLOCK; n_rows * (n_kv_dim / 32)]),
-                per_row: n_kv_dim / 32,
-                rot,
-            },
+    /// Zeroed rows of `shape`. The caller has checked the type against the
+    /// model ([`KvType::check`]: Q8_0 needs `head_dim % 32 == 0`).
+    pub fn new(ty: KvType, shape: KvRowShape) -> KvRowBuf {
+        let rot = ty.rotation(shape.head_dim).unwrap_or(1);
+        let head_dim = shape.head_dim.max(1);
+        let heads = shape.n_kv_dim / head_dim;
+        let rows = shape.segments * shape.seg_rows;
+        let per_head = match ty {
+            KvType::F16 => head_dim,
+            KvType::Q8_0 => head_dim / 32,
+        };
+        let data = match ty {
+            KvType::F16 => Data::F16(vec![f16::ZERO; rows * heads * per_head]),
+            KvType::Q8_0 => Data::Q8_0(vec![ZERO_BLOCK; rows * heads * per_head]),
+        };
+        KvRowBuf {
+            data,
+            per_head,
+            head_dim,
+            heads,
+            seg_rows: shape.seg_rows.max(1),
+            rot,
         }
     }
 
@@ -184,37 +224,56 @@ impl KvRowBuf {
         }
     }
 
+    /// Element offset of head `head` of row `row`.
+    fn at(&self, row: usize, head: usize) -> usize {
+        let (s, i) = (row / self.seg_rows, row % self.seg_rows);
+        ((s * self.heads + head) * self.seg_rows + i) * self.per_head
+    }
+
+    /// Rows from `row` to the end of its segment.
+    fn seg_left(&self, row: usize) -> usize {
+        self.seg_rows - row % self.seg_rows
+    }
+
     /// Encodes `x` (`[n_kv_dim]`) into row `row`; a row past the end is
     /// ignored (callers check positions first).
     pub fn write(&mut self, row: usize, x: &[f32]) {
-        let o = row * self.per_row;
-        match &mut self.data {
-            Data::F16(v) => {
-                if let Some(dst) = v.get_mut(o..o + self.per_row) {
-                    for (d, s) in dst.iter_mut().zip(x) {
-                        *d = f16::from_f32(*s);
+        let (hd, per, rot) = (self.head_dim, self.per_head, self.rot);
+        for (h, xh) in x.chunks_exact(hd).take(self.heads).enumerate() {
+            let o = self.at(row, h);
+            match &mut self.data {
+                Data::F16(v) => {
+                    if let Some(dst) = v.get_mut(o..o + per) {
+                        for (d, s) in dst.iter_mut().zip(xh) {
+                            *d = f16::from_f32(*s);
+                        }
                     }
                 }
-            }
-            Data::Q8_0(v) => {
-                let rot = self.rot;
-                if let Some(dst) = v.get_mut(o..o + self.per_row) {
-                    let mut tmp = [0.0f32; MAX_ROTATION];
-                    for (xs, ds) in x.chunks(rot).zip(dst.chunks_mut(rot / 32)) {
-                        let t = &mut tmp[..xs.len()];
-                        t.copy_from_slice(xs);
-                        hadamard_rotate(t, rot);
-                        quantize_q8_0_blocks(t, ds);
+                Data::Q8_0(v) => {
+                    if let Some(dst) = v.get_mut(o..o + per) {
+                        let mut tmp = [0.0f32; MAX_ROTATION];
+                        for (xs, ds) in xh.chunks(rot).zip(dst.chunks_mut(rot / 32)) {
+                            let t = &mut tmp[..xs.len()];
+                            t.copy_from_slice(xs);
+                            hadamard_rotate(t, rot);
+                            quantize_q8_0_blocks(t, ds);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Rows `row..row + m` (fewer if the buffer ends first; empty past it).
-    pub fn run(&self, row: usize, m: usize) -> KvRun<'_> {
-        let a = row.saturating_mul(self.per_row);
-        let b = row.saturating_add(m).saturating_mul(self.per_row);
+    /// Rows `row..row + m` of head `head` (fewer if the segment or the
+    /// buffer ends first; empty past it or for a head past the row).
+    pub fn run(&self, row: usize, m: usize, head: usize) -> KvRun<'_> {
+        let m = if head < self.heads {
+            m.min(self.seg_left(row))
+        } else {
+            0
+        };
+        let a = self.at(row, head.min(self.heads));
+        let b = a.saturating_add(m * self.per_head);
         match &self.data {
             Data::F16(v) => KvRun::F16(&v[a.min(v.len())..b.min(v.len())]),
             Data::Q8_0(v) => KvRun::Q8_0(&v[a.min(v.len())..b.min(v.len())]),
@@ -223,45 +282,38 @@ impl KvRowBuf {
 
     /// Decodes row `row` into `out` (`[n_kv_dim]` f32).
     pub fn read(&self, row: usize, out: &mut [f32]) {
-        match self.run(row, 1) {
-            KvRun::F16(s) => {
-                for (d, x) in out.iter_mut().zip(s) {
-                    *d = x.to_f32();
-                }
-            }
-            KvRun::Q8_0(s) => {
-                for (ob, b) in out.chunks_mut(32).zip(s) {
-                    let d = fak_kernels::fp::f16_to_f32(b.d);
-                    for (o, &q) in ob.iter_mut().zip(&b.qs) {
-                        *o = d * f32::from(q);
+        for (h, oh) in out.chunks_exact_mut(self.head_dim).enumerate() {
+            match self.run(row, 1, h) {
+                KvRun::F16(s) => {
+                    for (d, x) in oh.iter_mut().zip(s) {
+                        *d = x.to_f32();
                     }
                 }
-                hadamard_rotate(out, self.rot);
+                KvRun::Q8_0(s) => {
+                    for (ob, b) in oh.chunks_mut(32).zip(s) {
+                        let d = fak_kernels::fp::f16_to_f32(b.d);
+                        for (o, &q) in ob.iter_mut().zip(&b.qs) {
+                            *o = d * f32::from(q);
+                        }
+                    }
+                    hadamard_rotate(oh, self.rot);
+                }
             }
         }
     }
 
-    /// Copies rows `src..src + n` to `dst..dst + n` (ranges past the end
-    /// are cut).
+    /// Copies rows `src..src + n` to `dst..dst + n`, every head (ranges
+    /// are cut at the end of either segment and of the buffer).
     pub fn copy_rows(&mut self, src: usize, dst: usize, n: usize) {
-        let per = self.per_row;
-        let copy = |len: usize| -> Option<(std::ops::Range<usize>, usize)> {
-            let (s, d) = (src * per, dst * per);
-            let cnt = (n * per)
-                .min(len.saturating_sub(s))
-                .min(len.saturating_sub(d));
-            (cnt > 0).then_some((s..s + cnt, d))
-        };
-        match &mut self.data {
-            Data::F16(v) => {
-                if let Some((r, d)) = copy(v.len()) {
-                    v.copy_within(r, d);
-                }
-            }
-            Data::Q8_0(v) => {
-                if let Some((r, d)) = copy(v.len()) {
-                    v.copy_within(r, d);
-                }
+        let n = n.min(self.seg_left(src)).min(self.seg_left(dst));
+        let cnt = n * self.per_head;
+        for h in 0..self.heads {
+            let (s, d) = (self.at(src, h), self.at(dst, h));
+            let fits = |len: usize| s + cnt <= len && d + cnt <= len && cnt > 0;
+            match &mut self.data {
+                Data::F16(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
+                Data::Q8_0(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
+                _ => {}
             }
         }
     }
@@ -282,7 +334,13 @@ mod tests {
     #[test]
     fn q8_0_rows_round_trip_within_half_a_step() {
         let n = 128;
-        let mut buf = KvRowBuf::new(KvType::Q8_0, 3, n, 64);
+        let shape = KvRowShape {
+            segments: 1,
+            seg_rows: 3,
+            n_kv_dim: n,
+            head_dim: 64,
+        };
+        let mut buf = KvRowBuf::new(KvType::Q8_0, shape);
         let mut x: Vec<f32> = (0..n)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
             .collect();
@@ -322,9 +380,60 @@ mod tests {
         let mut copied = vec![0.0f32; n];
         buf.read(2, &mut copied);
         assert_eq!(back, copied);
-        assert_eq!(buf.run(0, 3).rows(n), 3);
-        assert_eq!(buf.run(2, 5).rows(n), 1);
-        assert_eq!(buf.run(9, 1).rows(n), 0);
+        assert_eq!(buf.run(0, 3, 1).rows(64), 3);
+        assert_eq!(buf.run(2, 5, 0).rows(64), 1);
+        assert_eq!(buf.run(9, 1, 0).rows(64), 0);
+        assert_eq!(buf.run(0, 3, 2).rows(64), 0);
         assert_eq!(buf.bytes(), 3 * 4 * 34);
+    }
+
+    /// Value `i` of row `r` in the head-major layout tests: exact in f16.
+    fn value(r: usize, i: usize) -> f32 {
+        (r * 16 + i) as f32 / 4.0
+    }
+
+    #[test]
+    fn f16_heads_are_contiguous_per_segment_and_rows_round_trip() {
+        let (heads, hd, seg) = (3, 4, 5);
+        let shape = KvRowShape {
+            segments: 2,
+            seg_rows: seg,
+            n_kv_dim: heads * hd,
+            head_dim: hd,
+        };
+        let mut buf = KvRowBuf::new(KvType::F16, shape);
+        for r in 0..2 * seg {
+            let x: Vec<f32> = (0..heads * hd).map(|i| value(r, i)).collect();
+            buf.write(r, &x);
+        }
+        for r in 0..2 * seg {
+            let mut back = vec![0.0f32; heads * hd];
+            buf.read(r, &mut back);
+            let want: Vec<f32> = (0..heads * hd).map(|i| value(r, i)).collect();
+            assert_eq!(back, want, "row {r}");
+        }
+        // A run is one head's rows, contiguous, cut at the segment's end.
+        let KvRun::F16(run) = buf.run(3, 10, 1) else {
+            panic!("f16 store gave a Q8_0 run");
+        };
+        let got: Vec<f32> = run.iter().map(|x| x.to_f32()).collect();
+        let want: Vec<f32> = (3..seg)
+            .flat_map(|r| (hd..2 * hd).map(move |i| value(r, i)))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(buf.run(seg, 10, 2).rows(hd), seg);
+        // Copying rows moves every head; the source segment is unchanged.
+        buf.copy_rows(1, seg + 2, 3);
+        for (src, dst) in [(1, seg + 2), (2, seg + 3), (3, seg + 4)] {
+            let mut a = vec![0.0f32; heads * hd];
+            let mut b = vec![0.0f32; heads * hd];
+            buf.read(src, &mut a);
+            buf.read(dst, &mut b);
+            assert_eq!(a, b, "row {src} -> {dst}");
+        }
+        let mut untouched = vec![0.0f32; heads * hd];
+        buf.read(seg + 1, &mut untouched);
+        let want: Vec<f32> = (0..heads * hd).map(|i| value(seg + 1, i)).collect();
+        assert_eq!(untouched, want);
     }
 }

@@ -37,6 +37,6 @@ pub use error::ModelError;
 pub use fak_gguf::model::{Arch, ModelConfig, RopeStyle};
 pub use forward::{Logits, Workspace};
 pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};
-pub use kv_rows::KvRowBuf;
+pub use kv_rows::{KvRowBuf, KvRowShape};
 pub use ops::rope_shift_back;
 pub use weights::{Model, Weight};
