@@ -267,16 +267,29 @@ fn dot_f32_f16_rows_is_bit_identical_to_scalar_rows() {
 }
 
 /// Grouped-query scores equal one scalar single-row dot per (query, row),
-/// bit for bit, for group sizes 1–9 (passes of 4, 3, 2, 1 queries), any
-/// row count, and output rows at a stride; outputs past `n_rows` in each
-/// query's row stay untouched.
+/// bit for bit, for group sizes 1–19 (every kernel: passes of 4, 3, 2, 1
+/// queries, and lane-per-query passes of 8), more than one stack-full of
+/// lane passes (65 and 70 queries of 256 dims), any row count, and output
+/// rows at a stride; outputs past `n_rows` in each query's row stay
+/// untouched.
 #[test]
 fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
     for isa in Isa::available() {
         for seed in seeds() {
             let mut rng = StdRng::seed_from_u64(seed);
-            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3), (264, 270, 1)] {
-                for g in 1..=19usize {
+            let shapes = [
+                (64, 192, 64),
+                (64, 64, 0),
+                (13, 20, 3),
+                (264, 270, 1),
+                (256, 260, 2),
+            ];
+            for (n, stride, off) in shapes {
+                let groups: Vec<usize> = match n {
+                    256 => vec![8, 64, 65, 70],
+                    _ => (1..=19).collect(),
+                };
+                for g in groups {
                     for n_rows in [0usize, 1, 7, 8, 9, 17, 33] {
                         let q = f32s(&mut rng, g * n, -2.0, 2.0);
                         let len = off + n_rows.saturating_sub(1) * stride + n;

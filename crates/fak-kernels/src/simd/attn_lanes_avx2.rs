@@ -9,8 +9,8 @@
 //! stay in row order and the (few, reused) queries are transposed once:
 //!
 //! ```text
-//!   qt[d]  = dim d of queries g0..g0+8, one per lane  (once per pass)
-//!   kf[j]  = key row r+j widened to f32                (once per row)
+//!   qt[d]  = dim d of queries g0..g0+8, one per lane  (once per call)
+//!   kf[j]  = key row r+j widened to f32  (once per row, for every pass)
 //!   per dim d in order, per row j of the 8:
 //!       acc[j] = acc[j] + qt[d] · kf[j][d]             (mul, then add)
 //!   acc[j] lane l = score(query g0+l, row r+j)  ──8×8 transpose──►
@@ -93,7 +93,7 @@ fn transpose_queries(
     q: &[f32],
     n: usize,
     (g0, lanes): (usize, usize),
-    qt: &mut [MaybeUninit<__m256>; LANE_DIMS],
+    qt: &mut [MaybeUninit<__m256>],
 ) {
     let n8 = n / 8 * 8;
     let query = |l: usize| q.get((g0 + l) * n..(g0 + l + 1) * n).filter(|_| l < lanes);
@@ -143,9 +143,15 @@ unsafe fn row_sums<const R: usize>(
     acc
 }
 
+/// Transposed query vectors [`rows_group_lanes`] keeps on its stack (64
+/// KiB): 32 passes of 8 queries at head dim 64.
+const QT_VECS: usize = 8 * LANE_DIMS;
+
 /// Scores of all `q.len() / n` queries (`q`: `[G, n]`) against rows
-/// `0..n_rows` of `k` (row `r` at `r * stride`), into `out[g * out_stride
-/// + r]`, 8 queries per pass.
+/// `0..n_rows` of `k` (row `r` at `r * stride`), into
+/// `out[g * out_stride + r]`. Queries go 8 to a pass; every pass of a group (as many as
+/// [`QT_VECS`] holds) runs over each 8-row key tile while it is widened
+/// in L1, so a row is widened once per group, not once per pass.
 ///
 /// # Safety
 ///
@@ -162,20 +168,26 @@ pub(super) unsafe fn rows_group_lanes(
     out: &mut [f32],
     out_stride: usize,
 ) {
-    let n = n.min(LANE_DIMS);
-    let g_all = q.len() / n.max(1);
-    // Uninitialised on purpose: these calls often cover one 16-row KV
-    // block, where zeroing 16 KiB of stack cost as much as the sums. Only
-    // written dims are read (`row_sums`' contract).
-    let mut qt = [const { MaybeUninit::<__m256>::uninit() }; LANE_DIMS];
+    let n = n.clamp(1, LANE_DIMS);
+    let g_all = q.len() / n;
+    let passes = g_all.div_ceil(8);
+    let per_group = QT_VECS / n;
+    // Uninitialised on purpose: these calls often cover one KV block,
+    // where zeroing the buffers cost as much as the sums. Only written
+    // dims are read (`row_sums`' contract).
+    let mut qt = [const { MaybeUninit::<__m256>::uninit() }; QT_VECS];
     let mut kf = [[const { MaybeUninit::<f32>::uninit() }; LANE_DIMS]; 8];
     let row = |r: usize| k.get(r * stride..r * stride + n).unwrap_or(&[]);
-    for g0 in (0..g_all).step_by(8) {
-        let lanes = (g_all - g0).min(8);
-        transpose_queries(q, n, (g0, lanes), &mut qt);
-        // SAFETY: `transpose_queries` wrote `qt[..n]`; `MaybeUninit<T>`
-        // has `T`'s layout.
-        let qt: &[__m256] = unsafe { std::slice::from_raw_parts(qt.as_ptr().cast(), n) };
+    for p0 in (0..passes).step_by(per_group) {
+        let group = p0..(p0 + per_group).min(passes);
+        for (p, slot) in group.clone().zip(qt.chunks_exact_mut(n)) {
+            let lanes = (g_all - p * 8).min(8);
+            transpose_queries(q, n, (p * 8, lanes), slot);
+        }
+        // SAFETY: `transpose_queries` wrote `n` vectors per pass of the
+        // group; `MaybeUninit<T>` has `T`'s layout.
+        let qt: &[__m256] =
+            unsafe { std::slice::from_raw_parts(qt.as_ptr().cast(), group.len() * n) };
         let mut r = 0;
         while r + 8 <= n_rows {
             let mut written = n;
@@ -185,13 +197,16 @@ pub(super) unsafe fn rows_group_lanes(
             if written < n {
                 return;
             }
-            // SAFETY: every row's dims `0..n` are written (checked above).
-            let cols = transpose8x8_ps(unsafe { row_sums::<8>(qt, &kf) });
-            for (l, c) in cols.into_iter().enumerate().take(lanes) {
-                let at = (g0 + l) * out_stride + r;
-                if let Some(o) = out.get_mut(at..at + 8) {
-                    // SAFETY: `o` is 8 writable f32; `storeu` needs no alignment.
-                    unsafe { _mm256_storeu_ps(o.as_mut_ptr(), c) };
+            for (p, qp) in group.clone().zip(qt.chunks_exact(n)) {
+                // SAFETY: every row's dims `0..n` are written (checked above).
+                let cols = transpose8x8_ps(unsafe { row_sums::<8>(qp, &kf) });
+                let lanes = (g_all - p * 8).min(8);
+                for (l, c) in cols.into_iter().enumerate().take(lanes) {
+                    let at = (p * 8 + l) * out_stride + r;
+                    if let Some(o) = out.get_mut(at..at + 8) {
+                        // SAFETY: `o` is 8 writable f32; `storeu` needs no alignment.
+                        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), c) };
+                    }
                 }
             }
             r += 8;
@@ -203,14 +218,17 @@ pub(super) unsafe fn rows_group_lanes(
             if widen_row(row(r), &mut one[0]) < n {
                 return;
             }
-            // SAFETY: the row's dims `0..n` are written (checked above).
-            let [acc] = unsafe { row_sums::<1>(qt, one) };
-            let mut lane = [0.0f32; 8];
-            // SAFETY: `lane` is 8 writable f32.
-            unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), acc) };
-            for (l, &s) in lane.iter().enumerate().take(lanes) {
-                if let Some(o) = out.get_mut((g0 + l) * out_stride + r) {
-                    *o = s;
+            for (p, qp) in group.clone().zip(qt.chunks_exact(n)) {
+                // SAFETY: the row's dims `0..n` are written (checked above).
+                let [acc] = unsafe { row_sums::<1>(qp, one) };
+                let mut lane = [0.0f32; 8];
+                // SAFETY: `lane` is 8 writable f32.
+                unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), acc) };
+                let lanes = (g_all - p * 8).min(8);
+                for (l, &s) in lane.iter().enumerate().take(lanes) {
+                    if let Some(o) = out.get_mut((p * 8 + l) * out_stride + r) {
+                        *o = s;
+                    }
                 }
             }
             r += 1;
