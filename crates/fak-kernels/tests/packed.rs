@@ -251,6 +251,34 @@ fn every_isa_gives_the_reference_bits() {
 /// their quantizer produces), with scales at their extremes.
 /// The AVX2 k-quant tiles add 8 (Q4_K) or 2 (Q6_K) steps of `maddubs`
 /// pair sums in `i16` before widening; this is where that would overflow.
+/// Rows wider than the AVX2 Q5_0 loop keeps activation sums for (1,024
+/// blocks): the tile sums the later blocks itself, with the same bits.
+#[test]
+fn wide_q5_0_rows_give_the_reference_bits() {
+    let format = PackedFormat::Q5_0;
+    let mut rng = StdRng::seed_from_u64(7);
+    let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
+    let (nb, rows, n_tok) = (1030usize, 40usize, 5usize);
+    let w = weights(format, &mut rng, rows * nb);
+    let a = acts(format, &mut rng, n_tok, nb);
+    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
+    for isa in Isa::available() {
+        let mut out = vec![f32::NAN; n_tok * rows];
+        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
+        for t in 0..n_tok {
+            for j in 0..rows {
+                let want = reference(
+                    format,
+                    &w[j * nb * wb..(j + 1) * nb * wb],
+                    &a[t * nb * ab..(t + 1) * nb * ab],
+                );
+                let got = out[t * rows + j];
+                assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} token {t} row {j}");
+            }
+        }
+    }
+}
+
 #[test]
 fn extreme_quants_give_the_reference_bits() {
     let nb = 2;

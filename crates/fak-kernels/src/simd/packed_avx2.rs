@@ -2,8 +2,9 @@
 //! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
 //! Q8_0 runs the signed tile below ([`tile_q8`]); Q5_0 rebuilds each
 //! step's quants plus 16 from its bit planes and runs an unsigned tile
-//! ([`tile_q5`]) that needs no sign trick. Both end each block the same
-//! way ([`scale_block`]).
+//! ([`tile_q5`]) that needs no sign trick, in its own loop ([`gemm_q5`])
+//! that shares each activation block's sum across a chunk of groups. Both
+//! end each block the same way ([`scale_block`]).
 //!
 //! ```text
 //!   per block b, step k (values 4k..4k+4 of the block):
@@ -169,11 +170,17 @@ fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m2
 /// plus 16 are unsigned (below 32), so `maddubs` takes them directly; its
 /// pair sums (at most `2 · 31 · 128` in size) add up exactly in `i16` over
 /// 4 steps (half a block), and the offset comes off in integers:
-/// `Σ q·x = Σ (q + 16)·x − 16 · Σ x`. Same exact `i32` sum, same float
-/// steps, so the same bits as the scalar twin.
+/// `Σ q·x = Σ (q + 16)·x − 16 · Σ x`. `sums[t][b]` is `16 · Σ x` of token
+/// `t`'s block `b` where [`gemm_q5`] computed it; past the end of
+/// `sums[t]` the tile sums the block itself. Same exact `i32` sum, same
+/// float steps, so the same bits as the scalar twin.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q5<const T: usize>(w: &[[u8; Q5_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m256; T] {
+fn tile_q5<const T: usize>(
+    w: &[[u8; Q5_0_BYTES]],
+    a: [&[[u8; AB]]; T],
+    sums: [&[i32]; T],
+) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
@@ -194,11 +201,69 @@ fn tile_q5<const T: usize>(w: &[[u8; Q5_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m2
             }
         }
         for t in 0..T {
-            sumi[t] = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32::<4>(block_sum(ab[t])));
+            let off = match sums[t].get(b) {
+                Some(&x16) => _mm256_set1_epi32(x16),
+                None => _mm256_slli_epi32::<4>(block_sum(ab[t])),
+            };
+            sumi[t] = _mm256_sub_epi32(sumi[t], off);
         }
         scale_block(wb, ab, sumi, &mut acc);
     }
     acc
+}
+
+/// Groups per chunk of [`gemm_q5`] (32 weight rows).
+const Q5_CHUNK_GROUPS: usize = 4;
+
+/// Activation blocks per token whose sums [`gemm_q5`] keeps on its stack
+/// (rows of up to 32,768 values); later blocks are summed in the tile.
+const Q5_SUM_BLOCKS: usize = 1024;
+
+/// Q5_0's loop over groups and tokens. Unlike [`gemm_tiles`], groups go in
+/// chunks of [`Q5_CHUNK_GROUPS`], and each token tile's `16 · Σ x` per
+/// activation block is computed once per chunk and shared by its groups
+/// (it was once per group); a chunk's weights stay in L1 across the
+/// tokens.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_q5(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<Q5_0_BYTES>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let mut sums = [[0i32; Q5_SUM_BLOCKS]; TILE_TOKENS];
+    for (ci, chunk) in blocks.chunks(nb * Q5_CHUNK_GROUPS).enumerate() {
+        let col0 = ci * Q5_CHUNK_GROUPS * 8;
+        let mut t0 = 0;
+        while t0 < g.n_tok {
+            let tt = (g.n_tok - t0).min(TILE_TOKENS);
+            let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
+            let mut have = [0usize; TILE_TOKENS];
+            for t in 0..tt {
+                a[t] = arow(t0 + t);
+                for (o, ab) in sums[t].iter_mut().zip(a[t]) {
+                    *o = _mm256_cvtsi256_si32(_mm256_slli_epi32::<4>(block_sum(ab)));
+                }
+                have[t] = a[t].len().min(Q5_SUM_BLOCKS);
+            }
+            let s: [&[i32]; TILE_TOKENS] = std::array::from_fn(|t| &sums[t][..have[t]]);
+            for (gi, group) in chunk.chunks_exact(nb).enumerate() {
+                let col = col0 + gi * 8;
+                if tt == TILE_TOKENS {
+                    let y = tile_q5::<TILE_TOKENS>(group, a, s);
+                    for (t, v) in y.into_iter().enumerate() {
+                        store(out, (t0 + t) * g.out_stride + col, v);
+                    }
+                } else {
+                    for t in 0..tt {
+                        let [v] = tile_q5::<1>(group, [a[t]], [s[t]]);
+                        store(out, (t0 + t) * g.out_stride + col, v);
+                    }
+                }
+            }
+            t0 += tt;
+        }
+    }
 }
 
 /// Writes one token's 8 row results at `out[at..at + 8]` (skipped if
@@ -248,24 +313,6 @@ impl Tiles<Q8_0_BYTES, AB> for Q8 {
     }
 }
 
-impl Tiles<Q5_0_BYTES, AB> for Q5 {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile4(
-        w: &[[u8; Q5_0_BYTES]],
-        a: [&[[u8; AB]]; TILE_TOKENS],
-    ) -> [__m256; TILE_TOKENS] {
-        tile_q5::<TILE_TOKENS>(w, a)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile1(w: &[[u8; Q5_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile_q5::<1>(w, [a]);
-        v
-    }
-}
-
 /// Every group of `g.w` against every token, `TILE_TOKENS` at a time (the
 /// loop every packed format shares).
 #[inline]
@@ -309,7 +356,7 @@ pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_tiles::<Q8, Q8_0_BYTES, AB>(g, out),
-        PackedFormat::Q5_0 => gemm_tiles::<Q5, Q5_0_BYTES, AB>(g, out),
+        PackedFormat::Q5_0 => gemm_q5(g, out),
         PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm(g, out),
     }
 }
