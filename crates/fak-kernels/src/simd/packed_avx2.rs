@@ -53,7 +53,9 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
 }
 
+/// Q8_0's [`Tiles`].
 struct Q8;
+/// Q5_0's step decoding (its loop is [`gemm_q5`]).
 struct Q5;
 
 impl Q5 {
@@ -314,7 +316,7 @@ impl Tiles<Q8_0_BYTES, AB> for Q8 {
 }
 
 /// Every group of `g.w` against every token, `TILE_TOKENS` at a time (the
-/// loop every packed format shares).
+/// loop of Q8_0, Q4_K and Q6_K; Q5_0 has its own, [`gemm_q5`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
