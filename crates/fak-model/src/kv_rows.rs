@@ -267,12 +267,11 @@ impl KvRowBuf {
     /// Rows `row..row + m` of head `head` (fewer if the segment or the
     /// buffer ends first; empty past it or for a head past the row).
     pub fn run(&self, row: usize, m: usize, head: usize) -> KvRun<'_> {
-        let m = if head < self.heads {
-            m.min(self.seg_left(row))
+        let (a, m) = if head < self.heads {
+            (self.at(row, head), m.min(self.seg_left(row)))
         } else {
-            0
+            (0, 0)
         };
-        let a = self.at(row, head.min(self.heads));
         let b = a.saturating_add(m * self.per_head);
         match &self.data {
             Data::F16(v) => KvRun::F16(&v[a.min(v.len())..b.min(v.len())]),

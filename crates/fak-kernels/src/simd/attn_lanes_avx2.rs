@@ -149,9 +149,10 @@ const QT_VECS: usize = 8 * LANE_DIMS;
 
 /// Scores of all `q.len() / n` queries (`q`: `[G, n]`) against rows
 /// `0..n_rows` of `k` (row `r` at `r * stride`), into
-/// `out[g * out_stride + r]`. Queries go 8 to a pass; every pass of a group (as many as
-/// [`QT_VECS`] holds) runs over each 8-row key tile while it is widened
-/// in L1, so a row is widened once per group, not once per pass.
+/// `out[g * out_stride + r]`. Queries go 8 to a pass; every pass of a
+/// group (as many as [`QT_VECS`] holds) runs over each 8-row key tile
+/// while it is widened in L1, so a row is widened once per group, not
+/// once per pass.
 ///
 /// # Safety
 ///
@@ -178,11 +179,12 @@ pub(super) unsafe fn rows_group_lanes(
     let mut qt = [const { MaybeUninit::<__m256>::uninit() }; QT_VECS];
     let mut kf = [[const { MaybeUninit::<f32>::uninit() }; LANE_DIMS]; 8];
     let row = |r: usize| k.get(r * stride..r * stride + n).unwrap_or(&[]);
+    // Queries pass `p` holds (8, or fewer in the last pass).
+    let lanes = |p: usize| (g_all - p * 8).min(8);
     for p0 in (0..passes).step_by(per_group) {
         let group = p0..(p0 + per_group).min(passes);
         for (p, slot) in group.clone().zip(qt.chunks_exact_mut(n)) {
-            let lanes = (g_all - p * 8).min(8);
-            transpose_queries(q, n, (p * 8, lanes), slot);
+            transpose_queries(q, n, (p * 8, lanes(p)), slot);
         }
         // SAFETY: `transpose_queries` wrote `n` vectors per pass of the
         // group; `MaybeUninit<T>` has `T`'s layout.
@@ -200,8 +202,7 @@ pub(super) unsafe fn rows_group_lanes(
             for (p, qp) in group.clone().zip(qt.chunks_exact(n)) {
                 // SAFETY: every row's dims `0..n` are written (checked above).
                 let cols = transpose8x8_ps(unsafe { row_sums::<8>(qp, &kf) });
-                let lanes = (g_all - p * 8).min(8);
-                for (l, c) in cols.into_iter().enumerate().take(lanes) {
+                for (l, c) in cols.into_iter().enumerate().take(lanes(p)) {
                     let at = (p * 8 + l) * out_stride + r;
                     if let Some(o) = out.get_mut(at..at + 8) {
                         // SAFETY: `o` is 8 writable f32; `storeu` needs no alignment.
@@ -224,8 +225,7 @@ pub(super) unsafe fn rows_group_lanes(
                 let mut lane = [0.0f32; 8];
                 // SAFETY: `lane` is 8 writable f32.
                 unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), acc) };
-                let lanes = (g_all - p * 8).min(8);
-                for (l, &s) in lane.iter().enumerate().take(lanes) {
+                for (l, &s) in lane.iter().enumerate().take(lanes(p)) {
                     if let Some(o) = out.get_mut((p * 8 + l) * out_stride + r) {
                         *o = s;
                     }

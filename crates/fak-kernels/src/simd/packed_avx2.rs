@@ -240,15 +240,14 @@ fn gemm_q5(g: &PackedArgs<'_>, out: &mut [f32]) {
         while t0 < g.n_tok {
             let tt = (g.n_tok - t0).min(TILE_TOKENS);
             let mut a: [&[[u8; AB]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
-            let mut have = [0usize; TILE_TOKENS];
             for t in 0..tt {
                 a[t] = arow(t0 + t);
                 for (o, ab) in sums[t].iter_mut().zip(a[t]) {
                     *o = _mm256_cvtsi256_si32(_mm256_slli_epi32::<4>(block_sum(ab)));
                 }
-                have[t] = a[t].len().min(Q5_SUM_BLOCKS);
             }
-            let s: [&[i32]; TILE_TOKENS] = std::array::from_fn(|t| &sums[t][..have[t]]);
+            let s: [&[i32]; TILE_TOKENS] =
+                std::array::from_fn(|t| &sums[t][..a[t].len().min(Q5_SUM_BLOCKS)]);
             for (gi, group) in chunk.chunks_exact(nb).enumerate() {
                 let col = col0 + gi * 8;
                 if tt == TILE_TOKENS {
