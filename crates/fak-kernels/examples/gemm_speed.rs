@@ -4,7 +4,9 @@
 //!
 //! Per type: a `[rows x n]` weight matrix times `toks` quantized activation
 //! rows (prefill), and times one row (decode); median of 9 runs each.
-//! `GEMM_SPEED_ONLY=q6_k` (a type name) runs one type.
+//! `GEMM_SPEED_ONLY=q6_k` (a type name) runs one type;
+//! `GEMM_SPEED_SHAPE=1536,576,512` (rows, n, tokens) runs that one shape
+//! instead of the built-in list.
 
 use std::time::Instant;
 
@@ -122,6 +124,27 @@ fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
 
 fn main() {
     println!("isa: {:?}", fak_kernels::isa());
+    // `GEMM_SPEED_SHAPE=576,1536,512` (rows, n, tokens) runs that one
+    // shape for each type left by `GEMM_SPEED_ONLY`.
+    if let Ok(shape) = std::env::var("GEMM_SPEED_SHAPE") {
+        let v: Vec<usize> = shape
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect();
+        let [rows, n, toks] = v[..] else {
+            eprintln!("GEMM_SPEED_SHAPE must be rows,n,tokens");
+            std::process::exit(2);
+        };
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+            GgmlType::Q5_0,
+        ] {
+            bench(ty, rows, n, toks);
+        }
+        return;
+    }
     bench(GgmlType::Q8_0, 1536, 576, 256);
     bench(GgmlType::Q8_0, 576, 1536, 128);
     bench(GgmlType::Q8_0, 49152, 576, 1);
