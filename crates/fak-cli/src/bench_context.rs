@@ -30,8 +30,8 @@ pub const CONTEXT_STEPS: usize = 8;
 pub const CONTEXT_BATCH: usize = 8;
 /// Most tokens per forward pass while growing the root.
 const UBATCH: usize = 512;
-/// KV block size, tokens.
-const BLOCK: usize = fak_engine::DEFAULT_BLOCK_SIZE;
+/// KV block size, tokens: a fleet's (these agents stand in for one).
+const BLOCK: usize = fak_engine::FLEET_BLOCK_SIZE;
 
 /// Median decode step time of [`CONTEXT_BATCH`] agents at one context.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

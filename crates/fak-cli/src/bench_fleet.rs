@@ -97,8 +97,9 @@ pub struct BenchFleetArgs {
     /// Most tokens per forward pass.
     #[arg(long, default_value_t = 512)]
     budget: usize,
-    /// Tokens per KV block.
-    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
+    /// Tokens per KV block (fleets' long contexts read faster in longer
+    /// blocks; see `fak_engine::FLEET_BLOCK_SIZE`).
+    #[arg(long, default_value_t = fak_engine::FLEET_BLOCK_SIZE)]
     block_size: usize,
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]

@@ -600,7 +600,8 @@ fn bench_batch_json_has_the_shared_schema() {
 }
 
 /// `fak bench fleet` runs a tiny fleet and its no-reuse ablation with the
-/// shared schema; both give the same greedy tokens, and reuse is counted.
+/// shared schema; both give the same greedy tokens, reuse is counted, and
+/// the KV blocks are `fak_engine::FLEET_BLOCK_SIZE` tokens by default.
 #[test]
 fn bench_fleet_json_counts_reuse() {
     let m = model("smollm2-135m-instruct-q8_0.gguf");
@@ -627,6 +628,8 @@ fn bench_fleet_json_counts_reuse() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["schema"], "fak-bench-fleet/1");
+    // Fleets default to their own, longer KV blocks.
+    assert_eq!(v["block_size"], fak_engine::FLEET_BLOCK_SIZE);
     let r = &v["runs"][0];
     assert_eq!(r["prefix_evaluations"], 1);
     assert_eq!(r["tokens_reused"], 2 * 16);

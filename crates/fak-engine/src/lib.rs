@@ -20,7 +20,7 @@ pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
 pub use generate::{generate, FinishReason, GenerateParams, Generation, Sequence, StopAt};
 pub use many::{generate_many, BatchMode, ManyParams};
-pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE};
+pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE};
 pub use sampling::{argmax, Sampler, SamplingParams};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
 

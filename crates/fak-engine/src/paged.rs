@@ -35,6 +35,21 @@ use crate::EngineError;
 /// block) and copy more on the first write to a shared partial block.
 pub const DEFAULT_BLOCK_SIZE: usize = 64;
 
+/// Tokens per KV block for agent fleets (`fak bench fleet`), whose
+/// contexts are long: a shared prefix of 1k–20k tokens plus tens of turns
+/// of private history per agent.
+///
+/// Each agent's private rows come from DRAM on every decode step, one
+/// block-run at a time (a 64-token block is one 8 KiB run per head and
+/// layer; the hardware prefetcher starts over at every run), so longer
+/// blocks read them faster. On a bounded-long-shaped fleet (SmolLM2 Q8_0,
+/// P 1024, T 20, A 8, D 32, R 48, 2 threads, alternated in one session;
+/// docs/FLEET.md), 256-token blocks ran 2.128–2.289 agent-turns/s against
+/// 1.922–2.000 with 64, with identical generated tokens; 128 and 512 ran
+/// 2.183 and 2.246 once each. The cost: up to 255 unused positions per
+/// agent, and prefixes shared at a 256-token grain.
+pub const FLEET_BLOCK_SIZE: usize = 256;
+
 /// Sizes of a [`PagedKv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PagedKvConfig {
