@@ -40,14 +40,17 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64;
 /// of private history per agent.
 ///
 /// Each agent's private rows come from DRAM on every decode step, one
-/// block-run at a time (a 64-token block is one 8 KiB run per head and
-/// layer; the hardware prefetcher starts over at every run), so longer
-/// blocks read them faster. On a bounded-long-shaped fleet (SmolLM2 Q8_0,
-/// P 1024, T 20, A 8, D 32, R 48, 2 threads, alternated in one session;
-/// docs/FLEET.md), 256-token blocks ran 2.128–2.289 agent-turns/s against
-/// 1.922–2.000 with 64, with identical generated tokens; 128 and 512 ran
-/// 2.183 and 2.246 once each. The cost: up to 255 unused positions per
-/// agent, and prefixes shared at a 256-token grain.
+/// block-run at a time: a 64-token block is one 8 KiB run per head and
+/// layer, and each run is one kernel call and a new stream for the
+/// prefetchers. Longer blocks make fewer, longer runs. Measured on the
+/// 40-turn bounded-long point (SmolLM2 Q8_0, P 1024, A 8, D 32, R 48,
+/// 2 threads; docs/FLEET.md), with identical generated tokens:
+/// - 256-token blocks ran 1.692 and 1.713 agent-turns/s;
+/// - 64-token blocks ran 1.617.
+///
+/// At 20 turns the two sizes read alike (2.069 and 2.092 against 2.087 and
+/// 1.991). The cost: up to 255 unused positions per agent (peak RSS 914
+/// against 819 MB at 40 turns), and prefixes shared at a 256-token grain.
 pub const FLEET_BLOCK_SIZE: usize = 256;
 
 /// Sizes of a [`PagedKv`].
