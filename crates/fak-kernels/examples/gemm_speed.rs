@@ -124,8 +124,6 @@ fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
 
 fn main() {
     println!("isa: {:?}", fak_kernels::isa());
-    // `GEMM_SPEED_SHAPE=576,1536,512` (rows, n, tokens) runs that one
-    // shape for each type left by `GEMM_SPEED_ONLY`.
     if let Ok(shape) = std::env::var("GEMM_SPEED_SHAPE") {
         let v: Vec<usize> = shape
             .split(',')

@@ -190,6 +190,28 @@ fn reference(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
     })
 }
 
+/// [`reference`] for every weight row of `w` (`rows` rows) and token row of
+/// `a` (`n_tok` rows), laid out `[n_tok, stride]` with NaN past `rows`.
+fn reference_outputs(
+    format: PackedFormat,
+    (w, rows): (&[u8], usize),
+    (a, n_tok): (&[u8], usize),
+    stride: usize,
+) -> Vec<f32> {
+    let mut want = vec![f32::NAN; n_tok * stride];
+    if rows == 0 || n_tok == 0 {
+        return want;
+    }
+    let (wr, ar) = (w.len() / rows, a.len() / n_tok);
+    for t in 0..n_tok {
+        for j in 0..rows {
+            want[t * stride + j] =
+                reference(format, &w[j * wr..(j + 1) * wr], &a[t * ar..(t + 1) * ar]);
+        }
+    }
+    want
+}
+
 /// The same dot product in f64, and the sum of its terms' magnitudes.
 fn exact(format: PackedFormat, w: &[u8], a: &[u8]) -> (f64, f64) {
     block_pairs(format, w, a).fold((0.0, 0.0), |(v, m), (wb, ab)| {
@@ -203,7 +225,6 @@ fn exact(format: PackedFormat, w: &[u8], a: &[u8]) -> (f64, f64) {
 fn every_isa_gives_the_reference_bits() {
     for (seed, format) in seeds().into_iter().flat_map(|s| FORMATS.map(|f| (s, f))) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
         for nb in [1usize, 2, 3, 7] {
             let n = nb * qk(format);
             for rows in [8usize, 16, 40] {
@@ -215,16 +236,7 @@ fn every_isa_gives_the_reference_bits() {
                     let gb = format.group_block_bytes();
                     assert_eq!(p.bytes(), rows / GROUP_ROWS * nb * gb);
                     let stride = rows + 5;
-                    let mut want = vec![f32::NAN; n_tok * stride];
-                    for t in 0..n_tok {
-                        for j in 0..rows {
-                            want[t * stride + j] = reference(
-                                format,
-                                &w[j * nb * wb..(j + 1) * nb * wb],
-                                &a[t * nb * ab..(t + 1) * nb * ab],
-                            );
-                        }
-                    }
+                    let want = reference_outputs(format, (&w, rows), (&a, n_tok), stride);
                     for isa in Isa::available() {
                         let mut out = vec![f32::NAN; n_tok * stride];
                         packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, stride)
@@ -244,6 +256,27 @@ fn every_isa_gives_the_reference_bits() {
     }
 }
 
+/// Rows wider than the AVX2 Q5_0 loop keeps activation sums for (1,024
+/// blocks): the tile sums the later blocks itself, with the same bits.
+#[test]
+fn wide_q5_0_rows_give_the_reference_bits() {
+    let format = PackedFormat::Q5_0;
+    let mut rng = StdRng::seed_from_u64(7);
+    let (nb, rows, n_tok) = (1030usize, 40usize, 5usize);
+    let w = weights(format, &mut rng, rows * nb);
+    let a = acts(format, &mut rng, n_tok, nb);
+    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
+    let want = reference_outputs(format, (&w, rows), (&a, n_tok), rows);
+    for isa in Isa::available() {
+        let mut out = vec![f32::NAN; n_tok * rows];
+        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
+        for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+            let (t, j) = (i / rows, i % rows);
+            assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} token {t} row {j}");
+        }
+    }
+}
+
 /// Quants at the ends of their ranges: every weight quant at its largest
 /// (15 for Q4_K, 63 for Q6_K, 31 for Q5_0, -128 for Q8_0) against
 /// activation quants all -128 or all 127 (-127 for the Q8_0-activation
@@ -251,34 +284,6 @@ fn every_isa_gives_the_reference_bits() {
 /// their quantizer produces), with scales at their extremes.
 /// The AVX2 k-quant tiles add 8 (Q4_K) or 2 (Q6_K) steps of `maddubs`
 /// pair sums in `i16` before widening; this is where that would overflow.
-/// Rows wider than the AVX2 Q5_0 loop keeps activation sums for (1,024
-/// blocks): the tile sums the later blocks itself, with the same bits.
-#[test]
-fn wide_q5_0_rows_give_the_reference_bits() {
-    let format = PackedFormat::Q5_0;
-    let mut rng = StdRng::seed_from_u64(7);
-    let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
-    let (nb, rows, n_tok) = (1030usize, 40usize, 5usize);
-    let w = weights(format, &mut rng, rows * nb);
-    let a = acts(format, &mut rng, n_tok, nb);
-    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
-    for isa in Isa::available() {
-        let mut out = vec![f32::NAN; n_tok * rows];
-        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
-        for t in 0..n_tok {
-            for j in 0..rows {
-                let want = reference(
-                    format,
-                    &w[j * nb * wb..(j + 1) * nb * wb],
-                    &a[t * nb * ab..(t + 1) * nb * ab],
-                );
-                let got = out[t * rows + j];
-                assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} token {t} row {j}");
-            }
-        }
-    }
-}
-
 #[test]
 fn extreme_quants_give_the_reference_bits() {
     let nb = 2;
