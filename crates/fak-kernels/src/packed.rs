@@ -476,6 +476,13 @@ fn run(
         out_stride,
     };
     #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && w.format == PackedFormat::Q8_0 && Isa::Avx512.is_available() {
+        // SAFETY: `Isa::Avx512.is_available()` means AVX2, FMA, F16C and
+        // AVX-512 F/BW/VL/VNNI; the lengths were checked above.
+        unsafe { crate::simd::packed_vnni::gemm_q8_0(&args, out) };
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa != Isa::Scalar && Isa::Avx2.is_available() {
         // SAFETY: `Isa::Avx2.is_available()` means AVX2, FMA and F16C; the
         // lengths were checked above.

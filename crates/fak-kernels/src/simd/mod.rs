@@ -34,6 +34,8 @@ pub(crate) mod packed_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod packed_k_avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod packed_vnni;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod peak_avx2;
 #[cfg(target_arch = "x86_64")]
 mod quant_avx2;

@@ -26,7 +26,7 @@ use crate::blocks::BlockQ8_0;
 use crate::packed::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Activation block bytes.
-const AB: usize = BlockQ8_0::BYTES;
+pub(super) const AB: usize = BlockQ8_0::BYTES;
 
 /// Tokens per tile (measured best of 2–6 on the 1536 × 576 and 576 × 1536
 /// Q8_0 products: 4 fills the 16 registers without spilling).
@@ -126,7 +126,7 @@ pub(super) fn blocks_at<'a, const N: usize, const T: usize>(
 /// each token's scale at the front of its activation block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scale_block<const B: usize, const T: usize>(
+pub(super) fn scale_block<const B: usize, const T: usize>(
     wb: &[u8; B],
     ab: [&[u8; AB]; T],
     sumi: [__m256i; T],
@@ -271,7 +271,7 @@ fn gemm_q5(g: &PackedArgs<'_>, out: &mut [f32]) {
 /// `out` is too short, which the caller's checks rule out).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn store(out: &mut [f32], at: usize, v: __m256) {
+pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
     if let Some(o) = out.get_mut(at..at + 8) {
         // SAFETY: `o` is 8 writable f32s; `storeu` needs no alignment.
         unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
