@@ -476,10 +476,10 @@ fn run(
         out_stride,
     };
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && w.format == PackedFormat::Q8_0 && Isa::Avx512.is_available() {
+    if isa == Isa::Avx512 && Isa::Avx512.is_available() {
         // SAFETY: `Isa::Avx512.is_available()` means AVX2, FMA, F16C and
         // AVX-512 F/BW/VL/VNNI; the lengths were checked above.
-        unsafe { crate::simd::packed_vnni::gemm_q8_0(&args, out) };
+        unsafe { crate::simd::packed_vnni::gemm(&args, out) };
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]

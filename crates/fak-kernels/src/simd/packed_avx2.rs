@@ -56,7 +56,7 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
 /// Q8_0's [`Tiles`].
 struct Q8;
 /// Q5_0's step decoding (its loop is [`gemm_q5`]).
-struct Q5;
+pub(super) struct Q5;
 
 impl Q5 {
     /// Step `k`'s quants plus 16 (`0..32`, unsigned): nibble plane `k / 2`
@@ -64,7 +64,7 @@ impl Q5 {
     /// set.
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn unsigned_step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
+    pub(super) fn unsigned_step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
         let nib = load(bytes32(b, SCALE_BYTES + 32 * (k / 2)));
         let low = _mm256_set1_epi8(15);
         let q4 = if k.is_multiple_of(2) {

@@ -21,6 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::packed_avx2::{blocks_at, bytes32, gemm_tiles, load, quad, Tiles, TILE_TOKENS};
+use super::packed_vnni::{gemm_tiles as vnni_tiles, VnniTiles, TILE};
 use crate::blocks::BlockQ8_K;
 use crate::packed::{PackedArgs, PackedFormat};
 use crate::packed_k::{q4k, q6k, K_STEPS};
@@ -62,6 +63,19 @@ trait KSteps<const B: usize> {
     ///
     /// The CPU must support AVX2.
     unsafe fn offsets(b: &[u8; B], a: &[u8; AB]) -> __m256i;
+
+    /// `summ` as 8 `i16`-pair dot products: pair `m` holds, per row, the
+    /// two `i16` factors of activation sums `bsums[2m]` and
+    /// `bsums[2m + 1]`, so that `summ = (Σ_m pairs[m] · bsum_pair[m]) <<
+    /// OFFSET_SHIFT` ([`tile_vnni`] sums them with `vpdpwssd`).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn offset_pair(b: &[u8; B], m: usize) -> __m256i;
+
+    /// The shift that ends [`KSteps::offset_pair`]'s sum.
+    const OFFSET_SHIFT: i32;
 
     /// The super-block's float term per row, from the exact `sumi` and
     /// `summ` and the activation scale `dx` (see [`crate::packed_k`]).
@@ -150,6 +164,15 @@ impl KSteps<{ q4k::BYTES }> for Q4K {
         s
     }
 
+    /// `m[j]` in both halves: `m[j] · (bsums[2j] + bsums[2j + 1])`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; q4k::BYTES], m: usize) -> __m256i {
+        pair16(_mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * m)))
+    }
+
+    const OFFSET_SHIFT: i32 = 0;
+
     /// `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`.
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
@@ -193,6 +216,18 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
         }
         _mm256_slli_epi32::<5>(s)
     }
+
+    /// `(sc[2m], sc[2m + 1])`: `32 · Σ sc[j] · bsums[j]` after the shift.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; q6k::BYTES], m: usize) -> __m256i {
+        // SAFETY: this function runs with AVX2 enabled.
+        let (lo, hi) = unsafe { (Self::scales(b, 2 * m), Self::scales(b, 2 * m + 1)) };
+        let lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF));
+        _mm256_or_si256(lo, _mm256_slli_epi32::<16>(hi))
+    }
+
+    const OFFSET_SHIFT: i32 = 5;
 
     /// `(d · dx) · f32(sumi − summ)`: the offset is exact, so it is
     /// taken off in integers (both sums can be far above 2^24).
@@ -276,6 +311,90 @@ impl<S: KSteps<B>, const B: usize> Tiles<B, AB> for K<S> {
     unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
         let [v] = tile::<S, B, 1>(w, [a]);
         v
+    }
+}
+
+/// [`tile`] on VNNI (the diagram of [`super::packed_vnni`]): each step is
+/// one `vpdpbusd` of the unsigned quants against the signed activations
+/// into an `i32` sub-block sum, which takes its scale with one `vpmulld`
+/// per sub-block. Same exact `sumi`, same float steps.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; AB]]; T],
+) -> [__m256; T] {
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        let ab = blocks_at(&a, b);
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for j in 0..K_STEPS / S::SUB_STEPS {
+            let mut s = [_mm256_setzero_si256(); T];
+            for kk in 0..S::SUB_STEPS {
+                let k = j * S::SUB_STEPS + kk;
+                // SAFETY (this and the calls below): this function runs
+                // with AVX2, FMA and F16C enabled.
+                let u = unsafe { S::step(wb, k) };
+                for t in 0..T {
+                    let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
+                    s[t] = _mm256_dpbusd_epi32(s[t], u, x);
+                }
+            }
+            // SAFETY: as above.
+            let sc = unsafe { S::scales(wb, j) };
+            for t in 0..T {
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s[t], sc));
+            }
+        }
+        // SAFETY: as above.
+        let pairs: [__m256i; 8] = std::array::from_fn(|m| unsafe { S::offset_pair(wb, m) });
+        let shift = _mm_cvtsi32_si128(S::OFFSET_SHIFT);
+        for t in 0..T {
+            let mut summ = _mm256_setzero_si256();
+            for (m, p) in pairs.iter().enumerate() {
+                let x = _mm256_set1_epi32(quad::<BSUMS, AB>(ab[t], m));
+                summ = _mm256_dpwssd_epi32(summ, *p, x);
+            }
+            let summ = _mm256_sll_epi32(summ, shift);
+            let dx = _mm256_set1_ps(f32::from_le_bytes([ab[t][0], ab[t][1], ab[t][2], ab[t][3]]));
+            // SAFETY: as above.
+            let v = unsafe { S::term(wb, dx, sumi[t], summ) };
+            acc[t] = _mm256_add_ps(acc[t], v);
+        }
+    }
+    acc
+}
+
+/// [`tile_vnni`] as the VNNI loop's tiles.
+struct KV<S>(std::marker::PhantomData<S>);
+
+impl<S: KSteps<B>, const B: usize> VnniTiles<B, AB> for KV<S> {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
+        tile_vnni::<S, B, TILE>(w, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile_vnni::<S, B, 1>(w, [a]);
+        v
+    }
+}
+
+/// The packed k-quant products on VNNI (`g.format` is Q4_K or Q6_K; other
+/// formats write nothing).
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
+    match g.format {
+        PackedFormat::Q4K => vnni_tiles::<KV<Q4K>, { q4k::BYTES }, AB>(g, out),
+        PackedFormat::Q6K => vnni_tiles::<KV<Q6K>, { q6k::BYTES }, AB>(g, out),
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
 }
 

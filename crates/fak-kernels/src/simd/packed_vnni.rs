@@ -1,10 +1,11 @@
-//! AVX-512 VNNI kernel of [`crate::packed`] for Q8_0: the packed layout and
-//! the float steps of [`super::packed_avx2`], with each step's products
-//! summed by one `vpdpbusd` (four `u8 · i8` products added into an `i32`
-//! lane, no `i16` stage) instead of the AVX2 chain of `sign`, `maddubs`
-//! and `madd`.
+//! AVX-512 VNNI kernels of [`crate::packed`]: the packed layouts and the
+//! float steps of [`super::packed_avx2`] and [`super::packed_k_avx2`],
+//! with each step's products summed by one `vpdpbusd` (four `u8 · i8`
+//! products added into an `i32` lane, no `i16` stage) instead of the AVX2
+//! chains of `sign`, `maddubs` and `madd`.
 //!
-//! `vpdpbusd` multiplies unsigned by signed bytes. The activation quants
+//! `vpdpbusd` multiplies unsigned by signed bytes. Q8_0 and Q5_0 weights
+//! are signed, and so are their Q8_0 activations: the activation quants
 //! are made unsigned by adding 128 (`x ^ 0x80` as a byte), and the excess
 //! comes off in integers once per block:
 //!
@@ -12,7 +13,7 @@
 //!   per block b:
 //!     per token t:  xu[t] = x[t] + 128 (32 bytes, once per block)
 //!     per step k (values 4k..4k+4):
-//!       w      = 32 bytes: rows 0..8 × 4 quants        (loaded once per tile)
+//!       w      = 8 rows × 4 signed quants             (decoded once per tile)
 //!       c     += dpbusd(128, w)           = 128 · Σ w     (shared by the tile)
 //!       per token t: s[t] += dpbusd(xu[t][4k..4k+4] in every lane, w)
 //!     per token t:  s[t] - c = Σ w · x                   exact i32
@@ -21,24 +22,61 @@
 //!
 //! A lane's sum stays below `2^20` in size (32 products of at most
 //! `255 · 128`), so every integer step is exact, for any `i8` weight and
-//! activation, `-128` included. The float steps are [`scale_block`]'s, so
-//! the output has the scalar twin's bits. With AVX-512VL's 32 vector
-//! registers a tile holds eight tokens.
+//! activation, `-128` included. The k-quants' weight quants are already
+//! unsigned (see [`super::packed_k_avx2`]), so their steps need no bias.
+//! The float steps are the AVX2 kernels', so every output has the scalar
+//! twin's bits. With AVX-512VL's 32 vector registers a tile holds eight
+//! tokens.
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{blocks_at, bytes32, load, quad, scale_block, store, AB};
-use crate::packed::{PackedArgs, Q8_0_BYTES, SCALE_BYTES, STEPS};
+use super::packed_avx2::{blocks_at, bytes32, load, quad, scale_block, store, AB, Q5};
+use crate::packed::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Tokens per tile: eight sums, the shared correction, the weights, one
 /// broadcast and eight float accumulators fit in 32 registers.
-const TILE: usize = 8;
+pub(super) const TILE: usize = 8;
 
-/// One Q8_0 group (`w`: its blocks) times `T` activation rows; returns the
-/// 8 row results of each token.
+/// A 32-value format whose steps decode to signed quants (against Q8_0
+/// activations).
+trait SignedSteps<const B: usize> {
+    /// Step `k`'s signed quants (8 rows × 4).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2.
+    unsafe fn step(b: &[u8; B], k: usize) -> __m256i;
+}
+
+struct Q8;
+
+impl SignedSteps<Q8_0_BYTES> for Q8 {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; Q8_0_BYTES], k: usize) -> __m256i {
+        load(bytes32(b, SCALE_BYTES + 32 * k))
+    }
+}
+
+struct Q5s;
+
+impl SignedSteps<Q5_0_BYTES> for Q5s {
+    /// The stored values minus 16.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; Q5_0_BYTES], k: usize) -> __m256i {
+        _mm256_sub_epi8(Q5::unsigned_step(b, k), _mm256_set1_epi8(16))
+    }
+}
+
+/// One group (`w`: its blocks) times `T` activation rows; returns the 8
+/// row results of each token (the module diagram).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m256; T] {
+fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; AB]]; T],
+) -> [__m256; T] {
     let bias = _mm256_set1_epi8(i8::MIN);
     let mut acc = [_mm256_setzero_ps(); T];
     let mut xu = [[0u8; 32]; T];
@@ -52,12 +90,13 @@ fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m2
         }
         // Keeps `xu` in memory: each step then broadcasts its quads with a
         // load (`vpbroadcastd ymm, m32`) instead of two shuffles on the
-        // one shuffle port.
+        // one shuffle port (1.7x on the 8-token tile).
         std::hint::black_box(&mut xu);
         let mut corr = _mm256_setzero_si256();
         let mut sumi = [_mm256_setzero_si256(); T];
         for k in 0..STEPS {
-            let wq = load(bytes32(wb, SCALE_BYTES + 32 * k));
+            // SAFETY: this function runs with AVX2 enabled.
+            let wq = unsafe { S::step(wb, k) };
             corr = _mm256_dpbusd_epi32(corr, bias, wq);
             for t in 0..T {
                 let x = _mm256_set1_epi32(quad::<0, 32>(&xu[t], k));
@@ -72,39 +111,85 @@ fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m2
     acc
 }
 
+/// A packed format's VNNI tiles: one group of `B`-byte blocks against
+/// [`TILE`] tokens or one token of `A`-byte activation blocks.
+pub(super) trait VnniTiles<const B: usize, const A: usize> {
+    /// The 8 row results of each of [`TILE`] tokens.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
+    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; A]]; TILE]) -> [__m256; TILE];
+
+    /// The 8 row results of one token.
+    ///
+    /// # Safety
+    ///
+    /// As [`VnniTiles::tile8`].
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
+}
+
+/// [`tile_signed`] as the shared loop's tiles.
+struct Signed<S>(std::marker::PhantomData<S>);
+
+impl<S: SignedSteps<B>, const B: usize> VnniTiles<B, AB> for Signed<S> {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
+        tile_signed::<S, B, TILE>(w, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
+        let [v] = tile_signed::<S, B, 1>(w, [a]);
+        v
+    }
+}
+
 /// Every group of `g.w` against every token: tiles of [`TILE`] tokens,
 /// then one token at a time.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemm_q8(g: &PackedArgs<'_>, out: &mut [f32]) {
+pub(super) fn gemm_tiles<K: VnniTiles<B, A>, const B: usize, const A: usize>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+) {
     let nb = g.nb.max(1);
-    let (blocks, _) = g.w.as_chunks::<Q8_0_BYTES>();
-    let (acts, _) = g.a.as_chunks::<AB>();
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<A>();
     let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
     let full = g.n_tok / TILE * TILE;
     for (gi, group) in blocks.chunks_exact(nb).enumerate() {
         let col = gi * 8;
         for t0 in (0..full).step_by(TILE) {
-            let a: [&[[u8; AB]]; TILE] = std::array::from_fn(|t| arow(t0 + t));
-            for (t, v) in tile_q8::<TILE>(group, a).into_iter().enumerate() {
+            let a: [&[[u8; A]]; TILE] = std::array::from_fn(|t| arow(t0 + t));
+            // SAFETY (and below): this function runs with every feature the
+            // tiles need.
+            let y = unsafe { K::tile8(group, a) };
+            for (t, v) in y.into_iter().enumerate() {
                 store(out, (t0 + t) * g.out_stride + col, v);
             }
         }
         for t in full..g.n_tok {
-            let [v] = tile_q8::<1>(group, [arow(t)]);
+            // SAFETY: as above.
+            let v = unsafe { K::tile1(group, arow(t)) };
             store(out, t * g.out_stride + col, v);
         }
     }
 }
 
-/// The Q8_0 packed product of [`crate::packed::packed_gemm`] (the caller
-/// checked the format).
+/// The packed product of [`crate::packed::packed_gemm`] on VNNI.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI
 /// (what [`crate::isa::Isa::Avx512`] requires).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_q8_0(g: &PackedArgs<'_>, out: &mut [f32]) {
-    gemm_q8(g, out);
+pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
+    match g.format {
+        PackedFormat::Q8_0 => gemm_tiles::<Signed<Q8>, Q8_0_BYTES, AB>(g, out),
+        PackedFormat::Q5_0 => gemm_tiles::<Signed<Q5s>, Q5_0_BYTES, AB>(g, out),
+        PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm_vnni(g, out),
+    }
 }
