@@ -15,6 +15,12 @@
 //! likewise functions of their weight and token rows alone (and the same
 //! on every ISA).
 //!
+//! A long batch over a matrix that fits in a core's L2 (every layer
+//! matrix of SmolLM2) splits by *tokens* instead: each thread claims
+//! chunks of whole token tiles and runs every weight row over them,
+//! writing its own token rows of `Y`, so no scratch is filled and
+//! gathered. Elements are the same bits either way.
+//!
 //! ```text
 //!            W rows (n_out) in ROW_TILE-aligned chunks, claimed in order
 //!          ┌────┬────┬────┬────┬─ ─ ─┐
@@ -39,6 +45,18 @@ const CHUNKS_PER_THREAD: usize = 4;
 
 /// Rows below which activations are quantized on the calling thread.
 const PARALLEL_MIN_ROWS: usize = 8;
+
+/// Products with at least this many tokens per thread may split by tokens
+/// ([`Model::matmul_tokens`]).
+const TOKEN_SPLIT_MIN_PER_THREAD: usize = 32;
+
+/// The largest weight matrix (bytes) that splits by tokens: each thread
+/// then reads all of it, which costs nothing extra while it fits in the
+/// thread's L2 with room for the activations.
+const TOKEN_SPLIT_MAX_BYTES: usize = 1 << 20;
+
+/// Token chunks are whole multiples of the widest packed token tile.
+const TOKEN_TILE: usize = 8;
 
 /// Thread chunks are whole multiples of this many weight rows: the packed
 /// products' group (8 rows) and twice the gemm register tile height, so no
@@ -127,6 +145,18 @@ impl QuantActs {
         Ok(())
     }
 
+    /// The quantized rows of tokens `toks` and their count (empty if out
+    /// of range).
+    fn rows(&self, toks: std::ops::Range<usize>) -> (&[u8], usize) {
+        match self
+            .data
+            .get(toks.start * self.row_bytes..toks.end * self.row_bytes)
+        {
+            Some(d) => (d, toks.len()),
+            None => (&[], 0),
+        }
+    }
+
     fn n_tok(&self) -> usize {
         self.data.len().checked_div(self.row_bytes).unwrap_or(0)
     }
@@ -174,7 +204,10 @@ impl Model {
             self.pool.n_threads().clamp(1, w.n_out)
         };
         if threads == 1 {
-            return self.matmul_rows(w, acts, 0, out, w.n_out);
+            return self.matmul_rows(w, acts.rows(0..n_tok), 0, out, w.n_out);
+        }
+        if splits_by_tokens(w, n_tok, threads) {
+            return self.matmul_tokens(w, acts, out, threads);
         }
         // About four chunks per thread, claimed dynamically: a thread that
         // is slowed down (a shared, noisy machine) takes fewer of them.
@@ -195,7 +228,8 @@ impl Model {
         self.pool
             .run_chunks_dynamic_mut(buf, rows_per_chunk * n_tok, |c, chunk| {
                 let rows = chunk.len() / n_tok;
-                if let Err(e) = self.matmul_rows(w, acts, c * rows_per_chunk, chunk, rows) {
+                let lo = c * rows_per_chunk;
+                if let Err(e) = self.matmul_rows(w, acts.rows(0..n_tok), lo, chunk, rows) {
                     let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
                     slot.get_or_insert(e);
                 }
@@ -217,30 +251,59 @@ impl Model {
         Ok(())
     }
 
+    /// [`Model::matmul_q`] split by tokens: chunks of whole token tiles,
+    /// claimed dynamically, each one product over every weight row that
+    /// writes its own token rows of `out` (so nothing is gathered). Both
+    /// threads then read every weight row, which pays only while the
+    /// matrix stays in a core's L2 ([`TOKEN_SPLIT_MAX_BYTES`]).
+    fn matmul_tokens(
+        &self,
+        w: &Weight,
+        acts: &QuantActs,
+        out: &mut [f32],
+        threads: usize,
+    ) -> Result<(), ModelError> {
+        let n_tok = acts.n_tok();
+        let per = n_tok
+            .div_ceil(threads * CHUNKS_PER_THREAD)
+            .next_multiple_of(TOKEN_TILE);
+        let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+        self.pool
+            .run_chunks_dynamic_mut(out, per * w.n_out, |c, chunk| {
+                let t0 = c * per;
+                let toks = t0..(t0 + chunk.len() / w.n_out.max(1)).min(n_tok);
+                if let Err(e) = self.matmul_rows(w, acts.rows(toks), 0, chunk, w.n_out) {
+                    let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
+                    slot.get_or_insert(e);
+                }
+            })?;
+        match first_err
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Computes weight rows `lo..lo + rows` for all tokens into `dst`
     /// (`[n_tok, stride]`, token-row-major; row `lo + j` of token `t` lands
     /// at `dst[t * stride + j]`) with one gemm (or packed) call.
     fn matmul_rows(
         &self,
         w: &Weight,
-        acts: &QuantActs,
+        (acts, n_tok): (&[u8], usize),
         lo: usize,
         dst: &mut [f32],
         stride: usize,
     ) -> Result<(), ModelError> {
         let rows = stride.min(w.n_out.saturating_sub(lo));
         if let Some(p) = &w.packed {
-            return fak_kernels::packed::packed_gemm(
-                p,
-                lo..lo + rows,
-                (&acts.data, acts.n_tok()),
-                dst,
-                stride,
-            )
-            .map_err(|source| ModelError::Kernel {
-                tensor: w.name.clone(),
-                source,
-            });
+            return fak_kernels::packed::packed_gemm(p, lo..lo + rows, (acts, n_tok), dst, stride)
+                .map_err(|source| ModelError::Kernel {
+                    tensor: w.name.clone(),
+                    source,
+                });
         }
         let wrows = self
             .matrix_bytes(w)
@@ -252,21 +315,21 @@ impl Model {
                     lo + rows
                 ))
             })?;
-        fak_kernels::gemm::gemm(
-            w.ty,
-            w.n_in,
-            wrows,
-            rows,
-            &acts.data,
-            acts.n_tok(),
-            dst,
-            stride,
+        fak_kernels::gemm::gemm(w.ty, w.n_in, wrows, rows, acts, n_tok, dst, stride).map_err(
+            |source| ModelError::Kernel {
+                tensor: w.name.clone(),
+                source,
+            },
         )
-        .map_err(|source| ModelError::Kernel {
-            tensor: w.name.clone(),
-            source,
-        })
     }
+}
+
+/// Whether a product of `w` over `n_tok` tokens on `threads` threads
+/// splits by tokens ([`Model::matmul_tokens`]) rather than by weight rows.
+fn splits_by_tokens(w: &Weight, n_tok: usize, threads: usize) -> bool {
+    threads > 1
+        && n_tok >= threads * TOKEN_SPLIT_MIN_PER_THREAD
+        && w.bytes() <= TOKEN_SPLIT_MAX_BYTES
 }
 
 /// Copies token `t`'s outputs from the chunked scratch layout (chunk `c`
@@ -364,7 +427,14 @@ mod tests {
         let l = &m.layers[0];
         for w in [&l.wq, &l.wk, &l.w_up, &l.w_down, &m.output] {
             let p = w.packed.as_ref().expect("Q8_0 matrices are packed");
-            let n_tok = 5;
+            // 100 tokens split the layer matrices by tokens on 2 and 3
+            // threads; the output matrix (28 MB) splits by rows.
+            let n_tok = if w.bytes() > TOKEN_SPLIT_MAX_BYTES {
+                5
+            } else {
+                100
+            };
+            assert_eq!(splits_by_tokens(w, n_tok, 2), n_tok == 100, "{}", w.name);
             let x = acts_f32(n_tok * w.n_in, 3);
             let mut acts = QuantActs::new();
             acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
@@ -386,7 +456,7 @@ mod tests {
             }
             for threads in [1usize, 2, 3] {
                 let mt = model_file("smollm2-135m-instruct-q8_0.gguf", threads);
-                for nt in [1usize, n_tok] {
+                for nt in [1usize, 5, n_tok] {
                     let mut a = QuantActs::new();
                     a.quantize(&mt.pool, w.ty, &x[..nt * w.n_in], w.n_in, &w.name)
                         .unwrap();

@@ -45,6 +45,11 @@ impl Weight {
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }
+
+    /// Bytes of the whole matrix in block format.
+    pub fn bytes(&self) -> usize {
+        self.row_bytes.saturating_mul(self.n_out)
+    }
 }
 
 /// One transformer layer's weights.

@@ -111,6 +111,112 @@ fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
     acc
 }
 
+/// One token tile's activations, prepared once for every group: block `b`
+/// of token `t` at `t * nb + b`.
+#[derive(Default)]
+struct Prepared {
+    /// The quants plus 128 (`x ^ 0x80`).
+    xu: Vec<[u8; 32]>,
+    /// The block scales as f32.
+    dx: Vec<f32>,
+}
+
+thread_local! {
+    /// Each thread's [`Prepared`] buffers: they grow to the largest tile
+    /// seen and are reused, so a warm product allocates nothing.
+    static PREPARED: std::cell::RefCell<Prepared> = std::cell::RefCell::default();
+}
+
+/// [`tile_signed`] for [`TILE`] tokens whose activations are [`Prepared`]
+/// (`xu`, `dx`: `TILE · nb` entries, token-major). The same integer and
+/// float steps, without re-biasing each token's block for every group.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_prepared<S: SignedSteps<B>, const B: usize>(
+    w: &[[u8; B]],
+    xu: &[[u8; 32]],
+    dx: &[f32],
+) -> [__m256; TILE] {
+    let nb = w.len();
+    let bias = _mm256_set1_epi8(i8::MIN);
+    let mut acc = [_mm256_setzero_ps(); TILE];
+    for (b, wb) in w.iter().enumerate() {
+        let x: [&[u8; 32]; TILE] = std::array::from_fn(|t| xu.get(t * nb + b).unwrap_or(&[0; 32]));
+        let mut corr = _mm256_setzero_si256();
+        let mut sumi = [_mm256_setzero_si256(); TILE];
+        for k in 0..STEPS {
+            // SAFETY: this function runs with AVX2 enabled.
+            let wq = unsafe { S::step(wb, k) };
+            corr = _mm256_dpbusd_epi32(corr, bias, wq);
+            for t in 0..TILE {
+                let q = _mm256_set1_epi32(quad::<0, 32>(x[t], k));
+                sumi[t] = _mm256_dpbusd_epi32(sumi[t], q, wq);
+            }
+        }
+        let mut scales = [0u8; SCALE_BYTES];
+        scales.copy_from_slice(&wb[..SCALE_BYTES]);
+        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+        for t in 0..TILE {
+            let d = _mm256_mul_ps(
+                dw,
+                _mm256_set1_ps(dx.get(t * nb + b).copied().unwrap_or(0.0)),
+            );
+            let s = _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[t], corr));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, s));
+        }
+    }
+    acc
+}
+
+/// The signed formats' loop: token tiles outside, groups inside, so each
+/// tile's activations are biased and their scales widened once
+/// ([`Prepared`]) rather than once per group; the tail tokens run
+/// [`tile_signed`] one at a time.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let full = g.n_tok / TILE * TILE;
+    if full > 0 {
+        PREPARED.with_borrow_mut(|p| {
+            p.xu.resize(TILE * nb, [0; 32]);
+            p.dx.resize(TILE * nb, 0.0);
+            let bias = _mm256_set1_epi8(i8::MIN);
+            for t0 in (0..full).step_by(TILE) {
+                for t in 0..TILE {
+                    for (b, ab) in arow(t0 + t).iter().enumerate().take(nb) {
+                        let x = _mm256_xor_si256(load(bytes32(ab, 2)), bias);
+                        if let Some(o) = p.xu.get_mut(t * nb + b) {
+                            // SAFETY: `o` is 32 writable bytes; `storeu`
+                            // needs no alignment.
+                            unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), x) };
+                        }
+                        if let Some(o) = p.dx.get_mut(t * nb + b) {
+                            *o = crate::fp::f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
+                        }
+                    }
+                }
+                for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+                    let y = tile_prepared::<S, B>(group, &p.xu, &p.dx);
+                    for (t, v) in y.into_iter().enumerate() {
+                        store(out, (t0 + t) * g.out_stride + gi * 8, v);
+                    }
+                }
+            }
+        });
+    }
+    for t in full..g.n_tok {
+        for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+            let [v] = tile_signed::<S, B, 1>(group, [arow(t)]);
+            store(out, t * g.out_stride + gi * 8, v);
+        }
+    }
+}
+
 /// A packed format's VNNI tiles: one group of `B`-byte blocks against
 /// [`TILE`] tokens or one token of `A`-byte activation blocks.
 pub(super) trait VnniTiles<const B: usize, const A: usize> {
@@ -127,24 +233,6 @@ pub(super) trait VnniTiles<const B: usize, const A: usize> {
     ///
     /// As [`VnniTiles::tile8`].
     unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
-}
-
-/// [`tile_signed`] as the shared loop's tiles.
-struct Signed<S>(std::marker::PhantomData<S>);
-
-impl<S: SignedSteps<B>, const B: usize> VnniTiles<B, AB> for Signed<S> {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
-        tile_signed::<S, B, TILE>(w, a)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile_signed::<S, B, 1>(w, [a]);
-        v
-    }
 }
 
 /// Every group of `g.w` against every token: tiles of [`TILE`] tokens,
@@ -188,8 +276,8 @@ pub(super) fn gemm_tiles<K: VnniTiles<B, A>, const B: usize, const A: usize>(
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q8_0 => gemm_tiles::<Signed<Q8>, Q8_0_BYTES, AB>(g, out),
-        PackedFormat::Q5_0 => gemm_tiles::<Signed<Q5s>, Q5_0_BYTES, AB>(g, out),
+        PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
+        PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
         PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm_vnni(g, out),
     }
 }
