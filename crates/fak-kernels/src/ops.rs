@@ -23,7 +23,9 @@
 //! bit-identical on every ISA (attention is where tiny
 //! reorderings showed up as changed greedy tokens); the other AVX2 twins
 //! differ only in float rounding, with tolerances in each function's docs.
-//! The `Avx512` ISA runs the AVX2 twins.
+//! The `Avx512` ISA runs AVX-512 twins of the grouped score and value-sum
+//! kernels (16 lanes, the same per-lane arithmetic) and the AVX2 twins of
+//! the rest.
 //!
 //! Results depend only on the inputs and the ISA: never on slice alignment,
 //! thread or batch, so logits stay batch-invariant.
@@ -35,7 +37,7 @@
 
 use crate::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
-use crate::simd::{attn_avx2, ops_avx2};
+use crate::simd::{attn_avx2, attn_avx512, ops_avx2};
 
 /// `G` query heads that share one key head (grouped-query attention):
 /// `q` holds them one after another, `[G, n]` row-major f32, with
@@ -277,6 +279,17 @@ fn avx2_ok(isa: Isa) -> bool {
     isa != Isa::Scalar && Isa::Avx2.is_available()
 }
 
+/// Whether the AVX-512 twins may run for `isa` on this CPU.
+#[cfg(target_arch = "x86_64")]
+fn avx512_ok(isa: Isa) -> bool {
+    isa == Isa::Avx512 && Isa::Avx512.is_available()
+}
+
+/// Smallest query group that the 16-lane AVX-512 score kernel takes
+/// (smaller groups would leave most of a pass's lanes empty).
+#[cfg(target_arch = "x86_64")]
+const LANES512_FROM: usize = 12;
+
 /// `Σ q[i] · f16(k[i])` (one attention score before scaling) on the kernels
 /// of [`isa()`]; see [`dot_f32_f16_with_isa`].
 #[inline]
@@ -383,6 +396,35 @@ pub fn dot_f32_f16_rows_group_with_isa(
         .min(rows_that_fit(k.len(), n, stride, n_rows))
         .min(per_query_capacity(out.len(), g, out_stride));
     #[cfg(target_arch = "x86_64")]
+    if avx512_ok(isa) && g >= LANES512_FROM && n > 0 && n <= attn_avx512::LANE_DIMS {
+        // Whole 16-query passes here; a remainder of 8 or fewer queries
+        // takes the 8-lane kernel rather than a half-empty pass.
+        let g16 = if g % 16 > 8 { g } else { g / 16 * 16 };
+        // SAFETY: `avx512_ok` checked the CPU; `0 < n <= LANE_DIMS`; the
+        // first `g16` queries' rows and outputs lie inside the bounds
+        // checked above.
+        unsafe {
+            attn_avx512::rows_group_lanes(&qs.q[..g16 * n], n, k, stride, rows, out, out_stride)
+        };
+        if g16 < g {
+            let rest = QueryGroup {
+                q: &qs.q[g16 * n..],
+                n,
+            };
+            let out = &mut out[g16 * out_stride..];
+            return dot_f32_f16_rows_group_with_isa(
+                Isa::Avx2,
+                rest,
+                k,
+                stride,
+                rows,
+                out,
+                out_stride,
+            );
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) && n > 0 {
         // SAFETY: `avx2_ok` checked the CPU; `rows` rows of `n` values at
         // `stride` fit in `k`, and each query's `rows` outputs fit in `out`
@@ -470,6 +512,11 @@ pub fn axpy_f16_rows_group_with_isa(
         .min(rows_that_fit(rows.data.len(), n, rows.stride, rows.n_rows))
         .min(per_query_capacity(w.len(), g, w_stride));
     let rows = KvRows { n_rows, ..rows };
+    #[cfg(target_arch = "x86_64")]
+    if avx512_ok(isa) {
+        // SAFETY: `avx512_ok` checked the CPU; the bounds as below.
+        return unsafe { attn_avx512::axpy_f16_rows_group(w, w_stride, rows, &mut out[..g * n]) };
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `n` values at

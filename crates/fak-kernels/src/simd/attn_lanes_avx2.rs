@@ -29,13 +29,13 @@ use super::ops_avx2::load8_f16;
 
 /// Widest head [`rows_group_lanes`] takes (its stack buffers hold this
 /// many dims).
-pub(super) const LANE_DIMS: usize = 256;
+pub(crate) const LANE_DIMS: usize = 256;
 
 /// Transposes an 8 × 8 `f32` matrix: `r[i]` lane `j` becomes lane `i` of
 /// the result's vector `j`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn transpose8x8_ps(r: [__m256; 8]) -> [__m256; 8] {
+pub(super) fn transpose8x8_ps(r: [__m256; 8]) -> [__m256; 8] {
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
     let t2 = _mm256_unpacklo_ps(r[2], r[3]);
@@ -68,7 +68,7 @@ fn transpose8x8_ps(r: [__m256; 8]) -> [__m256; 8] {
 /// of `dst`; returns how many values it wrote.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn widen_row(row: &[u16], dst: &mut [MaybeUninit<f32>; LANE_DIMS]) -> usize {
+pub(super) fn widen_row(row: &[u16], dst: &mut [MaybeUninit<f32>; LANE_DIMS]) -> usize {
     let (chunks, tail) = row.as_chunks::<8>();
     let (dc, _) = dst.as_chunks_mut::<8>();
     let mut done = 0;
@@ -89,7 +89,7 @@ fn widen_row(row: &[u16], dst: &mut [MaybeUninit<f32>; LANE_DIMS]) -> usize {
 /// transposed in registers, tail dims one at a time.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn transpose_queries(
+pub(super) fn transpose_queries(
     q: &[f32],
     n: usize,
     (g0, lanes): (usize, usize),

@@ -19,6 +19,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attn_avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod attn_avx512;
+#[cfg(target_arch = "x86_64")]
 mod attn_lanes_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod attn_q8_avx2;
