@@ -169,10 +169,75 @@ fn tile_prepared<S: SignedSteps<B>, const B: usize>(
     acc
 }
 
-/// The signed formats' loop: token tiles outside, groups inside, so each
-/// tile's activations are biased and their scales widened once
-/// ([`Prepared`]) rather than once per group; the tail tokens run
-/// [`tile_signed`] one at a time.
+/// [`tile_prepared`] for two neighbouring groups at once: each step's
+/// weights of groups `g` and `g + 1` share one 16-lane `vpdpbusd` per
+/// token (this CPU class retires as many 512-bit as 256-bit ones per
+/// cycle). Lane `r < 8` is row `r` of group `g`, lane `8 + r` row `r` of
+/// group `g + 1`; every lane's integer and float steps are
+/// [`tile_prepared`]'s.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_prepared2<S: SignedSteps<B>, const B: usize>(
+    w: [&[[u8; B]]; 2],
+    xu: &[[u8; 32]],
+    dx: &[f32],
+) -> [__m512; TILE] {
+    let nb = w[0].len().min(w[1].len());
+    let bias = _mm512_set1_epi8(i8::MIN);
+    let mut acc = [_mm512_setzero_ps(); TILE];
+    for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
+        let x: [&[u8; 32]; TILE] = std::array::from_fn(|t| xu.get(t * nb + b).unwrap_or(&[0; 32]));
+        let mut corr = _mm512_setzero_si512();
+        let mut sumi = [_mm512_setzero_si512(); TILE];
+        for k in 0..STEPS {
+            // SAFETY: this function runs with AVX2 enabled.
+            let (lo, hi) = unsafe { (S::step(w0, k), S::step(w1, k)) };
+            let wq = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+            corr = _mm512_dpbusd_epi32(corr, bias, wq);
+            for t in 0..TILE {
+                let q = _mm512_set1_epi32(quad::<0, 32>(x[t], k));
+                sumi[t] = _mm512_dpbusd_epi32(sumi[t], q, wq);
+            }
+        }
+        let mut scales = [0u8; 2 * SCALE_BYTES];
+        scales[..SCALE_BYTES].copy_from_slice(&w0[..SCALE_BYTES]);
+        scales[SCALE_BYTES..].copy_from_slice(&w1[..SCALE_BYTES]);
+        // SAFETY: 32 readable bytes; `loadu` needs no alignment.
+        let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(scales.as_ptr().cast()) });
+        for t in 0..TILE {
+            let d = _mm512_mul_ps(
+                dw,
+                _mm512_set1_ps(dx.get(t * nb + b).copied().unwrap_or(0.0)),
+            );
+            let s = _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[t], corr));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, s));
+        }
+    }
+    acc
+}
+
+/// Writes one token's 16 row results at `out[at..at + 16]` (skipped if
+/// `out` is too short, which the caller's checks rule out).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn store16(out: &mut [f32], at: usize, v: __m512) {
+    if let Some(o) = out.get_mut(at..at + 16) {
+        // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
+/// Tokens whose prepared activations [`gemm_signed`] holds at once (at
+/// most 256 · 36 bytes per block of a row: under 450 KiB for rows of 1,536
+/// values, so they stay in L2 while the weights stream past).
+const TOKEN_BLOCK: usize = 256;
+
+/// The signed formats' loop. Blocks of up to [`TOKEN_BLOCK`] tokens are
+/// prepared once ([`Prepared`]: biased quants, f32 scales); then every
+/// group runs over the block's 8-token tiles, so the weights are read once
+/// per token block and each activation block is biased once, not once per
+/// group. Tokens past the last whole tile run [`tile_signed`] one at a
+/// time.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
@@ -183,11 +248,13 @@ fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut 
     let full = g.n_tok / TILE * TILE;
     if full > 0 {
         PREPARED.with_borrow_mut(|p| {
-            p.xu.resize(TILE * nb, [0; 32]);
-            p.dx.resize(TILE * nb, 0.0);
+            let cap = full.min(TOKEN_BLOCK) * nb;
+            p.xu.resize(cap, [0; 32]);
+            p.dx.resize(cap, 0.0);
             let bias = _mm256_set1_epi8(i8::MIN);
-            for t0 in (0..full).step_by(TILE) {
-                for t in 0..TILE {
+            for t0 in (0..full).step_by(TOKEN_BLOCK) {
+                let tb = (full - t0).min(TOKEN_BLOCK);
+                for t in 0..tb {
                     for (b, ab) in arow(t0 + t).iter().enumerate().take(nb) {
                         let x = _mm256_xor_si256(load(bytes32(ab, 2)), bias);
                         if let Some(o) = p.xu.get_mut(t * nb + b) {
@@ -200,10 +267,26 @@ fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut 
                         }
                     }
                 }
-                for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-                    let y = tile_prepared::<S, B>(group, &p.xu, &p.dx);
-                    for (t, v) in y.into_iter().enumerate() {
-                        store(out, (t0 + t) * g.out_stride + gi * 8, v);
+                for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
+                    let col = pi * 16;
+                    for t1 in (0..tb).step_by(TILE) {
+                        let at = t1 * nb;
+                        let xu = p.xu.get(at..).unwrap_or(&[]);
+                        let dx = p.dx.get(at..).unwrap_or(&[]);
+                        let row = |t: usize| (t0 + t1 + t) * g.out_stride + col;
+                        if let Some((g0, g1)) =
+                            pair.split_at_checked(nb).filter(|_| pair.len() == 2 * nb)
+                        {
+                            let y = tile_prepared2::<S, B>([g0, g1], xu, dx);
+                            for (t, v) in y.into_iter().enumerate() {
+                                store16(out, row(t), v);
+                            }
+                        } else {
+                            let y = tile_prepared::<S, B>(pair, xu, dx);
+                            for (t, v) in y.into_iter().enumerate() {
+                                store(out, row(t), v);
+                            }
+                        }
                     }
                 }
             }
