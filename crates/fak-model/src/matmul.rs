@@ -16,7 +16,8 @@
 //! on every ISA).
 //!
 //! A long batch over a matrix that fits in a core's L2 (every layer
-//! matrix of SmolLM2) splits by *tokens* instead: each thread claims
+//! matrix of SmolLM2), or any batch of at least 64 tokens per thread,
+//! splits by *tokens* instead: each thread claims
 //! chunks of whole token tiles and runs every weight row over them,
 //! writing its own token rows of `Y`, so no scratch is filled and
 //! gathered. Elements are the same bits either way.
@@ -54,6 +55,13 @@ const TOKEN_SPLIT_MIN_PER_THREAD: usize = 32;
 /// then reads all of it, which costs nothing extra while it fits in the
 /// thread's L2 with room for the activations.
 const TOKEN_SPLIT_MAX_BYTES: usize = 1 << 20;
+
+/// Products with at least this many tokens per thread split by tokens
+/// whatever the matrix size: each thread then reads the whole matrix once
+/// per 256-token block, which costs less than filling, zeroing and
+/// gathering a `[n_tok, n_out]` scratch (the output head of a batch of
+/// 256: 50 MB).
+const TOKEN_SPLIT_ANY_PER_THREAD: usize = 64;
 
 /// Token chunks are whole multiples of the widest packed token tile.
 const TOKEN_TILE: usize = 8;
@@ -253,9 +261,10 @@ impl Model {
 
     /// [`Model::matmul_q`] split by tokens: chunks of whole token tiles,
     /// claimed dynamically, each one product over every weight row that
-    /// writes its own token rows of `out` (so nothing is gathered). Both
-    /// threads then read every weight row, which pays only while the
-    /// matrix stays in a core's L2 ([`TOKEN_SPLIT_MAX_BYTES`]).
+    /// writes its own token rows of `out` (so nothing is gathered). Every
+    /// chunk reads the whole matrix: free while it stays in a core's L2
+    /// ([`TOKEN_SPLIT_MAX_BYTES`]); a larger matrix is cut into one chunk
+    /// per thread, so each thread reads it once.
     fn matmul_tokens(
         &self,
         w: &Weight,
@@ -264,9 +273,12 @@ impl Model {
         threads: usize,
     ) -> Result<(), ModelError> {
         let n_tok = acts.n_tok();
-        let per = n_tok
-            .div_ceil(threads * CHUNKS_PER_THREAD)
-            .next_multiple_of(TOKEN_TILE);
+        let chunks = if w.bytes() <= TOKEN_SPLIT_MAX_BYTES {
+            threads * CHUNKS_PER_THREAD
+        } else {
+            threads
+        };
+        let per = n_tok.div_ceil(chunks).next_multiple_of(TOKEN_TILE);
         let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
         self.pool
             .run_chunks_dynamic_mut(out, per * w.n_out, |c, chunk| {
@@ -329,7 +341,7 @@ impl Model {
 fn splits_by_tokens(w: &Weight, n_tok: usize, threads: usize) -> bool {
     threads > 1
         && n_tok >= threads * TOKEN_SPLIT_MIN_PER_THREAD
-        && w.bytes() <= TOKEN_SPLIT_MAX_BYTES
+        && (w.bytes() <= TOKEN_SPLIT_MAX_BYTES || n_tok >= threads * TOKEN_SPLIT_ANY_PER_THREAD)
 }
 
 /// Copies token `t`'s outputs from the chunked scratch layout (chunk `c`
@@ -435,6 +447,8 @@ mod tests {
                 100
             };
             assert_eq!(splits_by_tokens(w, n_tok, 2), n_tok == 100, "{}", w.name);
+            // From 64 tokens per thread, any matrix splits by tokens.
+            assert!(splits_by_tokens(w, 128, 2) && !splits_by_tokens(w, 128, 1));
             let x = acts_f32(n_tok * w.n_in, 3);
             let mut acts = QuantActs::new();
             acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
