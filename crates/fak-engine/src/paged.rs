@@ -29,7 +29,7 @@ use crate::EngineError;
 /// a kernel call with its own set-up. On the fleet probe (SmolLM2 Q8_0, 2
 /// threads) 64-token blocks ran 1.594–1.611 agent-turns/s against
 /// 1.322–1.369 with 16 (`fak bench fleet --profile probe --block-size N`,
-/// alternated in one session; docs/FLEET.md), with identical generated
+/// alternated in one session; docs/history/FLEET-avx2-vm.md), with identical generated
 /// tokens. Larger blocks share a prefix
 /// at a coarser grain (a cached prefix is reused up to its last whole
 /// block) and copy more on the first write to a shared partial block.
@@ -44,7 +44,7 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64;
 /// layer, and each run is one kernel call and a new stream for the
 /// prefetchers. Longer blocks make fewer, longer runs. Measured on the
 /// 40-turn bounded-long point (SmolLM2 Q8_0, P 1024, A 8, D 32, R 48,
-/// 2 threads; docs/FLEET.md), with identical generated tokens:
+/// 2 threads; docs/history/FLEET-avx2-vm.md), with identical generated tokens:
 /// - 256-token blocks ran 1.692 and 1.713 agent-turns/s;
 /// - 64-token blocks ran 1.617.
 ///

@@ -10,6 +10,7 @@
 //!   round:  v += 1 (bytewise, wrapping)                     the changing operand
 //!           for j in 0..8:  acc[j] += pairsum32(pairsum16(u[j] · v))
 //!                           AVX2: vpmaddubsw, vpmaddwd (· 1), vpaddd
+//!                           AVX-512 VNNI: one 512-bit vpdpbusd per two j
 //!   = 8 × 32 = 256 int8 multiply-adds per round
 //! ```
 //!
@@ -33,6 +34,13 @@ fn unsigned_operands() -> [[u8; 32]; 8] {
 /// AVX2 is unavailable) and returns the wrapping sum of every accumulator
 /// lane: the same value on every ISA.
 pub fn int8_mac_loop(isa: Isa, rounds: u64, v0: [i8; 32]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && Isa::Avx512.is_available() {
+        // SAFETY: `Isa::Avx512` is available: AVX-512 F, BW and VNNI.
+        return unsafe {
+            crate::simd::peak_avx2::int8_mac_loop_vnni(rounds, unsigned_operands(), v0)
+        };
+    }
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Scalar && Isa::Avx2.is_available() {
         // SAFETY: AVX2 (with FMA and F16C) is available (checked above).

@@ -160,7 +160,7 @@ enum Data {
 /// of a segment are one contiguous stream (8 KiB for a 64-token block of
 /// 64-wide f16 heads) rather than 128-byte pieces at the stride of a whole
 /// row, which the hardware prefetchers followed poorly once a fleet's
-/// cache outgrew L3 (see docs/PERFORMANCE.md, "KV rows head-major").
+/// cache outgrew L3 (see docs/history/PERFORMANCE-avx2-vm.md, "Attention over a cache larger than L3").
 pub struct KvRowBuf {
     data: Data,
     /// Elements (f16 values or Q8_0 blocks) per head per row.
