@@ -26,7 +26,9 @@
 //! unsigned (see [`super::packed_k_avx2`]), so their steps need no bias.
 //! The float steps are the AVX2 kernels', so every output has the scalar
 //! twin's bits. With AVX-512VL's 32 vector registers a tile holds eight
-//! tokens.
+//! tokens. The Q8_0 and Q5_0 tiles run two groups at once, `g` in the low
+//! and `g + 1` in the high half of 512-bit registers ([`tile_prepared`]);
+//! the k-quant tiles stay 256-bit.
 
 use std::arch::x86_64::*;
 
@@ -70,7 +72,8 @@ impl SignedSteps<Q5_0_BYTES> for Q5s {
 }
 
 /// One group (`w`: its blocks) times `T` activation rows; returns the 8
-/// row results of each token (the module diagram).
+/// row results of each token (the module diagram). The tokens after the
+/// last whole [`TILE`] run it one at a time.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
@@ -90,7 +93,7 @@ fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
         }
         // Keeps `xu` in memory: each step then broadcasts its quads with a
         // load (`vpbroadcastd ymm, m32`) instead of two shuffles on the
-        // one shuffle port (1.7x on the 8-token tile).
+        // one shuffle port.
         std::hint::black_box(&mut xu);
         let mut corr = _mm256_setzero_si256();
         let mut sumi = [_mm256_setzero_si256(); T];
@@ -111,7 +114,7 @@ fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
     acc
 }
 
-/// One token tile's activations, prepared once for every group: block `b`
+/// A token block's activations, prepared once for every group: block `b`
 /// of token `t` at `t * nb + b`.
 #[derive(Default)]
 struct Prepared {
@@ -122,62 +125,23 @@ struct Prepared {
 }
 
 thread_local! {
-    /// Each thread's [`Prepared`] buffers: they grow to the largest tile
+    /// Each thread's [`Prepared`] buffers: they grow to the largest block
     /// seen and are reused, so a warm product allocates nothing.
     static PREPARED: std::cell::RefCell<Prepared> = std::cell::RefCell::default();
 }
 
 /// [`tile_signed`] for [`TILE`] tokens whose activations are [`Prepared`]
-/// (`xu`, `dx`: `TILE · nb` entries, token-major). The same integer and
-/// float steps, without re-biasing each token's block for every group.
+/// (`xu`, `dx`: `TILE · nb` entries, token-major), over two neighbouring
+/// groups at once: each step's weights of groups `w[0]` and `w[1]` share
+/// one 512-bit `vpdpbusd` per token (this CPU class retires as many 512-bit
+/// as 256-bit ones per cycle, so a lone group passed twice costs what a
+/// 256-bit tile of it would). Lane `r < 8` is row `r` of `w[0]`, lane
+/// `8 + r` row `r` of `w[1]`; every lane's integer and float steps are
+/// [`tile_signed`]'s, without re-biasing each token's block for every
+/// group.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn tile_prepared<S: SignedSteps<B>, const B: usize>(
-    w: &[[u8; B]],
-    xu: &[[u8; 32]],
-    dx: &[f32],
-) -> [__m256; TILE] {
-    let nb = w.len();
-    let bias = _mm256_set1_epi8(i8::MIN);
-    let mut acc = [_mm256_setzero_ps(); TILE];
-    for (b, wb) in w.iter().enumerate() {
-        let x: [&[u8; 32]; TILE] = std::array::from_fn(|t| xu.get(t * nb + b).unwrap_or(&[0; 32]));
-        let mut corr = _mm256_setzero_si256();
-        let mut sumi = [_mm256_setzero_si256(); TILE];
-        for k in 0..STEPS {
-            // SAFETY: this function runs with AVX2 enabled.
-            let wq = unsafe { S::step(wb, k) };
-            corr = _mm256_dpbusd_epi32(corr, bias, wq);
-            for t in 0..TILE {
-                let q = _mm256_set1_epi32(quad::<0, 32>(x[t], k));
-                sumi[t] = _mm256_dpbusd_epi32(sumi[t], q, wq);
-            }
-        }
-        let mut scales = [0u8; SCALE_BYTES];
-        scales.copy_from_slice(&wb[..SCALE_BYTES]);
-        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
-        let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
-        for t in 0..TILE {
-            let d = _mm256_mul_ps(
-                dw,
-                _mm256_set1_ps(dx.get(t * nb + b).copied().unwrap_or(0.0)),
-            );
-            let s = _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[t], corr));
-            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, s));
-        }
-    }
-    acc
-}
-
-/// [`tile_prepared`] for two neighbouring groups at once: each step's
-/// weights of groups `g` and `g + 1` share one 16-lane `vpdpbusd` per
-/// token (this CPU class retires as many 512-bit as 256-bit ones per
-/// cycle). Lane `r < 8` is row `r` of group `g`, lane `8 + r` row `r` of
-/// group `g + 1`; every lane's integer and float steps are
-/// [`tile_prepared`]'s.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_prepared2<S: SignedSteps<B>, const B: usize>(
     w: [&[[u8; B]]; 2],
     xu: &[[u8; 32]],
     dx: &[f32],
@@ -277,14 +241,16 @@ fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut 
                         if let Some((g0, g1)) =
                             pair.split_at_checked(nb).filter(|_| pair.len() == 2 * nb)
                         {
-                            let y = tile_prepared2::<S, B>([g0, g1], xu, dx);
+                            let y = tile_prepared::<S, B>([g0, g1], xu, dx);
                             for (t, v) in y.into_iter().enumerate() {
                                 store16(out, row(t), v);
                             }
                         } else {
-                            let y = tile_prepared::<S, B>(pair, xu, dx);
+                            // The last, unpaired group: its rows are the
+                            // low 8 lanes.
+                            let y = tile_prepared::<S, B>([pair, pair], xu, dx);
                             for (t, v) in y.into_iter().enumerate() {
-                                store(out, row(t), v);
+                                store(out, row(t), _mm512_castps512_ps256(v));
                             }
                         }
                     }
