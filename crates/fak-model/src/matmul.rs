@@ -71,6 +71,31 @@ const TOKEN_TILE: usize = 8;
 /// chunk splits a group or ends in a narrower remainder tile.
 const ROW_TILE: usize = fak_kernels::packed::GROUP_ROWS;
 
+/// The first error of a product's pool chunks (the others are dropped).
+struct FirstError(Mutex<Option<ModelError>>);
+
+impl FirstError {
+    fn new() -> FirstError {
+        FirstError(Mutex::new(None))
+    }
+
+    /// Keeps `r`'s error if it is the first.
+    fn record(&self, r: Result<(), ModelError>) {
+        if let Err(e) = r {
+            let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            slot.get_or_insert(e);
+        }
+    }
+
+    /// `Err` with the first recorded error, or `Ok`.
+    fn into_result(self) -> Result<(), ModelError> {
+        match self.0.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Activations quantized once for a given dot-product type.
 pub(crate) struct QuantActs {
     ty: GgmlType,
@@ -124,28 +149,22 @@ impl QuantActs {
             // Whole rows per chunk; each row's bytes do not depend on the
             // thread that quantizes it.
             let per = n_tok.div_ceil(threads * 2);
-            let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+            let first_err = FirstError::new();
             pool.run_chunks_mut(&mut self.data, per * row_bytes, |c, chunk| {
                 let rows = x.get(c * per * n_in..).unwrap_or_default();
                 for (src, dst) in rows
                     .chunks_exact(n_in)
                     .zip(chunk.chunks_exact_mut(row_bytes))
                 {
-                    if let Err(source) = fak_kernels::quantize_acts(ty, src, dst) {
-                        let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
-                        slot.get_or_insert(ModelError::Kernel {
+                    first_err.record(fak_kernels::quantize_acts(ty, src, dst).map_err(|source| {
+                        ModelError::Kernel {
                             tensor: name.to_string(),
                             source,
-                        });
-                    }
+                        }
+                    }));
                 }
             })?;
-            if let Some(e) = first_err
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner)
-            {
-                return Err(e);
-            }
+            first_err.into_result()?;
         }
         self.ty = ty;
         self.row_bytes = row_bytes;
@@ -232,22 +251,14 @@ impl Model {
             scratch.resize(n_tok * w.n_out, 0.0f32);
             &mut scratch
         };
-        let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+        let first_err = FirstError::new();
         self.pool
             .run_chunks_dynamic_mut(buf, rows_per_chunk * n_tok, |c, chunk| {
                 let rows = chunk.len() / n_tok;
                 let lo = c * rows_per_chunk;
-                if let Err(e) = self.matmul_rows(w, acts.rows(0..n_tok), lo, chunk, rows) {
-                    let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
-                    slot.get_or_insert(e);
-                }
+                first_err.record(self.matmul_rows(w, acts.rows(0..n_tok), lo, chunk, rows));
             })?;
-        if let Some(e) = first_err
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            return Err(e);
-        }
+        first_err.into_result()?;
         if n_tok > 1 {
             // Token rows of `out` in parallel: row t takes its piece of
             // every chunk.
@@ -279,23 +290,14 @@ impl Model {
             threads
         };
         let per = n_tok.div_ceil(chunks).next_multiple_of(TOKEN_TILE);
-        let first_err: Mutex<Option<ModelError>> = Mutex::new(None);
+        let first_err = FirstError::new();
         self.pool
             .run_chunks_dynamic_mut(out, per * w.n_out, |c, chunk| {
                 let t0 = c * per;
                 let toks = t0..(t0 + chunk.len() / w.n_out.max(1)).min(n_tok);
-                if let Err(e) = self.matmul_rows(w, acts.rows(toks), 0, chunk, w.n_out) {
-                    let mut slot = first_err.lock().unwrap_or_else(PoisonError::into_inner);
-                    slot.get_or_insert(e);
-                }
+                first_err.record(self.matmul_rows(w, acts.rows(toks), 0, chunk, w.n_out));
             })?;
-        match first_err
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        first_err.into_result()
     }
 
     /// Computes weight rows `lo..lo + rows` for all tokens into `dst`

@@ -279,30 +279,30 @@ pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
 }
 
 /// A packed format's register tiles: one group of `B`-byte blocks against
-/// `TILE_TOKENS` tokens or one token of `A`-byte activation blocks.
-pub(super) trait Tiles<const B: usize, const A: usize> {
-    /// The 8 row results of each of `TILE_TOKENS` tokens.
+/// `T` tokens or one token of `A`-byte activation blocks. The AVX2 tiles
+/// take [`TILE_TOKENS`] tokens; the VNNI k-quant tiles
+/// ([`super::packed_vnni::TILE`]) take 8.
+pub(super) trait Tiles<const B: usize, const A: usize, const T: usize> {
+    /// The 8 row results of each of `T` tokens.
     ///
     /// # Safety
     ///
-    /// The CPU must support AVX2, FMA and F16C.
-    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; A]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS];
+    /// The CPU must support the tile's features: AVX2, FMA and F16C, and
+    /// AVX-512 F/BW/VL/VNNI for the VNNI tiles.
+    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; A]]; T]) -> [__m256; T];
 
     /// The 8 row results of one token.
     ///
     /// # Safety
     ///
-    /// The CPU must support AVX2, FMA and F16C.
+    /// As [`Tiles::tile`].
     unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
 }
 
-impl Tiles<Q8_0_BYTES, AB> for Q8 {
+impl Tiles<Q8_0_BYTES, AB, TILE_TOKENS> for Q8 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile4(
-        w: &[[u8; Q8_0_BYTES]],
-        a: [&[[u8; AB]]; TILE_TOKENS],
-    ) -> [__m256; TILE_TOKENS] {
+    unsafe fn tile(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
         tile_q8::<TILE_TOKENS>(w, a)
     }
 
@@ -314,11 +314,22 @@ impl Tiles<Q8_0_BYTES, AB> for Q8 {
     }
 }
 
-/// Every group of `g.w` against every token, `TILE_TOKENS` at a time (the
-/// loop of Q8_0, Q4_K and Q6_K; Q5_0 has its own, [`gemm_q5`]).
+/// Every group of `g.w` against every token, `T` at a time, then one at a
+/// time (the loop of Q8_0, Q4_K and Q6_K on AVX2, and of the k-quants on
+/// VNNI, where the caller is a VNNI function and `K`'s tiles inline into
+/// it; Q5_0 has its own, [`gemm_q5`]).
+///
+/// # Safety
+///
+/// The CPU must support what `K`'s tiles need (see [`Tiles::tile`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
+pub(super) unsafe fn gemm_tiles<
+    K: Tiles<B, A, T>,
+    const B: usize,
+    const A: usize,
+    const T: usize,
+>(
     g: &PackedArgs<'_>,
     out: &mut [f32],
 ) {
@@ -326,16 +337,13 @@ pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<A>();
     let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
-    let full = g.n_tok / TILE_TOKENS * TILE_TOKENS;
+    let full = g.n_tok / T * T;
     for (gi, group) in blocks.chunks_exact(nb).enumerate() {
         let col = gi * 8;
-        for t0 in (0..full).step_by(TILE_TOKENS) {
-            let mut a: [&[[u8; A]]; TILE_TOKENS] = [&[]; TILE_TOKENS];
-            for (t, row) in a.iter_mut().enumerate() {
-                *row = arow(t0 + t);
-            }
-            // SAFETY (and below): this function runs with AVX2, FMA and F16C.
-            let y = unsafe { K::tile4(group, a) };
+        for t0 in (0..full).step_by(T) {
+            let a: [&[[u8; A]]; T] = std::array::from_fn(|t| arow(t0 + t));
+            // SAFETY (and below): the caller's CPU guarantee.
+            let y = unsafe { K::tile(group, a) };
             for (t, v) in y.into_iter().enumerate() {
                 store(out, (t0 + t) * g.out_stride + col, v);
             }
@@ -356,7 +364,8 @@ pub(super) fn gemm_tiles<K: Tiles<B, A>, const B: usize, const A: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q8_0 => gemm_tiles::<Q8, Q8_0_BYTES, AB>(g, out),
+        // SAFETY: this function runs with AVX2, FMA and F16C.
+        PackedFormat::Q8_0 => unsafe { gemm_tiles::<Q8, Q8_0_BYTES, AB, TILE_TOKENS>(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
         PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm(g, out),
     }

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::packed_avx2::{blocks_at, bytes32, gemm_tiles, load, quad, Tiles, TILE_TOKENS};
-use super::packed_vnni::{gemm_tiles as vnni_tiles, VnniTiles, TILE};
+use super::packed_vnni::TILE;
 use crate::blocks::BlockQ8_K;
 use crate::packed::{PackedArgs, PackedFormat};
 use crate::packed_k::{q4k, q6k, K_STEPS};
@@ -223,8 +223,7 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     unsafe fn offset_pair(b: &[u8; q6k::BYTES], m: usize) -> __m256i {
         // SAFETY: this function runs with AVX2 enabled.
         let (lo, hi) = unsafe { (Self::scales(b, 2 * m), Self::scales(b, 2 * m + 1)) };
-        let lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF));
-        _mm256_or_si256(lo, _mm256_slli_epi32::<16>(hi))
+        pack16(lo, hi)
     }
 
     const OFFSET_SHIFT: i32 = 5;
@@ -248,8 +247,16 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn pair16(sc: __m256i) -> __m256i {
-    let lo = _mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF));
-    _mm256_or_si256(lo, _mm256_slli_epi32::<16>(sc))
+    pack16(sc, sc)
+}
+
+/// Each lane's `i32` from `lo` in its low `i16` half and from `hi` in its
+/// high half (both fit in `i16`).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn pack16(lo: __m256i, hi: __m256i) -> __m256i {
+    let lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF));
+    _mm256_or_si256(lo, _mm256_slli_epi32::<16>(hi))
 }
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
@@ -299,10 +306,10 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
 /// [`tile`] as the shared loop's tiles.
 struct K<S>(std::marker::PhantomData<S>);
 
-impl<S: KSteps<B>, const B: usize> Tiles<B, AB> for K<S> {
+impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE_TOKENS> for K<S> {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile4(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
+    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
         tile::<S, B, TILE_TOKENS>(w, a)
     }
 
@@ -365,13 +372,13 @@ fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
     acc
 }
 
-/// [`tile_vnni`] as the VNNI loop's tiles.
+/// [`tile_vnni`] as [`gemm_tiles`]' tiles.
 struct KV<S>(std::marker::PhantomData<S>);
 
-impl<S: KSteps<B>, const B: usize> VnniTiles<B, AB> for KV<S> {
+impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE> for KV<S> {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
+    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
         tile_vnni::<S, B, TILE>(w, a)
     }
 
@@ -392,8 +399,10 @@ impl<S: KSteps<B>, const B: usize> VnniTiles<B, AB> for KV<S> {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q4K => vnni_tiles::<KV<Q4K>, { q4k::BYTES }, AB>(g, out),
-        PackedFormat::Q6K => vnni_tiles::<KV<Q6K>, { q6k::BYTES }, AB>(g, out),
+        // SAFETY (both arms): this function runs with every feature the
+        // VNNI tiles need.
+        PackedFormat::Q4K => unsafe { gemm_tiles::<KV<Q4K>, { q4k::BYTES }, AB, TILE>(g, out) },
+        PackedFormat::Q6K => unsafe { gemm_tiles::<KV<Q6K>, { q6k::BYTES }, AB, TILE>(g, out) },
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
 }
@@ -407,8 +416,13 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q4K => gemm_tiles::<K<Q4K>, { q4k::BYTES }, AB>(g, out),
-        PackedFormat::Q6K => gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB>(g, out),
+        // SAFETY (both arms): this function runs with AVX2, FMA and F16C.
+        PackedFormat::Q4K => unsafe {
+            gemm_tiles::<K<Q4K>, { q4k::BYTES }, AB, TILE_TOKENS>(g, out)
+        },
+        PackedFormat::Q6K => unsafe {
+            gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB, TILE_TOKENS>(g, out)
+        },
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
 }

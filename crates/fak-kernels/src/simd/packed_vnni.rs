@@ -266,56 +266,6 @@ fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut 
     }
 }
 
-/// A packed format's VNNI tiles: one group of `B`-byte blocks against
-/// [`TILE`] tokens or one token of `A`-byte activation blocks.
-pub(super) trait VnniTiles<const B: usize, const A: usize> {
-    /// The 8 row results of each of [`TILE`] tokens.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
-    unsafe fn tile8(w: &[[u8; B]], a: [&[[u8; A]]; TILE]) -> [__m256; TILE];
-
-    /// The 8 row results of one token.
-    ///
-    /// # Safety
-    ///
-    /// As [`VnniTiles::tile8`].
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
-}
-
-/// Every group of `g.w` against every token: tiles of [`TILE`] tokens,
-/// then one token at a time.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn gemm_tiles<K: VnniTiles<B, A>, const B: usize, const A: usize>(
-    g: &PackedArgs<'_>,
-    out: &mut [f32],
-) {
-    let nb = g.nb.max(1);
-    let (blocks, _) = g.w.as_chunks::<B>();
-    let (acts, _) = g.a.as_chunks::<A>();
-    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
-    let full = g.n_tok / TILE * TILE;
-    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-        let col = gi * 8;
-        for t0 in (0..full).step_by(TILE) {
-            let a: [&[[u8; A]]; TILE] = std::array::from_fn(|t| arow(t0 + t));
-            // SAFETY (and below): this function runs with every feature the
-            // tiles need.
-            let y = unsafe { K::tile8(group, a) };
-            for (t, v) in y.into_iter().enumerate() {
-                store(out, (t0 + t) * g.out_stride + col, v);
-            }
-        }
-        for t in full..g.n_tok {
-            // SAFETY: as above.
-            let v = unsafe { K::tile1(group, arow(t)) };
-            store(out, t * g.out_stride + col, v);
-        }
-    }
-}
-
 /// The packed product of [`crate::packed::packed_gemm`] on VNNI.
 ///
 /// # Safety
