@@ -14,7 +14,13 @@
 //! where `min_i` is the min part of a weight with mins (Q4_1/Q5_1: `m`;
 //! Q4_K/Q5_K: `dmin·m_sub`), which can cancel against the scaled part, and
 //! the last term covers Q8_1's `s = f16(d·Σq)`, which the dot uses in place
-//! of the exact sum (error at most half an f16 ulp of `s`).
+//! of `f16(d)·Σq`. Two roundings separate them: `d` is the unrounded f32
+//! scale, so `|d - f16(d)|·|Σq| ≤ 2^-11·|f16(d)·Σq|`, and the f16 store of
+//! `s` adds at most half an ulp, `2^-11·|s|` (plus `2^-25` if subnormal):
+//!
+//! ```text
+//!   e16(s_a) = 2^-11 · (|s| + |f16(d)·Σq|) + 2^-25
+//! ```
 
 use fak_gguf::GgmlType;
 use fak_kernels::blocks::BlockQ8_1;
@@ -26,19 +32,23 @@ use rand::{Rng, SeedableRng};
 mod common;
 use common::*;
 
-/// Σ_blocks |m_w| · e16(s_a) for Q4_1/Q5_1 (0 otherwise).
-fn q8_1_sum_allowance(ty: GgmlType, w: &[u8], a: &[u8]) -> f64 {
+/// Σ_blocks |m_w| · e16(s_a) for Q4_1/Q5_1 (0 otherwise); `af` is the
+/// dequantized activation row (`f16(d)·q` per element).
+fn q8_1_sum_allowance(ty: GgmlType, w: &[u8], a: &[u8], af: &[f32]) -> f64 {
     if !matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
         return 0.0;
     }
     let mins = min_parts(ty, w, a.len() / 36 * 32);
     a.chunks_exact(36)
         .zip(mins.chunks_exact(32))
-        .map(|(blk, m)| {
+        .zip(af.chunks_exact(32))
+        .map(|((blk, m), x)| {
             let s = f64::from(f16_to_f32(
                 BlockQ8_1::from_bytes(blk.try_into().expect("q8_1 block")).s,
             ));
-            f64::from(m[0].abs()) * (s.abs() * 2f64.powi(-11) + 2f64.powi(-25))
+            let rounded_sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
+            f64::from(m[0].abs())
+                * ((s.abs() + rounded_sum.abs()) * 2f64.powi(-11) + 2f64.powi(-25))
         })
         .sum()
 }
@@ -65,7 +75,7 @@ fn check_dot(ty: GgmlType, n: usize, seed: u64) -> Result<(), String> {
         .zip(&af)
         .map(|((&p, &m), &q)| (f64::from(p).abs() + f64::from(m).abs()) * f64::from(q).abs())
         .sum();
-    let tol = 1e-5 * scale + q8_1_sum_allowance(ty, &w, &a) * 1.01;
+    let tol = 1e-5 * scale + q8_1_sum_allowance(ty, &w, &a, &af) * 1.01;
     let err = (f64::from(got) - exact).abs();
     if err <= tol {
         Ok(())
@@ -87,6 +97,13 @@ proptest! {
             }
         }
     }
+}
+
+/// Regression: CI drew this seed, where `s = f16(d·Σq)` with the unrounded
+/// `d` differs from `f16(d)·Σq` by more than half an f16 ulp of `s`.
+#[test]
+fn q5_1_sum_field_uses_the_unrounded_scale() {
+    check_dot(GgmlType::Q5_1, 256, 8741342447819267135).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

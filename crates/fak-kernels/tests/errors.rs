@@ -205,6 +205,17 @@ fn any_type() -> impl Strategy<Value = GgmlType> {
     prop::sample::select(GgmlType::ALL.to_vec())
 }
 
+/// Types `dequantize_row` supports, drawn directly (no rejection: rejecting
+/// a third of the draws hits proptest's global-reject cap at high case
+/// counts).
+fn decodable_type() -> impl Strategy<Value = GgmlType> {
+    let ok: Vec<GgmlType> = GgmlType::ALL
+        .into_iter()
+        .filter(|&t| fak_kernels::can_dequantize(t))
+        .collect();
+    prop::sample::select(ok)
+}
+
 proptest! {
     /// Arbitrary lengths and bytes never panic; when the call succeeds the
     /// lengths were exactly right.
@@ -248,8 +259,7 @@ proptest! {
 
     /// Random bytes of the right length always decode (no panic, no error).
     #[test]
-    fn random_blocks_always_decode(ty in any_type(), blocks in 0usize..4, seed in any::<u64>()) {
-        prop_assume!(fak_kernels::can_dequantize(ty));
+    fn random_blocks_always_decode(ty in decodable_type(), blocks in 0usize..4, seed in any::<u64>()) {
         let n = blocks * ty.block_size();
         let len = blocks * ty.type_size();
         let bytes: Vec<u8> = (0..len).map(|i| (seed.rotate_left(i as u32 % 64) >> 3) as u8 ^ i as u8).collect();
