@@ -13,7 +13,11 @@
 # (default ${TMPDIR:-/tmp}/fak-bench). The llama.cpp peer's interpreter is
 # chosen as described in bench/peers/common.py. Extra arguments for fak's
 # run go in $FAK_FLEET_ARGS (e.g. FAK_FLEET_ARGS=--ablation adds the
-# no-reuse run, kept as an internal field of the comparison).
+# no-reuse run, kept as an internal field of the comparison), and extra
+# arguments for both llama.cpp runs in $FAK_PEER_FLEET_ARGS (e.g.
+# "--checkpoint DIR --segment-s 3000" for runs longer than a session: the
+# script then stops with status 75 when a peer run checkpoints; run it again
+# to continue, see bench/peers/README.md).
 # `python3 bench/plot_fleet.py --out FILE.svg FAK.json PEER...json` draws
 # agent-turns/s against agents from the reports.
 set -euo pipefail
@@ -37,8 +41,8 @@ cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
 fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
 "$fak" bench fleet --model "$model" --profile "$profile" --threads "$threads" ${FAK_FLEET_ARGS:-} --json >"$fak_json"
 python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
-    --kv unified --out "$uni_json"
+    --kv unified ${FAK_PEER_FLEET_ARGS:-} --out "$uni_json"
 python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
-    --kv per-seq --out "$per_json"
+    --kv per-seq ${FAK_PEER_FLEET_ARGS:-} --out "$per_json"
 echo "reports: $fak_json $uni_json $per_json" >&2
 python3 "$root/bench/compare.py" fleet "$fak_json" "$uni_json" "$per_json"

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import checkpoint as ck  # noqa: E402
 import common  # noqa: E402
 import workloads as wl  # noqa: E402
 
@@ -275,6 +276,10 @@ CTX_PAD = 256
 KV_MODES = ("unified", "per-seq")
 
 
+# First bytes of a per-sequence state file (see ``Context.save_state``).
+SEQ_STATE_MAGIC = b"FAKSEQS1"
+
+
 def pad_ctx(n: int) -> int:
     return (n + CTX_PAD - 1) // CTX_PAD * CTX_PAD
 
@@ -371,6 +376,68 @@ class Context:
             e = o + self.n_batch
             total += self.decode(tokens[o:e], pos[o:e], seqs[o:e], logits[o:e])
         return total
+
+    def save_state(self, path: Path, seqs: list[int] | None) -> None:
+        """Writes the KV state to ``path``: the whole context
+        (``llama_state_save_file``) when ``seqs`` is None, else each listed
+        sequence's cells (``llama_state_seq_get_data``) in a small container
+        (``SEQ_STATE_MAGIC``, count u32, then per sequence: id i32, size u64,
+        bytes). The per-seq layout needs the latter: in llama-cpp-python
+        0.3.30 a whole-context state of a ``kv_unified = false`` context
+        reloads to different greedy output (bench/test_checkpoint.py)."""
+        import ctypes  # noqa: PLC0415 (only the checkpointed fleet needs it)
+        import struct  # noqa: PLC0415
+
+        L = self.L
+        if seqs is None:
+            none = (L.llama_token * 1)()
+            if not L.llama_state_save_file(self.ctx, str(path).encode(), none, 0):
+                raise common.PeerError(f"llama_state_save_file failed for {path}")
+            return
+        with open(path, "wb") as f:
+            f.write(SEQ_STATE_MAGIC + struct.pack("<I", len(seqs)))
+            for q in seqs:
+                size = int(L.llama_state_seq_get_size(self.ctx, q))
+                buf = (ctypes.c_uint8 * size)()
+                got = int(L.llama_state_seq_get_data(self.ctx, buf, size, q))
+                if got != size:
+                    raise common.PeerError(f"llama_state_seq_get_data wrote {got} of {size} bytes for sequence {q}")
+                f.write(struct.pack("<iQ", q, size))
+                f.write(memoryview(buf).cast("B"))
+
+    def load_state(self, path: Path, seqs: list[int] | None) -> None:
+        """Restores a state written by ``save_state(path, seqs)`` into this
+        (same-sized, empty) context."""
+        import ctypes  # noqa: PLC0415
+        import struct  # noqa: PLC0415
+
+        L = self.L
+        common.llama_log_clear()
+        if seqs is None:
+            toks = (L.llama_token * 1)()
+            n = ctypes.c_size_t(0)
+            if not L.llama_state_load_file(self.ctx, str(path).encode(), toks, 1, ctypes.byref(n)):
+                tail = "; ".join(common.llama_log_lines()[-3:])
+                raise common.PeerError(f"llama_state_load_file failed for {path}: {tail}")
+            return
+        with open(path, "rb") as f:
+            head = f.read(len(SEQ_STATE_MAGIC) + 4)
+            if head[: len(SEQ_STATE_MAGIC)] != SEQ_STATE_MAGIC or len(head) != len(SEQ_STATE_MAGIC) + 4:
+                raise common.PeerError(f"{path}: not a per-sequence state file")
+            (count,) = struct.unpack("<I", head[len(SEQ_STATE_MAGIC) :])
+            found = []
+            for _ in range(count):
+                q, size = struct.unpack("<iQ", f.read(12))
+                data = f.read(size)
+                if len(data) != size:
+                    raise common.PeerError(f"{path}: sequence {q} is truncated")
+                buf = (ctypes.c_uint8 * size).from_buffer_copy(data)
+                if int(L.llama_state_seq_set_data(self.ctx, buf, size, q)) != size:
+                    tail = "; ".join(common.llama_log_lines()[-3:])
+                    raise common.PeerError(f"llama_state_seq_set_data failed for sequence {q} of {path}: {tail}")
+                found.append(q)
+        if found != seqs:
+            raise common.PeerError(f"{path} holds sequences {found}, expected {seqs}")
 
     def greedy(self, idx: int) -> int:
         """Argmax (ties -> lowest id: llama.cpp's greedy sampler keeps the
@@ -538,9 +605,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> tuple[dict[str, Any], list[list[list[int]]]]:
-    """One fleet run (see README); returns the run's report fields and the
-    generated ids ``[agent][turn][k]``."""
+def fleet_one(
+    m: Model, s: wl.FleetShape, kv: str, threads: int, label: str, ckpt: ck.Checkpoint | None
+) -> tuple[dict[str, Any], list[list[list[int]]]]:
+    """One fleet run (see README), or one segment of it when ``ckpt`` is
+    given (see ``checkpoint.py``); returns the run's report fields (status
+    ``"checkpointed: ..."`` when it stopped early) and the generated ids
+    ``[agent][turn][k]``."""
     s.check()
     A = s.agents
     if A + 1 > LLAMA_MAX_SEQ:
@@ -548,22 +619,32 @@ def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> 
     ids = wl.lcg_ids(m.n_vocab, s.stream_len())
     n_batch = fleet_n_batch(s)
     c = Context(m, n_ctx=fleet_ctx_size(s, kv), n_batch=n_batch, n_ubatch=512, n_seq_max=A + 1, kv=kv, threads=threads)
+    # What a checkpoint saves: the whole context (unified: the agents share
+    # the prefix cells), or each agent's own stream (per-seq; the spare
+    # prefix sequence A is never read again).
+    state_seqs = None if kv == "unified" else list(range(A))
     try:
-        c.clear()
-        gen: list[list[list[int]]] = [[] for _ in range(A)]
-        ttft: list[float] = []
-        fed = 0
-        t_start = time.perf_counter()
-        # Setup: the prefix once into spare sequence A, then copied to every agent.
-        pre = s.prefix_ids(ids)
-        fed += len(pre)
-        c.decode_chunked(pre, list(range(s.prefix)), [A] * s.prefix, [i == s.prefix - 1 for i in range(s.prefix)])
-        for a in range(A):
-            c.seq_cp(A, a)
-        prefix_s = time.perf_counter() - t_start
-        pos = [s.prefix] * A
-        last = [0] * A
-        for t in range(s.turns):
+        saved = ckpt.progress() if ckpt else None
+        if saved:
+            p, state = saved
+            p.check(A, s.turns)
+            c.load_state(state, state_seqs)
+            progress_done(f"{label}: resuming at turn {p.turn + 1}/{s.turns} from {state}")
+            t_start = time.perf_counter()
+        else:
+            c.clear()
+            p = ck.Progress(turn=0, pos=[s.prefix] * A, last=[0] * A, gen=[[] for _ in range(A)])
+            t_start = time.perf_counter()
+            # Setup: the prefix once into spare sequence A, then copied to every agent.
+            pre = s.prefix_ids(ids)
+            p.fed += len(pre)
+            c.decode_chunked(pre, list(range(s.prefix)), [A] * s.prefix, [i == s.prefix - 1 for i in range(s.prefix)])
+            for a in range(A):
+                c.seq_cp(A, a)
+            p.prefix_s = time.perf_counter() - t_start
+        pos, last, gen = p.pos, p.last, p.gen
+        while p.turn < s.turns:
+            t = p.turn
             progress_line(f"{label} turn {t + 1}/{s.turns}")
             t0 = time.perf_counter()
             toks: list[int] = []
@@ -579,16 +660,16 @@ def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> 
                 want.extend([False] * (len(ing) - 1) + [True])
                 pos[a] += len(ing)
                 out_idx.append(len(toks) - 1)
-            fed += len(toks)
+            p.fed += len(toks)
             c.decode(toks, tpos, seqs, want)  # n_batch holds a whole turn
             g = [c.greedy(i) for i in out_idx]
             t1 = time.perf_counter()
-            ttft.extend([t1 - t0] * A)
+            p.ttft_s.extend([t1 - t0] * A)
             turn_gen = [[x] for x in g]
             agents = list(range(A))
             for _ in range(s.decode - 1):
                 c.decode(g, list(pos), agents, [True] * A)
-                fed += A
+                p.fed += A
                 for a in range(A):
                     pos[a] += 1
                 g = [c.greedy(a) for a in range(A)]
@@ -597,7 +678,15 @@ def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> 
             for a in range(A):
                 gen[a].append(turn_gen[a])
                 last[a] = g[a]
-        wall_s = time.perf_counter() - t_start
+            p.turn = t + 1
+            elapsed = time.perf_counter() - t_start
+            if ckpt and ckpt.should_stop(elapsed, s.turns - p.turn):
+                p.segments_s.append(elapsed)
+                p.peak_rss_mb = max(p.peak_rss_mb, peak_rss_mb())
+                c.save_state(ckpt.state_path(p), state_seqs)
+                ckpt.save_partial(p)
+                return {"status": f"checkpointed: turn {p.turn}/{s.turns} saved in {ckpt.dir}"}, []
+        p.segments_s.append(time.perf_counter() - t_start)
         n_ctx = c.n_ctx
         for a in range(A):
             got = int(c.L.llama_memory_seq_pos_max(c.mem, a)) + 1
@@ -605,25 +694,29 @@ def fleet_one(m: Model, s: wl.FleetShape, kv: str, threads: int, label: str) -> 
                 raise common.PeerError(f"agent {a} holds {got} positions, expected {s.final_context()}")
     finally:
         c.close()
-    if fed != s.tokens_computed():
-        raise common.PeerError(f"fed {fed} tokens, expected {s.tokens_computed()}")
-    ms = [x * 1e3 for x in ttft]
+    if p.fed != s.tokens_computed():
+        raise common.PeerError(f"fed {p.fed} tokens, expected {s.tokens_computed()}")
+    wall_s = sum(p.segments_s)
+    ms = [x * 1e3 for x in p.ttft_s]
     report = {
         "status": "ok",
         "agent_turns_per_s": A * s.turns / max(wall_s, 1e-12),
         "wall_s": wall_s,
-        "prefix_s": prefix_s,
+        "segments_s": p.segments_s,
+        "prefix_s": p.prefix_s,
         "ttft_ms_p50": wl.nearest_rank(ms, 0.50),
         "ttft_ms_p95": wl.nearest_rank(ms, 0.95),
         "prefix_evaluations": 1,
-        "tokens_computed": fed,
+        "tokens_computed": p.fed,
         "tokens_reused": s.tokens_reused(),
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": max(p.peak_rss_mb, peak_rss_mb()),
         "generated_sha256": wl.generated_sha256(gen),
         "n_ctx": n_ctx,
         "n_batch": n_batch,
         "n_ubatch": 512,
     }
+    if ckpt:
+        ckpt.save_finished(report, gen)
     return report, gen
 
 
@@ -642,6 +735,27 @@ def fleet_shapes(args: argparse.Namespace) -> list[tuple[str, wl.FleetShape]]:
     return [("custom", shape)]
 
 
+def fleet_checkpoint(args: argparse.Namespace, s: wl.FleetShape, model_sha: str, isa: str) -> ck.Checkpoint | None:
+    """The run's checkpoint under ``--checkpoint DIR`` (None without it)."""
+    if not args.checkpoint:
+        if args.segment_s is not None:
+            raise common.PeerError("--segment-s needs --checkpoint DIR")
+        return None
+    key = {
+        "peer": common.PEER,
+        "cpu": cpu_model(),
+        "isa": isa,
+        "model_sha256": model_sha,
+        "threads": args.threads,
+        "kv": args.kv,
+        "shape": s.as_dict(),
+        "n_ctx": fleet_ctx_size(s, args.kv),
+        "n_batch": fleet_n_batch(s),
+        "n_ubatch": 512,
+    }
+    return ck.Checkpoint(Path(args.checkpoint), ck.run_name(args.kv, s.as_dict(), args.threads), key, args.segment_s)
+
+
 def fleet(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise common.PeerError("--threads must be at least 1")
@@ -649,6 +763,7 @@ def fleet(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
         raise common.PeerError(f"model file {path} does not exist")
+    model_sha = common.sha256_file(path)
     L = common.llama_init()
     m = Model(L, path)
     try:
@@ -656,7 +771,16 @@ def fleet(args: argparse.Namespace) -> int:
         dumps = []
         for k, (name, s) in enumerate(shapes):
             label = f"llama.cpp fleet {args.kv} run {k + 1}/{len(shapes)} {name} T={s.turns} A={s.agents}"
-            r, gen = fleet_one(m, s, args.kv, args.threads, label)
+            ckpt = fleet_checkpoint(args, s, model_sha, isa_string(L))
+            done = ckpt.finished() if ckpt else None
+            if done is not None:
+                r, gen = done
+                progress_done(f"{label}: finished earlier, report taken from {ckpt.json_path}")
+            else:
+                r, gen = fleet_one(m, s, args.kv, args.threads, label, ckpt)
+            if r["status"].startswith("checkpointed"):
+                progress_done(f"{label}: {r['status']}; run the same command again to continue")
+                return ck.EXIT_CHECKPOINTED
             runs.append({"profile": name, **s.as_dict(), **r})
             dumps.append({"profile": name, **s.as_dict(), "generated": gen})
             if r["status"] == "ok":
@@ -671,7 +795,7 @@ def fleet(args: argparse.Namespace) -> int:
             "isa": isa_string(L),
             "threads": args.threads,
             "model": path.name,
-            "model_sha256": common.sha256_file(path),
+            "model_sha256": model_sha,
             "n_vocab": m.n_vocab,
             "kv": args.kv,
             "token_stream": wl.FLEET_TOKEN_STREAM,
@@ -705,6 +829,17 @@ def add_multiseq_subcommands(sub: Any) -> None:
     f.add_argument("--kv", choices=KV_MODES, required=True, help="unified KV cache or one stream per sequence")
     f.add_argument("--out", help="write the JSON report here (default: stdout)")
     f.add_argument("--dump-generated", metavar="FILE", help="also write every run's generated ids [agent][turn][k] as JSON")
+    f.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="resumable runs: keep progress and llama.cpp state in DIR and continue a saved run (see checkpoint.py)",
+    )
+    f.add_argument(
+        "--segment-s",
+        type=float,
+        metavar="S",
+        help="with --checkpoint: stop (exit 75) after the first turn ending S timed seconds into this segment",
+    )
 
 
 def main() -> int:
@@ -724,7 +859,7 @@ def main() -> int:
         if args.cmd == "batched":
             return batched(args)
         return fleet(args)
-    except (common.PeerError, wl.WorkloadError) as e:
+    except (common.PeerError, wl.WorkloadError, ck.CheckpointError) as e:
         print(f"llamacpp.py: error: {e}", file=sys.stderr)
         return 1
 
