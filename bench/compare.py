@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -163,17 +164,36 @@ def split_engines(reports: list[Report], schema: str) -> tuple[Report, list[Repo
     return faks[0], sorted(peers, key=order)
 
 
+_LCG = re.compile(r"state0=(\d+) mul=(\d+) inc=(\d+)")
+
+
+def stream_params(text: Any) -> Any:
+    """The LCG constants named in a ``token_stream`` description (engines
+    word the rest differently), or the text itself when it names none."""
+    m = _LCG.search(str(text))
+    return m.groups() if m else text
+
+
 def multi_header(fak: Report, peers: list[Report]) -> list[str]:
-    """Shared facts, or every engine's value with MISMATCH when they differ."""
+    """Shared facts, or every engine's value with MISMATCH when they differ
+    (``token_stream`` compared by its LCG constants)."""
     lines = []
     everyone = [("fak", fak[1])] + [(f"llama.cpp {p[1].get('kv')}", p[1]) for p in peers]
     for key in ("model", "model_sha256", "threads", "cpu", "token_stream"):
         vals = [(name, d.get(key)) for name, d in everyone]
-        if all(v == vals[0][1] for _, v in vals):
-            if key != "token_stream":
-                lines.append(f"{key}: {vals[0][1]}")
-        else:
-            lines.append(f"{key}: " + " / ".join(f"{n} {v}" for n, v in vals) + "  (MISMATCH)")
+        first = vals[0][1]
+        if key == "token_stream":
+            lcg = stream_params(first)
+            if all(stream_params(v) == lcg for _, v in vals):
+                if isinstance(lcg, tuple):
+                    lines.append("token_stream: the same LCG in every report (state0 {}, mul {}, inc {})".format(*lcg))
+                else:
+                    lines.append(f"token_stream: {first}")
+                continue
+        elif all(v == first for _, v in vals):
+            lines.append(f"{key}: {first}")
+            continue
+        lines.append(f"{key}: " + " / ".join(f"{n} {v}" for n, v in vals) + "  (MISMATCH)")
     return lines
 
 

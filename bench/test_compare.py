@@ -161,6 +161,20 @@ class BatchFold(unittest.TestCase):
         self.assertTrue(any("threads" in h and "MISMATCH" in h for h in head))
         self.assertIn("model: m.gguf", head)
 
+    def test_token_streams_compare_by_lcg_constants(self) -> None:
+        fak = batch_report("fak", "paged", [ok(1, 1.0)])
+        peer = batch_report("llama.cpp", "unified", [ok(1, 1.0)])
+        fak["token_stream"] = "lcg state0=1 mul=2 inc=3 id_n=(state_n>>33)%n_vocab; prefix first"
+        peer["token_stream"] = "lcg state0=1 mul=2 inc=3 stream[n]=(state_n>>33)%n_vocab, worded otherwise"
+        head = compare.multi_header((Path("f"), fak), [(Path("u"), peer)])
+        self.assertIn("token_stream: the same LCG in every report (state0 1, mul 2, inc 3)", head)
+        peer["token_stream"] = "lcg state0=1 mul=2 inc=4"
+        head = compare.multi_header((Path("f"), fak), [(Path("u"), peer)])
+        self.assertTrue(any(h.startswith("token_stream:") and "MISMATCH" in h for h in head))
+        fak["token_stream"] = peer["token_stream"] = "s"
+        head = compare.multi_header((Path("f"), fak), [(Path("u"), peer)])
+        self.assertIn("token_stream: s", head)
+
 
 class FleetFold(unittest.TestCase):
     def test_tuned_reference_and_ratio(self) -> None:
