@@ -36,9 +36,11 @@ one stream of ``n_ctx / n_seq_max`` cells per sequence). See
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import platform
+import struct
 import sys
 import time
 from pathlib import Path
@@ -385,9 +387,6 @@ class Context:
         bytes). The per-seq layout needs the latter: in llama-cpp-python
         0.3.30 a whole-context state of a ``kv_unified = false`` context
         reloads to different greedy output (bench/test_checkpoint.py)."""
-        import ctypes  # noqa: PLC0415 (only the checkpointed fleet needs it)
-        import struct  # noqa: PLC0415
-
         L = self.L
         if seqs is None:
             none = (L.llama_token * 1)()
@@ -408,9 +407,6 @@ class Context:
     def load_state(self, path: Path, seqs: list[int] | None) -> None:
         """Restores a state written by ``save_state(path, seqs)`` into this
         (same-sized, empty) context."""
-        import ctypes  # noqa: PLC0415
-        import struct  # noqa: PLC0415
-
         L = self.L
         common.llama_log_clear()
         if seqs is None:
