@@ -1,14 +1,15 @@
 //! `fak chat`: an interactive conversation.
 //!
 //! The conversation is re-rendered with the model's chat template every
-//! turn; the tokens it shares with what the sequence already holds are kept
-//! (their KV is reused), and only the new suffix is computed.
+//! turn and sent to the engine as one request; the previous turns' whole
+//! KV blocks come from the prefix cache, so only the rest is computed.
 
 use std::io::{BufRead, Write};
 
 use anyhow::{bail, Context};
-use fak_engine::{Sampler, SamplingParams, Sequence};
-use fak_tokenizer::{ChatMessage, ChatTemplate, StreamDecoder};
+use fak_engine::{Engine, EngineConfig, Event, PrefixCache, Request, SamplingParams};
+use fak_model::KvType;
+use fak_tokenizer::{ChatMessage, ChatTemplate};
 
 use crate::ModelArgs;
 
@@ -46,6 +47,14 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
     else {
         bail!("{} has no tokenizer.chat_template", a.model.model.display());
     };
+    let sampling = SamplingParams {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+        ..SamplingParams::greedy()
+    };
+    sampling.validate()?;
     let mut messages: Vec<ChatMessage> = Vec::new();
     if let Some(s) = &a.system {
         messages.push(ChatMessage {
@@ -53,16 +62,14 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
             content: s.clone(),
         });
     }
-    let mut seq = Sequence::new(&model, a.ctx);
-    let mut sampler = Sampler::new(SamplingParams {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        seed: a.seed,
-    });
+    // One conversation: each turn's request finds the previous turns in the
+    // prefix cache (published when they finished), and computes the rest.
+    let cfg = EngineConfig::for_requests(1, a.ctx, KvType::F16, PrefixCache::On);
+    let mut engine = Engine::new(&model, Some(&tok), cfg)?;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     eprintln!("fak chat: type a message and press Enter; an empty line or Ctrl-D quits.");
+    let mut turn = 0u64;
     loop {
         eprint!("> ");
         let mut line = String::new();
@@ -79,40 +86,41 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
         });
         let prompt = template.render(&messages, true)?;
         let ids = tok.encode(&prompt, fak_tokenizer::EncodeOptions::default());
-        let common = seq
-            .tokens()
-            .iter()
-            .zip(&ids)
-            .take_while(|(a, b)| a == b)
-            .count();
-        // Keep at least one token to feed so that fresh logits come out.
-        let keep = common.min(ids.len().saturating_sub(1));
-        seq.truncate(keep)?;
-        let mut logits = seq.ingest(&model, &ids[keep..])?;
-        let mut decoder = StreamDecoder::new();
-        let mut reply_ids = Vec::new();
-        for _ in 0..a.n {
-            let id = sampler
-                .sample(&logits)
-                .context("the model produced no usable logits")?;
-            if tok.is_eog(id) {
-                break;
-            }
-            reply_ids.push(id);
-            let piece = decoder.push(&tok, id);
-            out.write_all(piece.as_bytes())?;
-            out.flush()?;
-            if seq.tokens().len() + 1 >= seq.n_ctx() {
-                eprintln!("\nfak chat: context full ({} tokens)", seq.n_ctx());
-                break;
-            }
-            logits = seq.ingest(&model, &[id])?;
+        let room = a.ctx.saturating_sub(ids.len());
+        if room == 0 {
+            bail!(
+                "context full: the conversation has {} tokens, --ctx is {}",
+                ids.len(),
+                a.ctx
+            );
         }
-        out.write_all(decoder.finish().as_bytes())?;
+        let req = Request {
+            sampling: SamplingParams {
+                seed: a.seed.wrapping_add(turn),
+                ..sampling
+            },
+            ..Request::greedy(ids, a.n.min(room))
+        };
+        turn += 1;
+        engine.add(req)?;
+        let mut reply = String::new();
+        while engine.has_work() {
+            for ev in engine.step()? {
+                match ev {
+                    Event::Token { text, .. } | Event::Finished { text, .. } => {
+                        out.write_all(text.as_bytes())?;
+                        out.flush()?;
+                        reply.push_str(&text);
+                    }
+                    Event::Failed { error, .. } => return Err(error.into()),
+                    Event::Admitted { .. } => {}
+                }
+            }
+        }
         writeln!(out)?;
         messages.push(ChatMessage {
             role: "assistant".into(),
-            content: tok.decode(&reply_ids),
+            content: reply,
         });
     }
     Ok(())

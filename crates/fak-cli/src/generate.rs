@@ -217,6 +217,7 @@ fn gen_params(a: &GenerateArgs) -> GenerateParams {
             top_k: a.top_k,
             top_p: a.top_p,
             seed: a.seed,
+            ..SamplingParams::greedy()
         },
         stop: if a.ignore_eos {
             StopAt::Never

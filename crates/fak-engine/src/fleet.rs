@@ -12,26 +12,33 @@
 //!                                  + [ingest chunks, oldest turn first]
 //! ```
 //!
-//! Decoding agents always get their token into the next forward pass; the
-//! rest of the token budget goes to ingests in arrival order. A long ingest
+//! A fleet is a thin client of the [`Engine`]: the prefix and each agent
+//! are engine sessions, and a turn is one request appending to its
+//! agent's session. The engine's scheduler puts decode tokens first
+//! (round-robin when there are more decoders than the budget) and gives
+//! the rest of the token budget to ingests in arrival order. A long ingest
 //! is chunked over several passes, so it never holds decoders up for more
 //! than one budget's worth of work, and agents at different turns, some
 //! ingesting and some decoding, share every pass.
 //!
 //! A turn's last generated token is not fed to the model until the agent's
-//! next turn (it is prepended to that turn's ingest), so no forward pass is
-//! spent on a token whose logits nobody reads.
+//! next turn (the session keeps it and feeds it first), so no forward pass
+//! is spent on a token whose logits nobody reads. A turn generates exactly
+//! its `decode` tokens: end-of-generation tokens do not stop it (the
+//! benchmark protocol), which is why the fleet's engine has no tokenizer.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fak_kv::Tenant;
-use fak_model::{LogitsWanted, Model, SeqId};
+use fak_model::Model;
 
+use crate::engine::{Engine, EngineConfig};
 use crate::paged::PagedKvConfig;
-use crate::sampling::{Sampler, SamplingParams};
-use crate::seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
+use crate::request::{Context, Event, Request, RequestId, SessionId, StopAt, StopRules};
+use crate::sampling::SamplingParams;
+use crate::seqs::{EvictMode, EvictReport, PrefixCache, Sequences};
 use crate::EngineError;
 
 /// Identifies an agent of a [`Fleet`].
@@ -66,26 +73,14 @@ pub enum FleetEvent {
     TurnDone { agent: AgentId, generated: Vec<u32> },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Idle,
-    Ingest,
-    Decode,
-}
-
 struct Agent {
-    seq: SeqId,
-    sampler: Sampler,
-    phase: Phase,
-    /// Tokens still to ingest this turn.
-    pending: VecDeque<u32>,
-    /// Generated but not yet fed (the last token of the previous step or turn).
-    unfed: Option<u32>,
-    decode_left: usize,
+    session: SessionId,
+    sampling: SamplingParams,
+    /// The turn in flight.
+    turn: Option<RequestId>,
+    turns: u64,
     generated: Vec<u32>,
     submitted: Instant,
-    /// Order of submission (ingest priority).
-    ticket: u64,
 }
 
 /// Counters of a fleet's work.
@@ -104,13 +99,14 @@ pub struct FleetCounters {
 /// A fleet of agents over one model and one paged KV cache; driven by a
 /// single owner (the engine thread).
 pub struct Fleet<'m> {
-    model: &'m Model,
-    seqs: Sequences,
+    engine: Engine<'m>,
     agents: Vec<Agent>,
-    budget: usize,
+    by_request: HashMap<RequestId, AgentId>,
     tenant: Tenant,
-    next_ticket: u64,
-    counters: FleetCounters,
+    /// Events of agents' turns that ran while [`Fleet::prefix`] waited.
+    pending: Vec<FleetEvent>,
+    tokens_reused: u64,
+    prefix_evaluations: u64,
 }
 
 impl<'m> Fleet<'m> {
@@ -120,56 +116,88 @@ impl<'m> Fleet<'m> {
     ///
     /// [`EngineError::Kv`] for unusable cache sizes.
     pub fn new(model: &'m Model, cfg: FleetConfig) -> Result<Fleet<'m>, EngineError> {
-        Ok(Fleet {
+        let engine = Engine::new(
             model,
-            seqs: Sequences::new(model, cfg.kv, cfg.prefix_cache, cfg.token_budget)?,
+            None,
+            EngineConfig {
+                kv: cfg.kv,
+                token_budget: cfg.token_budget,
+                max_running: usize::MAX,
+                max_waiting: None,
+                n_ctx: cfg.kv.n_blocks.saturating_mul(cfg.kv.block_size),
+                prefix_cache: cfg.prefix_cache,
+            },
+        )?;
+        Ok(Fleet {
+            engine,
             agents: Vec::new(),
-            budget: cfg.token_budget.max(1),
+            by_request: HashMap::new(),
             tenant: cfg.tenant,
-            next_ticket: 0,
-            counters: FleetCounters::default(),
+            pending: Vec::new(),
+            tokens_reused: 0,
+            prefix_evaluations: 0,
         })
     }
 
     /// Work counters so far.
     pub fn counters(&self) -> FleetCounters {
-        self.counters
+        let s = self.engine.stats();
+        FleetCounters {
+            passes: s.passes,
+            tokens_computed: s.tokens_computed,
+            tokens_reused: self.tokens_reused,
+            prefix_evaluations: self.prefix_evaluations,
+        }
     }
 
     /// The sequences (KV statistics).
     pub fn sequences(&self) -> &Sequences {
-        &self.seqs
+        self.engine.sequences()
     }
 
-    /// Computes `ids` once into a new root sequence (reusing cached blocks
+    /// Computes `ids` once into a new root session (reusing cached blocks
     /// of an equal prefix where the cache has them) and publishes it.
     /// Agents are then spawned from it with [`Fleet::spawn`].
     ///
     /// # Errors
     ///
     /// [`EngineError::EmptyPrompt`]; model and KV errors.
-    pub fn prefix(&mut self, ids: &[u32]) -> Result<SeqId, EngineError> {
+    pub fn prefix(&mut self, ids: &[u32]) -> Result<SessionId, EngineError> {
         if ids.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let root = self.seqs.create(self.tenant);
-        let reused = self.seqs.attach_prefix(root, ids)?;
-        let rest = &ids[reused..];
-        self.counters.tokens_reused += reused as u64;
-        if !rest.is_empty() {
-            self.seqs.step(
-                self.model,
-                &[Append {
-                    seq: root,
-                    ids: rest,
-                    logits: LogitsWanted::No,
-                }],
-            )?;
-            self.counters.tokens_computed += rest.len() as u64;
-            self.counters.passes += rest.len().div_ceil(self.budget) as u64;
-            self.counters.prefix_evaluations += 1;
+        let root = self.engine.create_session(self.tenant);
+        let req = Request {
+            context: Context::Session(root),
+            tenant: self.tenant,
+            ..Request::greedy(ids.to_vec(), 0)
+        };
+        let id = self.engine.add(req)?;
+        let mut done = false;
+        while !done {
+            for ev in self.engine.step()? {
+                match ev {
+                    Event::Admitted {
+                        id: r,
+                        cached_tokens,
+                        ..
+                    } if r == id => {
+                        self.tokens_reused += cached_tokens as u64;
+                        if cached_tokens < ids.len() {
+                            self.prefix_evaluations += 1;
+                        }
+                    }
+                    Event::Finished { id: r, .. } if r == id => done = true,
+                    Event::Failed { id: r, error } if r == id => return Err(error),
+                    other => {
+                        if let Some(e) = self.agent_event(other)? {
+                            self.pending.push(e);
+                        }
+                    }
+                }
+            }
         }
-        self.seqs.publish(root)?;
+        self.engine.publish_session(root)?;
         Ok(root)
     }
 
@@ -178,71 +206,79 @@ impl<'m> Fleet<'m> {
     ///
     /// # Errors
     ///
-    /// [`EngineError::UnknownSeq`] for an unknown root.
+    /// [`EngineError::UnknownSession`] for an unknown root.
     pub fn spawn(
         &mut self,
-        root: Option<SeqId>,
+        root: Option<SessionId>,
         sampling: SamplingParams,
     ) -> Result<AgentId, EngineError> {
-        let seq = match root {
+        let session = match root {
             Some(r) => {
-                let s = self.seqs.fork(r)?;
-                self.counters.tokens_reused += self.seqs.tokens(s)?.len() as u64;
+                let s = self.engine.fork_session(r)?;
+                self.tokens_reused += self.engine.session_tokens(s)?.len() as u64;
                 s
             }
-            None => self.seqs.create(self.tenant),
+            None => self.engine.create_session(self.tenant),
         };
         self.agents.push(Agent {
-            seq,
-            sampler: Sampler::new(sampling),
-            phase: Phase::Idle,
-            pending: VecDeque::new(),
-            unfed: None,
-            decode_left: 0,
+            session,
+            sampling,
+            turn: None,
+            turns: 0,
             generated: Vec::new(),
             submitted: Instant::now(),
-            ticket: 0,
         });
         Ok(AgentId((self.agents.len() - 1) as u32))
     }
 
-    fn agent(&mut self, a: AgentId) -> Result<&mut Agent, EngineError> {
+    fn agent(&self, a: AgentId) -> Result<&Agent, EngineError> {
         self.agents
-            .get_mut(a.0 as usize)
+            .get(a.0 as usize)
             .ok_or(EngineError::UnknownSeq(a.0))
     }
 
     /// Starts a turn: the agent ingests `ids` (after its previous turn's
-    /// last token), then generates `decode` tokens (at least 1).
+    /// last token), then generates exactly `decode` tokens (at least 1).
+    /// Turn `k` samples with seed `sampling.seed + k`.
     ///
     /// # Errors
     ///
     /// [`EngineError::AgentBusy`] if the agent's previous turn is not
-    /// done; [`EngineError::EmptyPrompt`] if there is nothing to ingest.
+    /// done; [`EngineError::EmptyPrompt`] if there is nothing to ingest;
+    /// the engine's checks of the request.
     pub fn submit(&mut self, a: AgentId, ids: &[u32], decode: usize) -> Result<(), EngineError> {
-        let ticket = self.next_ticket;
         let ag = self.agent(a)?;
-        if ag.phase != Phase::Idle {
+        if ag.turn.is_some() {
             return Err(EngineError::AgentBusy(a.0));
         }
-        ag.pending.clear();
-        ag.pending.extend(ag.unfed.take());
-        ag.pending.extend(ids.iter().copied());
-        if ag.pending.is_empty() {
-            return Err(EngineError::EmptyPrompt);
-        }
-        ag.phase = Phase::Ingest;
-        ag.decode_left = decode.max(1);
+        let req = Request {
+            prompt: ids.to_vec(),
+            sampling: SamplingParams {
+                seed: ag.sampling.seed.wrapping_add(ag.turns),
+                ..ag.sampling
+            },
+            max_tokens: decode.max(1),
+            stop: StopRules {
+                eog: StopAt::Never,
+                ..StopRules::default()
+            },
+            tenant: self.tenant,
+            context: Context::Session(ag.session),
+            ..Request::greedy(Vec::new(), 0)
+        };
+        let id = self.engine.add(req)?;
+        self.by_request.insert(id, a);
+        let ag = &mut self.agents[a.0 as usize];
+        ag.turn = Some(id);
+        ag.turns += 1;
         ag.generated.clear();
         ag.submitted = Instant::now();
-        ag.ticket = ticket;
-        self.next_ticket += 1;
         Ok(())
     }
 
-    /// Whether every agent is idle.
+    /// Whether every agent is idle and every event was returned.
     pub fn is_idle(&self) -> bool {
-        self.agents.iter().all(|a| a.phase == Phase::Idle)
+        self.pending.is_empty() && self.agents.iter().all(|a| a.turn.is_none())
     }
 
     /// The tokens an agent's context holds (its last generated token is
@@ -252,11 +288,7 @@ impl<'m> Fleet<'m> {
     ///
     /// [`EngineError::UnknownSeq`] for an unknown agent.
     pub fn context(&self, a: AgentId) -> Result<&[u32], EngineError> {
-        let ag = self
-            .agents
-            .get(a.0 as usize)
-            .ok_or(EngineError::UnknownSeq(a.0))?;
-        self.seqs.tokens(ag.seq)
+        self.engine.session_tokens(self.agent(a)?.session)
     }
 
     /// Removes tokens `span` of an idle agent's context; see
@@ -273,122 +305,58 @@ impl<'m> Fleet<'m> {
         mode: EvictMode,
     ) -> Result<EvictReport, EngineError> {
         let ag = self.agent(a)?;
-        if ag.phase != Phase::Idle {
+        if ag.turn.is_some() {
             return Err(EngineError::AgentBusy(a.0));
         }
-        let seq = ag.seq;
-        let rep = self.seqs.evict(self.model, seq, span, mode)?;
-        self.counters.tokens_computed += rep.recomputed as u64;
-        Ok(rep)
+        self.engine.evict_session(ag.session, span, mode)
     }
 
-    /// Runs one forward pass of the scheduler and returns what happened.
-    /// Does nothing (and returns no events) when every agent is idle.
+    /// Runs one engine step and returns what happened to the agents. Does
+    /// nothing (and returns no events) when every agent is idle.
     ///
     /// # Errors
     ///
-    /// Model and KV errors (e.g. the cache is full); the agents of the
-    /// failed pass keep their state, so the caller may free work and retry.
+    /// The first failed turn's error (the other agents keep going), or an
+    /// engine error.
     pub fn step(&mut self) -> Result<Vec<FleetEvent>, EngineError> {
-        let mut budget = self.budget;
-        // (agent index, token ids, finishes its ingest / is a decode)
-        let mut plan: Vec<(usize, Vec<u32>, bool)> = Vec::new();
-        for (i, ag) in self.agents.iter().enumerate() {
-            if budget == 0 {
-                break;
-            }
-            if ag.phase == Phase::Decode {
-                if let Some(t) = ag.unfed {
-                    plan.push((i, vec![t], true));
-                    budget -= 1;
-                }
+        let mut out = std::mem::take(&mut self.pending);
+        for ev in self.engine.step()? {
+            if let Some(e) = self.agent_event(ev)? {
+                out.push(e);
             }
         }
-        let mut ingesting: Vec<usize> = (0..self.agents.len())
-            .filter(|&i| self.agents[i].phase == Phase::Ingest)
-            .collect();
-        ingesting.sort_by_key(|&i| self.agents[i].ticket);
-        for i in ingesting {
-            if budget == 0 {
-                break;
-            }
-            let ag = &self.agents[i];
-            let n = ag.pending.len().min(budget);
-            let chunk: Vec<u32> = ag.pending.iter().take(n).copied().collect();
-            plan.push((i, chunk, n == ag.pending.len()));
-            budget -= n;
-        }
-        if plan.is_empty() {
-            return Ok(Vec::new());
-        }
-        let items: Vec<Append<'_>> = plan
-            .iter()
-            .map(|(i, ids, last)| Append {
-                seq: self.agents[*i].seq,
-                ids,
-                logits: if *last {
-                    LogitsWanted::Yes
-                } else {
-                    LogitsWanted::No
-                },
-            })
-            .collect();
-        let mut picked: Vec<Option<u32>> = vec![None; plan.len()];
-        {
-            let agents = &mut self.agents;
-            self.seqs.step_with(self.model, &items, |k, logits| {
-                if let Some((i, _, _)) = plan.get(k) {
-                    if let Some(ag) = agents.get_mut(*i) {
-                        picked[k] = ag.sampler.sample(logits);
-                    }
-                }
-            })?;
-        }
-        let n_tokens: usize = plan.iter().map(|(_, ids, _)| ids.len()).sum();
-        self.counters.passes += 1;
-        self.counters.tokens_computed += n_tokens as u64;
-        let now = Instant::now();
-        let mut events = Vec::new();
-        for ((i, ids, last), tok) in plan.into_iter().zip(picked) {
-            let ag = &mut self.agents[i];
-            let id = AgentId(i as u32);
-            match ag.phase {
-                Phase::Ingest => {
-                    ag.pending.drain(..ids.len());
-                    if !last {
-                        continue;
-                    }
-                    let t = tok.ok_or(EngineError::NoLogits)?;
-                    events.push(FleetEvent::FirstToken {
-                        agent: id,
-                        token: t,
-                        ttft: now.duration_since(ag.submitted),
-                    });
-                    ag.phase = Phase::Decode;
-                    Self::accept(ag, id, t, &mut events);
-                }
-                Phase::Decode => {
-                    ag.unfed = None;
-                    let t = tok.ok_or(EngineError::NoLogits)?;
-                    Self::accept(ag, id, t, &mut events);
-                }
-                Phase::Idle => {}
-            }
-        }
-        Ok(events)
+        Ok(out)
     }
 
-    /// Records a generated token; ends the turn after the last one.
-    fn accept(ag: &mut Agent, id: AgentId, t: u32, events: &mut Vec<FleetEvent>) {
-        ag.generated.push(t);
-        ag.unfed = Some(t);
-        ag.decode_left = ag.decode_left.saturating_sub(1);
-        if ag.decode_left == 0 {
-            ag.phase = Phase::Idle;
-            events.push(FleetEvent::TurnDone {
-                agent: id,
-                generated: std::mem::take(&mut ag.generated),
-            });
-        }
+    /// An engine event as an agent's fleet event.
+    fn agent_event(&mut self, ev: Event) -> Result<Option<FleetEvent>, EngineError> {
+        let Some(&agent) = self.by_request.get(&ev.id()) else {
+            return Ok(None);
+        };
+        let ag = &mut self.agents[agent.0 as usize];
+        Ok(match ev {
+            Event::Token { token, .. } => {
+                ag.generated.push(token);
+                (ag.generated.len() == 1).then(|| FleetEvent::FirstToken {
+                    agent,
+                    token,
+                    ttft: ag.submitted.elapsed(),
+                })
+            }
+            Event::Finished { id, .. } => {
+                self.by_request.remove(&id);
+                ag.turn = None;
+                Some(FleetEvent::TurnDone {
+                    agent,
+                    generated: std::mem::take(&mut ag.generated),
+                })
+            }
+            Event::Failed { id, error } => {
+                self.by_request.remove(&id);
+                ag.turn = None;
+                return Err(error);
+            }
+            Event::Admitted { .. } => None,
+        })
     }
 }

@@ -1,19 +1,15 @@
-//! Single-sequence generation.
+//! Single-sequence generation: [`generate`] is one request through the
+//! [`Engine`]; [`Sequence`] is one flat-KV sequence that tests and the
+//! single-stream benchmark drive by hand.
 
 use fak_model::{Batch, FlatKv, KvStore, KvType, LogitsWanted, Model, SeqId, Workspace};
-use fak_tokenizer::{StreamDecoder, Tokenizer};
+use fak_tokenizer::Tokenizer;
 
-use crate::sampling::{Sampler, SamplingParams};
+use crate::engine::{Engine, EngineConfig};
+use crate::request::{Event, FinishReason, Request, RequestId, StopAt, StopRules};
+use crate::sampling::SamplingParams;
+use crate::seqs::PrefixCache;
 use crate::EngineError;
-
-/// When to stop before `max_tokens`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopAt {
-    /// Stop at an end-of-generation token (not included in the output).
-    EndOfGeneration,
-    /// Always produce `max_tokens` tokens.
-    Never,
-}
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -26,15 +22,6 @@ pub struct GenerateParams {
     pub stop: StopAt,
     /// Element type of the KV cache.
     pub kv_type: KvType,
-}
-
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// `max_tokens` were produced.
-    Length,
-    /// An end-of-generation token was sampled.
-    EndOfGeneration,
 }
 
 /// The result of [`generate`].
@@ -130,9 +117,14 @@ impl Sequence {
     }
 }
 
-/// Generates from `prompt_ids`. `on_text` receives each piece of text as
-/// soon as it forms complete UTF-8. When `keep_logits` is set, every step's
-/// logits are returned too.
+/// Generates from `prompt_ids`: one request through an [`Engine`] sized
+/// for it. `on_text` receives each piece of text as soon as it forms
+/// complete UTF-8. When `keep_logits` is set, every step's logits are
+/// returned too.
+///
+/// # Errors
+///
+/// [`EngineError::EmptyPrompt`]; the request's own error if it fails.
 pub fn generate(
     model: &Model,
     tok: &Tokenizer,
@@ -141,10 +133,6 @@ pub fn generate(
     keep_logits: bool,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation, EngineError> {
-    let n_ctx = prompt_ids.len() + params.max_tokens;
-    let mut seq = Sequence::with_kv_type(model, n_ctx.max(1), params.kv_type)?;
-    let mut sampler = Sampler::new(params.sampling);
-    let mut decoder = StreamDecoder::new();
     let mut out = Generation {
         prompt_ids: prompt_ids.to_vec(),
         generated_ids: Vec::new(),
@@ -155,31 +143,91 @@ pub fn generate(
     if params.max_tokens == 0 {
         return Ok(out);
     }
-    let mut logits = seq.ingest(model, prompt_ids)?;
-    loop {
-        let id = sampler.sample(&logits).ok_or(EngineError::NoLogits)?;
-        if keep_logits {
-            out.step_logits.push(logits.clone());
-        }
-        if params.stop == StopAt::EndOfGeneration && tok.is_eog(id) {
-            out.finish = FinishReason::EndOfGeneration;
-            break;
-        }
-        out.generated_ids.push(id);
-        let piece = decoder.push(tok, id);
-        if !piece.is_empty() {
-            on_text(&piece);
-            out.text.push_str(&piece);
-        }
-        if out.generated_ids.len() >= params.max_tokens {
-            break;
-        }
-        logits = seq.ingest(model, &[id])?;
-    }
-    let rest = decoder.finish();
-    if !rest.is_empty() {
-        on_text(&rest);
-        out.text.push_str(&rest);
-    }
+    let n_ctx = prompt_ids.len() + params.max_tokens;
+    let cfg = EngineConfig::for_requests(1, n_ctx, params.kv_type, PrefixCache::Off);
+    let mut engine = Engine::new(model, Some(tok), cfg)?;
+    let req = params.request(prompt_ids.to_vec());
+    engine.add(req)?;
+    let mut logits = Vec::new();
+    let finish = drain(
+        &mut engine,
+        |_, l| {
+            if keep_logits {
+                logits.push(l.to_vec());
+            }
+        },
+        |_, ev| match ev {
+            Output::Token(id, text) => {
+                out.generated_ids.push(id);
+                if !text.is_empty() {
+                    on_text(text);
+                    out.text.push_str(text);
+                }
+            }
+            Output::Done(reason, text) => {
+                if !text.is_empty() {
+                    on_text(text);
+                    out.text.push_str(text);
+                }
+                out.finish = reason;
+            }
+        },
+    )?;
+    debug_assert_eq!(finish, 1);
+    out.step_logits = logits;
     Ok(out)
+}
+
+impl GenerateParams {
+    /// The engine request for `prompt` with these settings.
+    pub fn request(&self, prompt: Vec<u32>) -> Request {
+        Request {
+            sampling: self.sampling,
+            stop: StopRules {
+                eog: self.stop,
+                ..StopRules::default()
+            },
+            ..Request::greedy(prompt, self.max_tokens)
+        }
+    }
+}
+
+/// What [`drain`] hands its caller for one request.
+pub(crate) enum Output<'a> {
+    /// A generated token and the text it released.
+    Token(u32, &'a str),
+    /// The request ended; the text it released last.
+    Done(FinishReason, &'a str),
+}
+
+/// Steps `engine` until it has no work, passing every request's tokens and
+/// end to `on_output`; returns how many requests ended.
+///
+/// # Errors
+///
+/// The first request failure, or an engine error.
+pub(crate) fn drain(
+    engine: &mut Engine<'_>,
+    mut on_logits: impl FnMut(RequestId, &[f32]),
+    mut on_output: impl FnMut(RequestId, Output<'_>),
+) -> Result<usize, EngineError> {
+    let mut done = 0;
+    while engine.has_work() {
+        for ev in engine.step_observe(&mut on_logits)? {
+            match ev {
+                Event::Token {
+                    id, token, text, ..
+                } => on_output(id, Output::Token(token, &text)),
+                Event::Finished {
+                    id, reason, text, ..
+                } => {
+                    done += 1;
+                    on_output(id, Output::Done(reason, &text));
+                }
+                Event::Failed { error, .. } => return Err(error),
+                Event::Admitted { .. } => {}
+            }
+        }
+    }
+    Ok(done)
 }

@@ -9,22 +9,31 @@
 //! prefill chunks and decode tokens, O(blocks) forks, prefix reuse through
 //! the radix index, and exact span eviction.
 
+mod engine;
 mod fleet;
 mod generate;
 mod many;
 mod paged;
+mod request;
 mod sampling;
 mod seqs;
 
+pub use engine::{Engine, EngineConfig, DEFAULT_TOKEN_BUDGET};
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
-pub use generate::{generate, FinishReason, GenerateParams, Generation, Sequence, StopAt};
+pub use generate::{generate, GenerateParams, Generation, Sequence};
 pub use many::{generate_many, BatchMode, ManyParams};
 pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE};
-pub use sampling::{argmax, Sampler, SamplingParams};
+pub use request::{
+    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, SessionId,
+    StepLogprobs, StopAt, StopRules, TokenLogprob, Usage, MAX_TOP_LOGPROBS,
+};
+pub use sampling::{argmax, BadSampling, Sampler, SamplingParams};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
 
-/// Errors of generation.
+/// Errors of generation. Variants name what was wrong with a request (a
+/// client's fault: a 400 over HTTP) apart from what went wrong inside
+/// ([`EngineError::is_client_error`]).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The model failed.
@@ -45,6 +54,55 @@ pub enum EngineError {
     /// No sequence has this id.
     #[error("unknown sequence {0}")]
     UnknownSeq(u32),
+    /// No live request has this id (finished, or never issued).
+    #[error("unknown request {0}")]
+    UnknownRequest(RequestId),
+    /// No live session has this id (freed, never issued, or another
+    /// tenant's).
+    #[error("unknown session {}.{}", .0.slot, .0.generation)]
+    UnknownSession(SessionId),
+    /// The session is serving another request.
+    #[error("session {}.{} is busy with another request", .0.slot, .0.generation)]
+    SessionBusy(SessionId),
+    /// A prompt token is not in the vocabulary.
+    #[error("prompt token {index} has id {id}, which is not below n_vocab {n_vocab}")]
+    TokenOutOfRange {
+        index: usize,
+        id: u32,
+        n_vocab: usize,
+    },
+    /// The prompt plus `max_tokens` exceed the context.
+    #[error(
+        "the prompt has {n_prompt_tokens} tokens and max_tokens is {max_tokens}, \
+         which exceeds the context of {n_ctx} tokens"
+    )]
+    ContextOverflow {
+        n_prompt_tokens: usize,
+        max_tokens: usize,
+        n_ctx: usize,
+    },
+    /// A sampling setting is out of range.
+    #[error(transparent)]
+    BadSampling(#[from] BadSampling),
+    /// Too many top log-probabilities asked for.
+    #[error("top_logprobs must be at most {max}, got {n}")]
+    BadLogprobs { n: usize, max: usize },
+    /// Stop strings need the tokenizer's text.
+    #[error("stop strings need an engine with a tokenizer")]
+    StopStringsNeedTokenizer,
+    /// The request could never fit the KV pool, even alone.
+    #[error("the request needs {needed_blocks} KV blocks but the pool has {n_blocks}")]
+    RequestTooLarge {
+        needed_blocks: usize,
+        n_blocks: usize,
+    },
+    /// The waiting queue is full.
+    #[error("the queue is full ({max_waiting} requests waiting)")]
+    QueueFull { max_waiting: usize },
+    /// Nothing is running and the pool still cannot take the request
+    /// (sessions hold the blocks).
+    #[error("the KV pool cannot take the request: {needed} blocks needed, {available} free")]
+    KvExhausted { needed: usize, available: usize },
     /// The agent is in the middle of a turn.
     #[error("agent {0} is busy with a turn")]
     AgentBusy(u32),
@@ -55,4 +113,24 @@ pub enum EngineError {
         end: usize,
         len: usize,
     },
+}
+
+impl EngineError {
+    /// Whether the request was at fault (bad input), as opposed to the
+    /// engine or the load: HTTP 400 against 5xx.
+    pub fn is_client_error(&self) -> bool {
+        matches!(
+            self,
+            EngineError::ContextFull { .. }
+                | EngineError::EmptyPrompt
+                | EngineError::UnknownSeq(_)
+                | EngineError::BadSpan { .. }
+                | EngineError::TokenOutOfRange { .. }
+                | EngineError::ContextOverflow { .. }
+                | EngineError::BadSampling(_)
+                | EngineError::BadLogprobs { .. }
+                | EngineError::StopStringsNeedTokenizer
+                | EngineError::RequestTooLarge { .. }
+        )
+    }
 }

@@ -1,24 +1,26 @@
-//! Generation for several prompts at once, through [`Sequences`].
+//! Generation for several prompts at once: requests of one [`Engine`].
 //!
 //! ```text
-//!   Together:  step([p0 prompt, p1 prompt, ...])      one ragged prefill
-//!              step([p0 tok, p1 tok, ...])            one batch per decode step
-//!              (finished sequences drop out)
-//!   Alone:     the same, one prompt after the other
+//!   Together:  add(p0), add(p1), ...  then step until done: ragged
+//!              prefill chunks and one decode token per request per pass
+//!              (finished requests drop out)
+//!   Alone:     add(p0), step until done; add(p1), ...
 //! ```
 //!
 //! Both modes give every prompt the same tokens and the same logits, bit
 //! for bit: that is the batch-invariance property, and `on_logits` lets a
 //! caller hash every step's logits to prove it from outside.
 
-use fak_kv::Tenant;
-use fak_model::{LogitsWanted, Model, SeqId};
-use fak_tokenizer::{StreamDecoder, Tokenizer};
+use std::collections::HashMap;
 
-use crate::generate::{FinishReason, GenerateParams, Generation, StopAt};
+use fak_model::Model;
+use fak_tokenizer::Tokenizer;
+
+use crate::engine::{Engine, EngineConfig};
+use crate::generate::{drain, GenerateParams, Generation, Output};
 use crate::paged::PagedKvConfig;
-use crate::sampling::Sampler;
-use crate::seqs::{Append, PrefixCache, Sequences};
+use crate::request::{FinishReason, RequestId};
+use crate::seqs::PrefixCache;
 use crate::EngineError;
 
 /// How [`generate_many`] schedules its prompts.
@@ -44,22 +46,13 @@ pub struct ManyParams {
     pub max_batch_tokens: usize,
 }
 
-struct Live {
-    index: usize,
-    seq: SeqId,
-    sampler: Sampler,
-    decoder: StreamDecoder,
-    logits: Vec<f32>,
-    done: bool,
-}
-
 /// Generates a continuation of every prompt. `on_logits(i, logits)` sees
 /// every step's logits (`[n_vocab]`) of prompt `i`, in step order.
 ///
 /// # Errors
 ///
-/// [`EngineError::EmptyPrompt`] if a prompt has no tokens; model and KV
-/// errors.
+/// [`EngineError::EmptyPrompt`] if a prompt has no tokens; the first
+/// request failure.
 pub fn generate_many(
     model: &Model,
     tok: &Tokenizer,
@@ -84,108 +77,57 @@ pub fn generate_many(
         return Ok(out);
     }
     let bs = params.block_size.max(1);
+    let n_ctx = prompts.iter().map(Vec::len).max().unwrap_or(0) + params.gen.max_tokens;
     let blocks: usize = prompts
         .iter()
         .map(|p| (p.len() + params.gen.max_tokens).div_ceil(bs) + 1)
         .sum();
-    let sizes = PagedKvConfig {
-        block_size: bs,
-        n_blocks: blocks,
-        kv_type: params.gen.kv_type,
+    let cfg = EngineConfig {
+        kv: PagedKvConfig {
+            block_size: bs,
+            n_blocks: blocks,
+            kv_type: params.gen.kv_type,
+        },
+        token_budget: params.max_batch_tokens.max(1),
+        max_running: prompts.len(),
+        max_waiting: None,
+        n_ctx,
+        prefix_cache: PrefixCache::Off,
     };
-    let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, params.max_batch_tokens)?;
+    let mut engine = Engine::new(model, Some(tok), cfg)?;
     let groups: Vec<Vec<usize>> = match params.mode {
         BatchMode::Together => vec![(0..prompts.len()).collect()],
         BatchMode::Alone => (0..prompts.len()).map(|i| vec![i]).collect(),
     };
     for group in groups {
-        run_group(
-            model,
-            tok,
-            &mut seqs,
-            prompts,
-            &group,
-            params,
-            &mut out,
-            &mut on_logits,
+        let mut index: HashMap<RequestId, usize> = HashMap::new();
+        for &i in &group {
+            let id = engine.add(params.gen.request(prompts[i].clone()))?;
+            index.insert(id, i);
+        }
+        drain(
+            &mut engine,
+            |id, l| {
+                if let Some(&i) = index.get(&id) {
+                    on_logits(i, l);
+                }
+            },
+            |id, o| {
+                let Some(g) = index.get(&id).and_then(|&i| out.get_mut(i)) else {
+                    return;
+                };
+                match o {
+                    Output::Token(t, text) => {
+                        g.generated_ids.push(t);
+                        g.text.push_str(text);
+                    }
+                    Output::Done(reason, text) => {
+                        g.text.push_str(text);
+                        g.finish = reason;
+                    }
+                }
+            },
         )?;
     }
     Ok(out)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_group(
-    model: &Model,
-    tok: &Tokenizer,
-    seqs: &mut Sequences,
-    prompts: &[Vec<u32>],
-    group: &[usize],
-    params: &ManyParams,
-    out: &mut [Generation],
-    on_logits: &mut impl FnMut(usize, &[f32]),
-) -> Result<(), EngineError> {
-    let mut live: Vec<Live> = group
-        .iter()
-        .map(|&i| Live {
-            index: i,
-            seq: seqs.create(Tenant(0)),
-            sampler: Sampler::new(params.gen.sampling),
-            decoder: StreamDecoder::new(),
-            logits: Vec::new(),
-            done: false,
-        })
-        .collect();
-    let items: Vec<Append<'_>> = live
-        .iter()
-        .map(|l| Append {
-            seq: l.seq,
-            ids: &prompts[l.index],
-            logits: LogitsWanted::Yes,
-        })
-        .collect();
-    let first = seqs.step(model, &items)?;
-    for (l, lg) in live.iter_mut().zip(first) {
-        l.logits = lg.ok_or(EngineError::NoLogits)?;
-    }
-    loop {
-        let mut next: Vec<(SeqId, [u32; 1])> = Vec::new();
-        for l in live.iter_mut().filter(|l| !l.done) {
-            on_logits(l.index, &l.logits);
-            let id = l.sampler.sample(&l.logits).ok_or(EngineError::NoLogits)?;
-            let g = &mut out[l.index];
-            if params.gen.stop == StopAt::EndOfGeneration && tok.is_eog(id) {
-                g.finish = FinishReason::EndOfGeneration;
-                l.done = true;
-                continue;
-            }
-            g.generated_ids.push(id);
-            g.text.push_str(&l.decoder.push(tok, id));
-            if g.generated_ids.len() >= params.gen.max_tokens {
-                l.done = true;
-                continue;
-            }
-            next.push((l.seq, [id]));
-        }
-        if next.is_empty() {
-            break;
-        }
-        let items: Vec<Append<'_>> = next
-            .iter()
-            .map(|(seq, id)| Append {
-                seq: *seq,
-                ids: id,
-                logits: LogitsWanted::Yes,
-            })
-            .collect();
-        let res = seqs.step(model, &items)?;
-        let mut res = res.into_iter();
-        for l in live.iter_mut().filter(|l| !l.done) {
-            l.logits = res.next().flatten().ok_or(EngineError::NoLogits)?;
-        }
-    }
-    for mut l in live {
-        out[l.index].text.push_str(&l.decoder.finish());
-        seqs.free(l.seq)?;
-    }
-    Ok(())
 }

@@ -1,0 +1,565 @@
+//! The request-lifecycle engine: one scheduler for every request, driven
+//! by one owner (the engine thread), over one paged KV cache.
+//!
+//! ```text
+//!   add(Request) ─► validate ─► queue (FIFO) ──admit when the KV pool can
+//!                                  ▲            take the prompt's blocks──┐
+//!                                  │ preempt youngest (blocks freed,      ▼
+//!                                  │ recomputed later, same tokens)   running
+//!   step():                        │                                      │
+//!     1. admit from the queue (prefix cache looked up per tenant)         │
+//!     2. plan one pass of ≤ token_budget tokens:                          │
+//!          decode tokens, round-robin from a rotating cursor              │
+//!          + prefill chunks, oldest admission first                       │
+//!     3. forward; out of blocks ─► preempt the youngest, plan again ──────┘
+//!     4. sample (penalties, top-k/p, min-p), stop rules, text ─► events
+//!     5. finished: publish blocks to the prefix cache, free the sequence
+//! ```
+//!
+//! A request's tokens are fed one step after they are sampled: a decode
+//! item is the request's last sampled token, and its logits give the next
+//! one. A request's last token is never fed (nobody reads its logits); in
+//! a [`Context::Session`] it is kept and fed first at the next request.
+//!
+//! Every request's logits are a function of its own tokens only (the
+//! model is batch-invariant and the cache stores rows exactly), so where
+//! it runs, what runs beside it, and whether it was preempted and
+//! recomputed never change its output.
+
+mod step;
+mod text;
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::Instant;
+
+use fak_kv::Tenant;
+use fak_model::{Model, SeqId};
+use fak_tokenizer::{StreamDecoder, Tokenizer};
+
+use crate::paged::PagedKvConfig;
+use crate::request::{
+    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, SessionId, Usage,
+    MAX_TOP_LOGPROBS,
+};
+use crate::sampling::Sampler;
+use crate::seqs::{EvictMode, EvictReport, PrefixCache, Sequences};
+use crate::EngineError;
+use text::StopScanner;
+
+/// Default most tokens in one forward pass.
+pub const DEFAULT_TOKEN_BUDGET: usize = 512;
+
+/// Sizes and policies of an [`Engine`].
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    /// KV cache sizes.
+    pub kv: PagedKvConfig,
+    /// Most tokens in one forward pass (decode tokens first, then prefill
+    /// chunks).
+    pub token_budget: usize,
+    /// Most requests admitted at once.
+    pub max_running: usize,
+    /// Most requests waiting for admission; [`Engine::add`] refuses more
+    /// with [`EngineError::QueueFull`]. `None`: no limit.
+    pub max_waiting: Option<usize>,
+    /// Most tokens one sequence may hold (prompt plus generated).
+    pub n_ctx: usize,
+    /// Whether requests reuse, and offer, cached prefixes.
+    pub prefix_cache: PrefixCache,
+}
+
+impl EngineConfig {
+    /// Room for `n_req` requests of up to `n_ctx` tokens each, all running
+    /// at once, in [`DEFAULT_BLOCK_SIZE`](crate::DEFAULT_BLOCK_SIZE)-token
+    /// blocks (one spare block per request for a copy-on-write).
+    pub fn for_requests(
+        n_req: usize,
+        n_ctx: usize,
+        kv_type: fak_model::KvType,
+        prefix_cache: PrefixCache,
+    ) -> EngineConfig {
+        let bs = crate::DEFAULT_BLOCK_SIZE;
+        let n_req = n_req.max(1);
+        EngineConfig {
+            kv: PagedKvConfig {
+                block_size: bs,
+                n_blocks: n_req * (n_ctx.div_ceil(bs) + 1),
+                kv_type,
+            },
+            token_budget: DEFAULT_TOKEN_BUDGET,
+            max_running: n_req,
+            max_waiting: None,
+            n_ctx,
+            prefix_cache,
+        }
+    }
+}
+
+/// Where a request is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Queued,
+    Prefill,
+    Decode,
+}
+
+/// A live request.
+struct Live {
+    req: Request,
+    phase: Phase,
+    /// The sequence, while admitted.
+    seq: Option<SeqId>,
+    /// Tokens the sequence held before this request (its session's).
+    base: usize,
+    /// Tokens this request appends before it samples: the session's unfed
+    /// token, then the prompt (and, after a preemption, what it generated).
+    input: Vec<u32>,
+    /// Length of `input` at [`Engine::add`] (before any preemption).
+    n_input: usize,
+    /// How many of `input` are in the sequence.
+    fed: usize,
+    /// Sampled tokens (a stop token is not kept).
+    generated: Vec<u32>,
+    /// The last sampled token, not yet fed.
+    unfed: Option<u32>,
+    sampler: Sampler,
+    decoder: StreamDecoder,
+    scanner: StopScanner,
+    /// Prompt tokens reused (first admission).
+    cached: usize,
+    /// Whether [`Event::Admitted`] was sent.
+    reported: bool,
+    queued_at: Instant,
+    /// Admission order (higher is younger).
+    ticket: u64,
+}
+
+struct Slot {
+    generation: u32,
+    live: Option<Live>,
+}
+
+struct Session {
+    seq: SeqId,
+    tenant: Tenant,
+    /// The last sampled token of the session's last request.
+    unfed: Option<u32>,
+    /// The request appending to it now.
+    busy: Option<RequestId>,
+}
+
+struct SessionSlot {
+    generation: u32,
+    live: Option<Session>,
+}
+
+/// The request-lifecycle scheduler over one model and one paged KV cache.
+pub struct Engine<'m> {
+    model: &'m Model,
+    tok: Option<&'m Tokenizer>,
+    cfg: EngineConfig,
+    seqs: Sequences,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    sessions: Vec<SessionSlot>,
+    free_sessions: Vec<u32>,
+    queue: VecDeque<u32>,
+    /// Admitted requests, oldest admission first.
+    running: Vec<u32>,
+    /// Round-robin start among decoding requests.
+    cursor: usize,
+    next_ticket: u64,
+    /// Events produced outside `step` (cancellations), sent at the next.
+    pending: Vec<Event>,
+    stats: EngineStats,
+}
+
+impl<'m> Engine<'m> {
+    /// An engine for `model`. Without a tokenizer, events carry no text,
+    /// end-of-generation tokens are not known, and stop strings are
+    /// refused.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for unusable cache sizes.
+    pub fn new(
+        model: &'m Model,
+        tok: Option<&'m Tokenizer>,
+        cfg: EngineConfig,
+    ) -> Result<Engine<'m>, EngineError> {
+        let cfg = EngineConfig {
+            token_budget: cfg.token_budget.max(1),
+            max_running: cfg.max_running.max(1),
+            ..cfg
+        };
+        let seqs = Sequences::new(model, cfg.kv, cfg.prefix_cache, cfg.token_budget)?;
+        let stats = EngineStats {
+            n_blocks: cfg.kv.n_blocks,
+            block_size: cfg.kv.block_size,
+            ..EngineStats::default()
+        };
+        Ok(Engine {
+            model,
+            tok,
+            cfg,
+            seqs,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            sessions: Vec::new(),
+            free_sessions: Vec::new(),
+            queue: VecDeque::new(),
+            running: Vec::new(),
+            cursor: 0,
+            next_ticket: 0,
+            pending: Vec::new(),
+            stats,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The model.
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// The sequences and their KV store (block statistics).
+    pub fn sequences(&self) -> &Sequences {
+        &self.seqs
+    }
+
+    /// Load and counters.
+    pub fn stats(&self) -> EngineStats {
+        let p = self.seqs.kv().stats();
+        EngineStats {
+            running: self.running.len(),
+            waiting: self.queue.len(),
+            kv_usage: if p.capacity == 0 {
+                0.0
+            } else {
+                p.used as f64 / p.capacity as f64
+            },
+            ..self.stats
+        }
+    }
+
+    /// Whether a step would do anything.
+    pub fn has_work(&self) -> bool {
+        !self.queue.is_empty() || !self.running.is_empty() || !self.pending.is_empty()
+    }
+
+    /// Queues a request. It is checked here, so a bad request never reaches
+    /// a forward pass: it fails alone, before it could fail others.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::EmptyPrompt`], [`EngineError::TokenOutOfRange`],
+    /// [`EngineError::BadSampling`], [`EngineError::BadLogprobs`],
+    /// [`EngineError::StopStringsNeedTokenizer`],
+    /// [`EngineError::ContextOverflow`], [`EngineError::RequestTooLarge`],
+    /// [`EngineError::QueueFull`]; for a session
+    /// [`EngineError::UnknownSession`] or [`EngineError::SessionBusy`].
+    pub fn add(&mut self, req: Request) -> Result<RequestId, EngineError> {
+        let (base, unfed) = match req.context {
+            Context::Fresh => (0, None),
+            Context::Session(s) => {
+                let sess = self.session(s)?;
+                if sess.busy.is_some() {
+                    return Err(EngineError::SessionBusy(s));
+                }
+                if sess.tenant != req.tenant {
+                    return Err(EngineError::UnknownSession(s));
+                }
+                (self.seqs.tokens(sess.seq)?.len(), sess.unfed)
+            }
+        };
+        let mut input: Vec<u32> = unfed.into_iter().collect();
+        input.extend_from_slice(&req.prompt);
+        if input.is_empty() && (req.max_tokens > 0 || req.context == Context::Fresh) {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let n_vocab = self.model.config().n_vocab;
+        if let Some((index, &id)) = req
+            .prompt
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= n_vocab)
+        {
+            return Err(EngineError::TokenOutOfRange { index, id, n_vocab });
+        }
+        req.sampling.validate()?;
+        if let Logprobs::Top(n) = req.logprobs {
+            if n > MAX_TOP_LOGPROBS {
+                return Err(EngineError::BadLogprobs {
+                    n,
+                    max: MAX_TOP_LOGPROBS,
+                });
+            }
+        }
+        if self.tok.is_none() && req.stop.strings.iter().any(|s| !s.is_empty()) {
+            return Err(EngineError::StopStringsNeedTokenizer);
+        }
+        let n_prompt = base + input.len();
+        let total = n_prompt.checked_add(req.max_tokens);
+        if total.is_none_or(|t| t > self.cfg.n_ctx) {
+            return Err(EngineError::ContextOverflow {
+                n_prompt_tokens: n_prompt,
+                max_tokens: req.max_tokens,
+                n_ctx: self.cfg.n_ctx,
+            });
+        }
+        // The whole request must fit the pool on its own, or it could
+        // never finish (+1: a copy-on-write of a shared partial block).
+        let needed = (n_prompt + req.max_tokens).div_ceil(self.cfg.kv.block_size) + 1;
+        if needed > self.cfg.kv.n_blocks {
+            return Err(EngineError::RequestTooLarge {
+                needed_blocks: needed,
+                n_blocks: self.cfg.kv.n_blocks,
+            });
+        }
+        if let Some(max) = self.cfg.max_waiting {
+            if self.queue.len() >= max {
+                return Err(EngineError::QueueFull { max_waiting: max });
+            }
+        }
+        let live = Live {
+            phase: Phase::Queued,
+            seq: None,
+            base,
+            n_input: input.len(),
+            input,
+            fed: 0,
+            generated: Vec::new(),
+            unfed: None,
+            sampler: Sampler::new(req.sampling),
+            decoder: StreamDecoder::new(),
+            scanner: StopScanner::new(&req.stop.strings),
+            cached: 0,
+            reported: false,
+            queued_at: Instant::now(),
+            ticket: 0,
+            req,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    live: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let entry = &mut self.slots[slot as usize];
+        entry.live = Some(live);
+        let id = RequestId {
+            slot,
+            generation: entry.generation,
+        };
+        if let Context::Session(s) = self.slots[slot as usize]
+            .live
+            .as_ref()
+            .map_or(Context::Fresh, |l| l.req.context)
+        {
+            if let Some(sess) = self.session_mut(s) {
+                sess.busy = Some(id);
+            }
+        }
+        self.queue.push_back(slot);
+        Ok(id)
+    }
+
+    /// Ends a request in any state; its KV blocks are freed now, and
+    /// [`Event::Finished`] with [`FinishReason::Cancelled`] comes at the
+    /// next step. A cancelled session request leaves the session as it was
+    /// before the request.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRequest`] for an id that is finished or was
+    /// never issued.
+    pub fn cancel(&mut self, id: RequestId) -> Result<(), EngineError> {
+        self.live(id)?;
+        self.queue.retain(|&s| s != id.slot);
+        let usage = self.usage(id.slot);
+        self.release(id.slot, Release::Rollback)?;
+        self.pending.push(Event::Finished {
+            id,
+            reason: FinishReason::Cancelled,
+            usage,
+            text: String::new(),
+        });
+        Ok(())
+    }
+
+    fn live(&self, id: RequestId) -> Result<&Live, EngineError> {
+        self.slots
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.live.as_ref())
+            .ok_or(EngineError::UnknownRequest(id))
+    }
+
+    /// A new, empty session in `tenant`'s cache namespace.
+    pub fn create_session(&mut self, tenant: Tenant) -> SessionId {
+        let seq = self.seqs.create(tenant);
+        self.insert_session(Session {
+            seq,
+            tenant,
+            unfed: None,
+            busy: None,
+        })
+    }
+
+    fn insert_session(&mut self, s: Session) -> SessionId {
+        let slot = match self.free_sessions.pop() {
+            Some(i) => i,
+            None => {
+                self.sessions.push(SessionSlot {
+                    generation: 0,
+                    live: None,
+                });
+                (self.sessions.len() - 1) as u32
+            }
+        };
+        let e = &mut self.sessions[slot as usize];
+        e.live = Some(s);
+        SessionId {
+            slot,
+            generation: e.generation,
+        }
+    }
+
+    fn session(&self, id: SessionId) -> Result<&Session, EngineError> {
+        self.sessions
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.live.as_ref())
+            .ok_or(EngineError::UnknownSession(id))
+    }
+
+    fn session_mut(&mut self, id: SessionId) -> Option<&mut Session> {
+        self.sessions
+            .get_mut(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.live.as_mut())
+    }
+
+    fn idle_session(&self, id: SessionId) -> Result<&Session, EngineError> {
+        let s = self.session(id)?;
+        if s.busy.is_some() {
+            return Err(EngineError::SessionBusy(id));
+        }
+        Ok(s)
+    }
+
+    /// A copy-on-write fork of an idle session: shares every block,
+    /// computes nothing (O(blocks)).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
+    pub fn fork_session(&mut self, src: SessionId) -> Result<SessionId, EngineError> {
+        let s = self.idle_session(src)?;
+        let (seq, tenant, unfed) = (s.seq, s.tenant, s.unfed);
+        let fork = self.seqs.fork(seq)?;
+        Ok(self.insert_session(Session {
+            seq: fork,
+            tenant,
+            unfed,
+            busy: None,
+        }))
+    }
+
+    /// Drops an idle session; its blocks go back to the pool (or the prefix
+    /// cache, if published).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
+    pub fn free_session(&mut self, id: SessionId) -> Result<(), EngineError> {
+        let seq = self.idle_session(id)?.seq;
+        self.seqs.free(seq)?;
+        let e = &mut self.sessions[id.slot as usize];
+        e.live = None;
+        e.generation = e.generation.wrapping_add(1);
+        self.free_sessions.push(id.slot);
+        Ok(())
+    }
+
+    /// The tokens an idle session's KV holds (its last sampled token, fed
+    /// at its next request, is not among them).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`].
+    pub fn session_tokens(&self, id: SessionId) -> Result<&[u32], EngineError> {
+        let seq = self.session(id)?.seq;
+        self.seqs.tokens(seq)
+    }
+
+    /// The session's last sampled token, not yet in its KV.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`].
+    pub fn session_unfed(&self, id: SessionId) -> Result<Option<u32>, EngineError> {
+        Ok(self.session(id)?.unfed)
+    }
+
+    /// Offers an idle session's full blocks to its tenant's prefix cache.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
+    pub fn publish_session(&mut self, id: SessionId) -> Result<(), EngineError> {
+        let seq = self.idle_session(id)?.seq;
+        self.seqs.publish(seq)
+    }
+
+    /// Removes tokens `span` from an idle session's KV; see [`EvictMode`].
+    /// No other session changes, forks included.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`]; as
+    /// [`Sequences::evict`].
+    pub fn evict_session(
+        &mut self,
+        id: SessionId,
+        span: Range<usize>,
+        mode: EvictMode,
+    ) -> Result<EvictReport, EngineError> {
+        let seq = self.idle_session(id)?.seq;
+        let rep = self.seqs.evict(self.model, seq, span, mode)?;
+        self.stats.tokens_computed += rep.recomputed as u64;
+        Ok(rep)
+    }
+
+    /// Token counts of a live request so far.
+    fn usage(&self, slot: u32) -> Usage {
+        self.slots[slot as usize]
+            .live
+            .as_ref()
+            .map_or(Usage::default(), |l| Usage {
+                prompt_tokens: l.base + l.n_input,
+                cached_tokens: l.base + l.cached,
+                completion_tokens: l.generated.len(),
+            })
+    }
+}
+
+/// What releasing a request does to its sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// The request finished: a fresh sequence is published (prefix cache)
+    /// and freed; a session keeps the tokens and the last one as unfed.
+    Finish,
+    /// Cancelled or failed: a fresh sequence is freed; a session goes back
+    /// to its state before the request.
+    Rollback,
+}

@@ -1,0 +1,514 @@
+//! One engine step: admit, plan a pass, run it, turn logits into events.
+//!
+//! ```text
+//!   queue ─admit─► running [r0 r1 r2 r3]        (oldest admission first)
+//!   plan:  decode r1 r3 (round-robin from the cursor)  + prefill r0[12..76]
+//!          └──────────── ≤ token_budget tokens, one forward call ─────┘
+//!   out of KV blocks?  preempt the youngest running request and plan again
+//! ```
+//!
+//! A plan never exceeds the token budget, and the sequences run a step of
+//! at most that many tokens as one forward call, so logits reach the
+//! sampler only after the whole pass succeeded: a failed pass samples
+//! nothing, and a retry draws the same random numbers.
+
+use fak_model::{LogitsWanted, SeqId};
+
+use super::text::{logprobs, Scan};
+use super::{Engine, Phase, Release};
+use crate::request::{Context, Event, FinishReason, Logprobs, RequestId, StepLogprobs, StopAt};
+use crate::seqs::{Append, PrefixCache};
+use crate::EngineError;
+
+/// What one item of a pass does for its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ItemKind {
+    /// Part of the prompt; `last` when it completes it.
+    Prefill { last: bool },
+    /// The request's last sampled token.
+    Decode,
+}
+
+struct Item {
+    slot: u32,
+    seq: SeqId,
+    ids: Vec<u32>,
+    kind: ItemKind,
+    logits: LogitsWanted,
+}
+
+/// What the sampler made of an item's logits.
+#[derive(Default)]
+struct Picked {
+    token: Option<u32>,
+    logprobs: Option<StepLogprobs>,
+}
+
+fn out_of_blocks(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Model(fak_model::ModelError::Kv(
+            fak_model::KvError::OutOfBlocks { .. }
+        ))
+    )
+}
+
+impl Engine<'_> {
+    /// Runs one step: admits what the KV pool can take, runs one forward
+    /// pass of at most the token budget, and returns what happened.
+    /// Returns no events when there is nothing to do.
+    ///
+    /// # Errors
+    ///
+    /// Only bookkeeping failures of the engine itself; a request's own
+    /// failure is an [`Event::Failed`] and the others go on.
+    pub fn step(&mut self) -> Result<Vec<Event>, EngineError> {
+        self.step_observe(|_, _| {})
+    }
+
+    /// [`Engine::step`], calling `on_logits(id, logits)` with every
+    /// request's logits (`[n_vocab]`) before it samples from them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::step`].
+    pub fn step_observe(
+        &mut self,
+        mut on_logits: impl FnMut(RequestId, &[f32]),
+    ) -> Result<Vec<Event>, EngineError> {
+        let mut events = std::mem::take(&mut self.pending);
+        self.admit(&mut events)?;
+        loop {
+            let plan = self.plan();
+            if plan.is_empty() {
+                break;
+            }
+            match self.run(&plan, &mut on_logits) {
+                Ok(picked) => {
+                    for (item, p) in plan.into_iter().zip(picked) {
+                        self.process(item, p, &mut events)?;
+                    }
+                    break;
+                }
+                Err(e) if out_of_blocks(&e) => {
+                    let youngest = self.running.iter().copied().max_by_key(|&s| {
+                        self.slots[s as usize].live.as_ref().map_or(0, |l| l.ticket)
+                    });
+                    match youngest {
+                        Some(s) if self.running.len() > 1 => self.preempt(s)?,
+                        Some(s) => self.fail(s, e, &mut events)?,
+                        None => break,
+                    }
+                }
+                Err(e) => {
+                    // Find the request(s) at fault: run each item alone.
+                    if plan.len() == 1 {
+                        self.fail(plan[0].slot, e, &mut events)?;
+                        break;
+                    }
+                    for item in plan {
+                        match self.run(std::slice::from_ref(&item), &mut on_logits) {
+                            Ok(mut p) => {
+                                self.process(item, p.pop().unwrap_or_default(), &mut events)?
+                            }
+                            Err(e) => self.fail(item.slot, e, &mut events)?,
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// Admits queued requests, oldest first, while the pool can hold their
+    /// prompts.
+    fn admit(&mut self, events: &mut Vec<Event>) -> Result<(), EngineError> {
+        while self.running.len() < self.cfg.max_running {
+            let Some(&slot) = self.queue.front() else {
+                break;
+            };
+            let Some(live) = self.slots[slot as usize].live.as_ref() else {
+                self.queue.pop_front();
+                continue;
+            };
+            let (seq, fresh) = match live.req.context {
+                Context::Fresh => (self.seqs.create(live.req.tenant), true),
+                Context::Session(s) => (self.session(s)?.seq, false),
+            };
+            let attachable = self.cfg.prefix_cache == PrefixCache::On
+                && (fresh || self.seqs.tokens(seq)?.is_empty());
+            let cached = if attachable {
+                self.seqs.attach_prefix(seq, &live.input)?
+            } else {
+                0
+            };
+            let bs = self.cfg.kv.block_size;
+            let held = self.seqs.tokens(seq)?.len();
+            let end = live.base + live.input.len();
+            let needed = end.div_ceil(bs).saturating_sub(held / bs) + 1;
+            let p = self.seqs.kv().stats();
+            let available = p.free + p.cached;
+            if needed > available {
+                if fresh {
+                    self.seqs.free(seq)?;
+                } else if cached > 0 {
+                    self.seqs.truncate(seq, 0)?;
+                }
+                if self.running.is_empty() {
+                    self.queue.pop_front();
+                    let e = EngineError::KvExhausted { needed, available };
+                    self.fail(slot, e, events)?;
+                    continue;
+                }
+                break;
+            }
+            self.queue.pop_front();
+            let ticket = self.next_ticket;
+            self.next_ticket += 1;
+            let generation = self.slots[slot as usize].generation;
+            let Some(live) = self.slots[slot as usize].live.as_mut() else {
+                continue;
+            };
+            live.seq = Some(seq);
+            live.fed = cached;
+            live.phase = Phase::Prefill;
+            live.ticket = ticket;
+            if !live.reported {
+                live.reported = true;
+                live.cached = cached;
+                self.stats.prefix_queries_tokens += live.input.len() as u64;
+                self.stats.prefix_hits_tokens += cached as u64;
+                self.stats.prompt_tokens += (live.base + live.n_input) as u64;
+                events.push(Event::Admitted {
+                    id: RequestId { slot, generation },
+                    cached_tokens: live.base + cached,
+                    queued: live.queued_at.elapsed(),
+                });
+            }
+            self.running.push(slot);
+            let live = self.slots[slot as usize].live.as_ref();
+            if live.is_some_and(|l| l.fed == l.input.len()) {
+                // Nothing to compute (an empty append to a session).
+                self.finish(slot, FinishReason::Length, events)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass: decode tokens round-robin, then prefill chunks oldest
+    /// first, within the token budget.
+    fn plan(&mut self) -> Vec<Item> {
+        let mut budget = self.cfg.token_budget;
+        let mut plan = Vec::new();
+        let decoding: Vec<u32> = self
+            .running
+            .iter()
+            .copied()
+            .filter(|&s| {
+                self.slots[s as usize]
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.phase == Phase::Decode && l.unfed.is_some())
+            })
+            .collect();
+        if !decoding.is_empty() {
+            let n = decoding.len();
+            let start = self.cursor % n;
+            let take = n.min(budget);
+            for k in 0..take {
+                let slot = decoding[(start + k) % n];
+                if let Some(l) = self.slots[slot as usize].live.as_ref() {
+                    if let (Some(seq), Some(t)) = (l.seq, l.unfed) {
+                        plan.push(Item {
+                            slot,
+                            seq,
+                            ids: vec![t],
+                            kind: ItemKind::Decode,
+                            logits: LogitsWanted::Yes,
+                        });
+                    }
+                }
+            }
+            budget -= take;
+            self.cursor = (start + take) % n;
+        }
+        for &slot in &self.running {
+            if budget == 0 {
+                break;
+            }
+            let Some(l) = self.slots[slot as usize].live.as_ref() else {
+                continue;
+            };
+            let Some(seq) = l.seq else { continue };
+            if l.phase != Phase::Prefill {
+                continue;
+            }
+            let n = (l.input.len() - l.fed).min(budget);
+            if n == 0 {
+                continue;
+            }
+            let last = l.fed + n == l.input.len();
+            plan.push(Item {
+                slot,
+                seq,
+                ids: l.input[l.fed..l.fed + n].to_vec(),
+                kind: ItemKind::Prefill { last },
+                logits: if last && l.req.max_tokens > 0 {
+                    LogitsWanted::Yes
+                } else {
+                    LogitsWanted::No
+                },
+            });
+            budget -= n;
+        }
+        plan
+    }
+
+    /// Runs a plan as one forward pass and samples every item that asked
+    /// for logits.
+    fn run(
+        &mut self,
+        plan: &[Item],
+        on_logits: &mut impl FnMut(RequestId, &[f32]),
+    ) -> Result<Vec<Picked>, EngineError> {
+        debug_assert!(plan.iter().map(|i| i.ids.len()).sum::<usize>() <= self.cfg.token_budget);
+        let items: Vec<Append<'_>> = plan
+            .iter()
+            .map(|i| Append {
+                seq: i.seq,
+                ids: &i.ids,
+                logits: i.logits,
+            })
+            .collect();
+        let mut picked: Vec<Picked> = plan.iter().map(|_| Picked::default()).collect();
+        let slots = &mut self.slots;
+        self.seqs.step_with(self.model, &items, |k, logits| {
+            let (Some(item), Some(out)) = (plan.get(k), picked.get_mut(k)) else {
+                return;
+            };
+            let Some(entry) = slots.get_mut(item.slot as usize) else {
+                return;
+            };
+            let id = RequestId {
+                slot: item.slot,
+                generation: entry.generation,
+            };
+            let Some(live) = entry.live.as_mut() else {
+                return;
+            };
+            on_logits(id, logits);
+            out.token = live.sampler.sample(logits);
+            if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, out.token) {
+                out.logprobs = Some(logprobs(logits, t, n));
+            }
+        })?;
+        self.stats.passes += 1;
+        self.stats.tokens_computed += plan.iter().map(|i| i.ids.len() as u64).sum::<u64>();
+        Ok(picked)
+    }
+
+    /// Applies an item's results to its request.
+    fn process(
+        &mut self,
+        item: Item,
+        picked: Picked,
+        events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        let slot = item.slot;
+        let publish = {
+            let Some(live) = self.slots[slot as usize].live.as_mut() else {
+                return Ok(());
+            };
+            match item.kind {
+                ItemKind::Prefill { last } => {
+                    live.fed += item.ids.len();
+                    if !last {
+                        return Ok(());
+                    }
+                    live.phase = Phase::Decode;
+                    live.req.context == Context::Fresh
+                }
+                ItemKind::Decode => {
+                    live.unfed = None;
+                    false
+                }
+            }
+        };
+        if publish && self.cfg.prefix_cache == PrefixCache::On {
+            // Concurrent requests with the same prompt find it from now on.
+            self.seqs.publish(item.seq)?;
+        }
+        let max_tokens = self.slots[slot as usize]
+            .live
+            .as_ref()
+            .map_or(0, |l| l.req.max_tokens);
+        if max_tokens == 0 {
+            return self.finish(slot, FinishReason::Length, events);
+        }
+        let Some(token) = picked.token else {
+            return self.fail(slot, EngineError::NoLogits, events);
+        };
+        self.accept(slot, token, picked.logprobs, events)
+    }
+
+    /// A sampled token: stop rules, text, and the next step's input.
+    fn accept(
+        &mut self,
+        slot: u32,
+        token: u32,
+        logprobs: Option<StepLogprobs>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        let n_ctx = self.cfg.n_ctx;
+        let tok = self.tok;
+        let generation = self.slots[slot as usize].generation;
+        let Some(live) = self.slots[slot as usize].live.as_mut() else {
+            return Ok(());
+        };
+        let id = RequestId { slot, generation };
+        if live.req.stop.eog == StopAt::EndOfGeneration && tok.is_some_and(|t| t.is_eog(token)) {
+            live.unfed = Some(token);
+            return self.finish(slot, FinishReason::EndOfGeneration, events);
+        }
+        if live.req.stop.token_ids.contains(&token) {
+            live.unfed = Some(token);
+            return self.finish(slot, FinishReason::StopToken(token), events);
+        }
+        live.generated.push(token);
+        live.sampler.accept(token);
+        live.unfed = Some(token);
+        self.stats.generation_tokens += 1;
+        let piece = match tok {
+            Some(t) => live.decoder.push(t, token),
+            None => String::new(),
+        };
+        let (text, stopped) = match live.scanner.push(&piece) {
+            Scan::Release(t) => (t, None),
+            Scan::Stop(k, t) => (t, Some(k)),
+        };
+        let done_len = live.generated.len() >= live.req.max_tokens;
+        // The unfed token needs a position at the next step.
+        let full = live.base + live.fed + 1 >= n_ctx;
+        events.push(Event::Token {
+            id,
+            token,
+            text,
+            logprobs,
+        });
+        match stopped {
+            Some(k) => self.finish(slot, FinishReason::StopString(k), events),
+            None if done_len || full => self.finish(slot, FinishReason::Length, events),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends a request normally.
+    pub(super) fn finish(
+        &mut self,
+        slot: u32,
+        reason: FinishReason,
+        events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        let generation = self.slots[slot as usize].generation;
+        let text = match self.slots[slot as usize].live.as_mut() {
+            Some(l) if !matches!(reason, FinishReason::StopString(_)) => {
+                let mut t = l.scanner.finish();
+                t.push_str(&l.decoder.finish());
+                t
+            }
+            _ => String::new(),
+        };
+        let usage = self.usage(slot);
+        self.release(slot, Release::Finish)?;
+        events.push(Event::Finished {
+            id: RequestId { slot, generation },
+            reason,
+            usage,
+            text,
+        });
+        Ok(())
+    }
+
+    /// Ends a request with an error; the others go on.
+    fn fail(
+        &mut self,
+        slot: u32,
+        error: EngineError,
+        events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        let generation = self.slots[slot as usize].generation;
+        self.release(slot, Release::Rollback)?;
+        events.push(Event::Failed {
+            id: RequestId { slot, generation },
+            error,
+        });
+        Ok(())
+    }
+
+    /// Frees a running request's blocks and puts it back at the head of
+    /// the queue; it recomputes its prompt and what it generated when
+    /// admitted again, which gives the same logits.
+    fn preempt(&mut self, slot: u32) -> Result<(), EngineError> {
+        self.running.retain(|&s| s != slot);
+        let prefix = self.cfg.prefix_cache;
+        let Some(live) = self.slots[slot as usize].live.as_mut() else {
+            return Ok(());
+        };
+        if let Some(seq) = live.seq.take() {
+            match live.req.context {
+                Context::Fresh => {
+                    if prefix == PrefixCache::On {
+                        // Released blocks stay findable until the pool needs them.
+                        self.seqs.publish(seq)?;
+                    }
+                    self.seqs.free(seq)?;
+                }
+                Context::Session(_) => self.seqs.truncate(seq, live.base)?,
+            }
+        }
+        live.input.truncate(live.n_input);
+        live.input.extend_from_slice(&live.generated);
+        live.fed = 0;
+        live.unfed = None;
+        live.phase = Phase::Queued;
+        self.queue.push_front(slot);
+        self.stats.preemptions += 1;
+        Ok(())
+    }
+
+    /// Removes a request from the tables and settles its sequence.
+    pub(super) fn release(&mut self, slot: u32, how: Release) -> Result<(), EngineError> {
+        self.running.retain(|&s| s != slot);
+        self.queue.retain(|&s| s != slot);
+        let entry = &mut self.slots[slot as usize];
+        let Some(live) = entry.live.take() else {
+            return Ok(());
+        };
+        entry.generation = entry.generation.wrapping_add(1);
+        self.free_slots.push(slot);
+        match live.req.context {
+            Context::Fresh => {
+                if let Some(seq) = live.seq {
+                    if how == Release::Finish && self.cfg.prefix_cache == PrefixCache::On {
+                        self.seqs.publish(seq)?;
+                    }
+                    self.seqs.free(seq)?;
+                }
+            }
+            Context::Session(s) => {
+                let rollback = how == Release::Rollback;
+                if let (Some(seq), true) = (live.seq, rollback) {
+                    self.seqs.truncate(seq, live.base)?;
+                }
+                if let Some(sess) = self.session_mut(s) {
+                    sess.busy = None;
+                    if !rollback {
+                        sess.unfed = live.unfed;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

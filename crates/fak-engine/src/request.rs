@@ -1,0 +1,276 @@
+//! What a client hands the [`Engine`](crate::Engine) and what it gets back:
+//! requests, their ids, and the events a step reports.
+//!
+//! ```text
+//!   add(Request) ──► RequestId (slot, generation)     never reused
+//!        │
+//!        ▼   Queued ──admit──► Prefill ──► Decode ──► Finished
+//!            ▲                     │          │          (Stop / Length / Cancelled)
+//!            └──── preempted ◄─────┴──────────┘
+//!   step() ──► [Admitted, Token, Token, ..., Finished | Failed]
+//! ```
+
+use std::time::Duration;
+
+use fak_kv::Tenant;
+
+use crate::sampling::SamplingParams;
+use crate::EngineError;
+
+/// A request's handle: a slot of the engine's table plus that slot's
+/// generation, so a stale id never names a later request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId {
+    /// Index in the engine's request table.
+    pub slot: u32,
+    /// How many requests used this slot before this one.
+    pub generation: u32,
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.slot, self.generation)
+    }
+}
+
+/// A persistent sequence of the engine (a shared prefix, an agent's
+/// context): requests can append to it, and it outlives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId {
+    /// Index in the engine's session table.
+    pub slot: u32,
+    /// How many sessions used this slot before this one.
+    pub generation: u32,
+}
+
+/// Whether an end-of-generation token ends a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopAt {
+    /// Stop at an end-of-generation token (not included in the output).
+    #[default]
+    EndOfGeneration,
+    /// Always produce `max_tokens` tokens (benchmarks).
+    Never,
+}
+
+/// When a request stops before `max_tokens`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StopRules {
+    /// End-of-generation tokens of the vocabulary.
+    pub eog: StopAt,
+    /// More token ids that stop generation (not included in the output).
+    pub token_ids: Vec<u32>,
+    /// Strings that stop generation; the text ends before the first match.
+    /// Text that could still become a match is held back until it
+    /// resolves.
+    pub strings: Vec<String>,
+}
+
+/// Whether the engine reports log-probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Logprobs {
+    /// No log-probabilities.
+    #[default]
+    Off,
+    /// The chosen token's log-probability and the `n` most likely
+    /// alternatives (`0..=20`).
+    Top(usize),
+}
+
+/// Most alternatives [`Logprobs::Top`] may ask for (as OpenAI's API).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// Where a request's tokens go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Context {
+    /// A new sequence: the prompt is looked up in the tenant's prefix
+    /// cache, and the sequence is dropped when the request ends.
+    #[default]
+    Fresh,
+    /// Append to a session: its tokens stay before the prompt, and the
+    /// prompt plus the generated tokens stay in it afterwards.
+    Session(SessionId),
+}
+
+/// One generation request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Prompt token ids (for a session: the tokens to append).
+    pub prompt: Vec<u32>,
+    /// Sampling settings ([`SamplingParams::validate`] is checked at
+    /// [`Engine::add`](crate::Engine::add)).
+    pub sampling: SamplingParams,
+    /// Most tokens to generate; 0 only appends the prompt (sessions).
+    pub max_tokens: usize,
+    /// Stop conditions.
+    pub stop: StopRules,
+    /// Log-probabilities to report with each token.
+    pub logprobs: Logprobs,
+    /// Cache namespace: prefix blocks are never shared across tenants.
+    pub tenant: Tenant,
+    /// Fresh sequence or an existing session.
+    pub context: Context,
+}
+
+impl Request {
+    /// A greedy request for `max_tokens` tokens after `prompt`, in tenant 0.
+    pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Request {
+        Request {
+            prompt,
+            sampling: SamplingParams::greedy(),
+            max_tokens,
+            stop: StopRules::default(),
+            logprobs: Logprobs::Off,
+            tenant: Tenant(0),
+            context: Context::Fresh,
+        }
+    }
+}
+
+/// Why a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token was sampled.
+    EndOfGeneration,
+    /// One of the request's stop token ids was sampled.
+    StopToken(u32),
+    /// Stop string `k` of the request matched.
+    StopString(usize),
+    /// `max_tokens` were generated, or the context is full.
+    Length,
+    /// [`Engine::cancel`](crate::Engine::cancel) ended it.
+    Cancelled,
+}
+
+impl FinishReason {
+    /// The OpenAI name: `stop`, `length` or `cancelled`.
+    pub fn openai(self) -> &'static str {
+        match self {
+            FinishReason::EndOfGeneration
+            | FinishReason::StopToken(_)
+            | FinishReason::StopString(_) => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The log-probability of one candidate token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenLogprob {
+    /// Token id.
+    pub token: u32,
+    /// Natural log of its probability under the model's logits (before
+    /// penalties, temperature or filters).
+    pub logprob: f32,
+}
+
+/// Log-probabilities reported with a generated token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepLogprobs {
+    /// The chosen token.
+    pub chosen: TokenLogprob,
+    /// The most likely tokens, most likely first (ties: lower id first).
+    pub top: Vec<TokenLogprob>,
+}
+
+/// Token counts of a request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens (for a session: the tokens appended by this request,
+    /// plus the session's tokens before it).
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV was reused rather than computed (the prefix
+    /// cache's hit, or the session's tokens).
+    pub cached_tokens: usize,
+    /// Tokens generated (a stop token is not counted).
+    pub completion_tokens: usize,
+}
+
+/// Something that happened to a request during a step.
+#[derive(Debug)]
+pub enum Event {
+    /// The request left the queue and got KV blocks; `cached_tokens` of its
+    /// prompt were found in the prefix cache (or its session).
+    Admitted {
+        /// The request.
+        id: RequestId,
+        /// Prompt tokens reused.
+        cached_tokens: usize,
+        /// Time spent waiting in the queue.
+        queued: Duration,
+    },
+    /// A generated token.
+    Token {
+        /// The request.
+        id: RequestId,
+        /// Token id.
+        token: u32,
+        /// Text released by this token: complete UTF-8 only, with text that
+        /// may still become a stop string held back (so possibly empty, or
+        /// longer than the token's own piece).
+        text: String,
+        /// Log-probabilities, when the request asked for them.
+        logprobs: Option<StepLogprobs>,
+    },
+    /// The request ended; its KV blocks are released.
+    Finished {
+        /// The request.
+        id: RequestId,
+        /// Why.
+        reason: FinishReason,
+        /// Token counts.
+        usage: Usage,
+        /// Text held back that turned out not to be a stop string (emitted
+        /// last; usually empty).
+        text: String,
+    },
+    /// The request failed alone; the others go on.
+    Failed {
+        /// The request.
+        id: RequestId,
+        /// What went wrong.
+        error: EngineError,
+    },
+}
+
+impl Event {
+    /// The request the event is about.
+    pub fn id(&self) -> RequestId {
+        match self {
+            Event::Admitted { id, .. }
+            | Event::Token { id, .. }
+            | Event::Finished { id, .. }
+            | Event::Failed { id, .. } => *id,
+        }
+    }
+}
+
+/// A snapshot of the engine's load and counters (what `/metrics` serves).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineStats {
+    /// Requests admitted and not finished.
+    pub running: usize,
+    /// Requests waiting for admission.
+    pub waiting: usize,
+    /// Fraction of KV blocks in use by live sequences, `0..=1`.
+    pub kv_usage: f64,
+    /// Physical KV blocks.
+    pub n_blocks: usize,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Prompt tokens looked up in the prefix cache.
+    pub prefix_queries_tokens: u64,
+    /// Of those, tokens found.
+    pub prefix_hits_tokens: u64,
+    /// Prompt tokens of admitted requests.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub generation_tokens: u64,
+    /// Requests preempted (blocks freed, recomputed later).
+    pub preemptions: u64,
+    /// Forward passes run.
+    pub passes: u64,
+    /// Tokens run through the model.
+    pub tokens_computed: u64,
+}
