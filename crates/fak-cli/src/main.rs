@@ -16,6 +16,7 @@ mod inspect;
 mod peak;
 mod project;
 mod quantize;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// MODELED projections of fleet throughput from measured rates.
     Project(project::ProjectArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API.
+    Serve(serve::ServeArgs),
 }
 
 /// Shared model-loading options.
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Cmd::Quantize(a) => quantize::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Project(a) => project::run(a),
+        Cmd::Serve(a) => serve::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

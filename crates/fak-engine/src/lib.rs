@@ -103,6 +103,9 @@ pub enum EngineError {
     /// (sessions hold the blocks).
     #[error("the KV pool cannot take the request: {needed} blocks needed, {available} free")]
     KvExhausted { needed: usize, available: usize },
+    /// The engine stopped after an internal failure.
+    #[error("the engine stopped: {0}")]
+    Stopped(String),
     /// The agent is in the middle of a turn.
     #[error("agent {0} is busy with a turn")]
     AgentBusy(u32),

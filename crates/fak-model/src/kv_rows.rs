@@ -203,7 +203,13 @@ impl KvRowBuf {
             KvType::Q8_0 => head_dim / 32,
         };
         let data = match ty {
-            KvType::F16 => Data::F16(vec![f16::ZERO; rows * heads * per_head]),
+            // Zeroed u16 bits come from the allocator's zeroed pages (no
+            // writes: a large pool costs memory only as it fills), and
+            // f16 0x0000 is +0.0.
+            KvType::F16 => Data::F16(half::vec::HalfBitsVecExt::reinterpret_into(vec![
+                0u16;
+                rows * heads * per_head
+            ])),
             KvType::Q8_0 => Data::Q8_0(vec![ZERO_BLOCK; rows * heads * per_head]),
         };
         KvRowBuf {

@@ -1,0 +1,95 @@
+//! `fak serve`: the OpenAI-compatible HTTP server (fak-server).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use crate::KvTypeArg;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Path to a GGUF model file.
+    #[arg(long, short = 'm')]
+    model: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port (0 picks a free one; the address is printed on stderr).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Worker threads of the forward pass (default: all cores).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    /// Context per sequence in tokens (default: the model's trained context).
+    #[arg(long)]
+    ctx: Option<usize>,
+    /// KV cache memory in MiB (default: room for --max-running full contexts, at most 4096).
+    #[arg(long)]
+    kv_mem: Option<usize>,
+    /// API keys, comma-separated; each key is its own tenant.
+    #[arg(long, value_delimiter = ',', conflicts_with = "api_key_file")]
+    api_key: Vec<String>,
+    /// File with one API key per line.
+    #[arg(long)]
+    api_key_file: Option<PathBuf>,
+    /// Most requests waiting for KV blocks before new ones get 429.
+    #[arg(long, default_value_t = 256)]
+    max_waiting: usize,
+    /// Most requests running at once.
+    #[arg(long, default_value_t = 64)]
+    max_running: usize,
+    /// Model name clients send and /v1/models lists (default: the file's stem).
+    #[arg(long)]
+    served_model_name: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = fak_server::DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
+    kv_type: KvTypeArg,
+}
+
+pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    if a.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    if a.max_running == 0 {
+        bail!("--max-running must be at least 1");
+    }
+    let mut keys: Vec<String> = a.api_key.iter().map(|k| k.trim().to_string()).collect();
+    if let Some(f) = &a.api_key_file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading API key file {}", f.display()))?;
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+        if keys.is_empty() {
+            bail!("{} holds no API key", f.display());
+        }
+    }
+    if keys.iter().any(String::is_empty) {
+        bail!("--api-key: a key is empty");
+    }
+    if !a.model.exists() {
+        bail!("{}: no such file", a.model.display());
+    }
+    let cfg = fak_server::ServerConfig {
+        host: a.host,
+        port: a.port,
+        threads: a.threads,
+        ctx: a.ctx,
+        kv_mem_mib: a.kv_mem,
+        api_keys: keys,
+        max_waiting: a.max_waiting,
+        max_running: a.max_running,
+        served_model_name: a.served_model_name,
+        max_body_bytes: a.max_body_bytes,
+        kv_type: a.kv_type.into(),
+        ..fak_server::ServerConfig::new(a.model)
+    };
+    fak_server::run(cfg)?;
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! OpenAI request bodies and their checks: JSON in, an engine
+//! [`Request`](fak_engine::Request) out, or a 400 naming the field.
+//!
+//! Unknown fields are ignored (clients send many); fields fak cannot honour
+//! (`n` other than 1, `best_of`, `echo`, `suffix`) are refused, never
+//! silently dropped.
+
+use serde::Deserialize;
+
+use fak_engine::{Logprobs, SamplingParams, StopRules, MAX_TOP_LOGPROBS};
+
+use crate::error::ApiError;
+
+/// `stop`: one string or a list.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A content part of a message (`{"type": "text", "text": ...}`).
+#[derive(Debug, Deserialize)]
+pub struct Part {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+}
+
+/// A message's `content`: text, or a list of parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: Option<Content>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// Fields shared by chat and completions requests.
+#[derive(Debug, Default, Deserialize)]
+pub struct Common {
+    pub model: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    pub stream_options: Option<StreamOptions>,
+    pub max_tokens: Option<i64>,
+    pub max_completion_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub seed: Option<i64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub stop: Option<Stop>,
+    pub n: Option<i64>,
+    pub user: Option<String>,
+    pub cache_salt: Option<String>,
+    /// llama-server's extension: generate `max_tokens` whatever comes.
+    #[serde(default)]
+    pub ignore_eos: bool,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub logprobs: bool,
+    pub top_logprobs: Option<i64>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+/// A completions prompt: text or token ids, alone or in a list of one.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+    Texts(Vec<String>),
+    IdLists(Vec<Vec<u32>>),
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    pub prompt: Prompt,
+    pub logprobs: Option<i64>,
+    pub best_of: Option<i64>,
+    #[serde(default)]
+    pub echo: bool,
+    pub suffix: Option<String>,
+    #[serde(flatten)]
+    pub common: Common,
+}
+
+/// `POST /tokenize`.
+#[derive(Debug, Deserialize)]
+pub struct TokenizeRequest {
+    /// Text (llama-server's name).
+    pub content: Option<String>,
+    /// Text (vLLM's name).
+    pub prompt: Option<String>,
+    /// Add BOS/EOS as the vocabulary says (default true).
+    pub add_special: Option<bool>,
+}
+
+/// `POST /detokenize`.
+#[derive(Debug, Deserialize)]
+pub struct DetokenizeRequest {
+    pub tokens: Vec<u32>,
+}
+
+/// Parses a JSON body into `T`, or a 400 saying where it is wrong.
+pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send JSON",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// Roles the chat template is given.
+const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
+
+impl Message {
+    /// The text of the message, checked: known role, text parts only.
+    pub fn checked(&self, i: usize) -> Result<fak_tokenizer::ChatMessage, ApiError> {
+        if !ROLES.contains(&self.role.as_str()) {
+            return Err(ApiError::bad_param(
+                "messages",
+                format!(
+                    "messages[{i}].role '{}' is not one of {}",
+                    self.role,
+                    ROLES.join(", ")
+                ),
+            ));
+        }
+        let content = match &self.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t.clone(),
+            Some(Content::Parts(parts)) => {
+                let mut s = String::new();
+                for (j, p) in parts.iter().enumerate() {
+                    match (p.kind.as_str(), &p.text) {
+                        ("text", Some(t)) => s.push_str(t),
+                        _ => {
+                            return Err(ApiError::bad_param(
+                                "messages",
+                                format!(
+                                    "messages[{i}].content[{j}]: only text parts are supported, got '{}'",
+                                    p.kind
+                                ),
+                            ))
+                        }
+                    }
+                }
+                s
+            }
+        };
+        // The template sees developer messages as system ones.
+        let role = if self.role == "developer" {
+            "system".to_string()
+        } else {
+            self.role.clone()
+        };
+        Ok(fak_tokenizer::ChatMessage { role, content })
+    }
+}
+
+fn finite(name: &'static str, v: Option<f64>, default: f64) -> Result<f32, ApiError> {
+    let v = v.unwrap_or(default);
+    if !v.is_finite() {
+        return Err(ApiError::bad_param(
+            name,
+            format!("{name} must be a finite number"),
+        ));
+    }
+    Ok(v as f32)
+}
+
+impl Common {
+    /// Checks `n`; the engine checks the sampling ranges.
+    pub fn check_n(&self) -> Result<(), ApiError> {
+        match self.n {
+            None | Some(1) => Ok(()),
+            Some(n) => Err(ApiError::bad_param(
+                "n",
+                format!("n must be 1 (fak returns one choice per request), got {n}"),
+            )),
+        }
+    }
+
+    /// `max_tokens` (or `max_completion_tokens`): `None` when absent.
+    pub fn max_tokens(&self) -> Result<Option<usize>, ApiError> {
+        let (name, v) = match (self.max_completion_tokens, self.max_tokens) {
+            (Some(v), _) => ("max_completion_tokens", v),
+            (None, Some(v)) => ("max_tokens", v),
+            (None, None) => return Ok(None),
+        };
+        if v < 1 {
+            return Err(ApiError::bad_param(
+                if name == "max_tokens" {
+                    "max_tokens"
+                } else {
+                    "max_completion_tokens"
+                },
+                format!("{name} must be at least 1, got {v}"),
+            ));
+        }
+        Ok(Some(usize::try_from(v).unwrap_or(usize::MAX)))
+    }
+
+    /// Sampling settings (OpenAI's defaults: temperature 1, top-p 1; a
+    /// random seed unless one is given).
+    pub fn sampling(&self) -> Result<SamplingParams, ApiError> {
+        let top_k = match self.top_k {
+            None => 0,
+            Some(k) if k <= 0 => 0,
+            Some(k) => usize::try_from(k).unwrap_or(usize::MAX),
+        };
+        let seed = match self.seed {
+            Some(s) => s as u64,
+            None => rand::random::<u64>(),
+        };
+        let s = SamplingParams {
+            temperature: finite("temperature", self.temperature, 1.0)?,
+            top_k,
+            top_p: finite("top_p", self.top_p, 1.0)?,
+            min_p: finite("min_p", self.min_p, 0.0)?,
+            presence_penalty: finite("presence_penalty", self.presence_penalty, 0.0)?,
+            frequency_penalty: finite("frequency_penalty", self.frequency_penalty, 0.0)?,
+            seed,
+        };
+        s.validate()
+            .map_err(|e| ApiError::bad_param(e.name, e.to_string()))?;
+        Ok(s)
+    }
+
+    /// Stop rules: stop strings, end-of-generation unless `ignore_eos`.
+    pub fn stop_rules(&self) -> Result<StopRules, ApiError> {
+        let strings = match &self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s.clone()],
+            Some(Stop::Many(v)) => v.clone(),
+        };
+        if strings.len() > 16 {
+            return Err(ApiError::bad_param("stop", "at most 16 stop strings"));
+        }
+        Ok(StopRules {
+            eog: if self.ignore_eos {
+                fak_engine::StopAt::Never
+            } else {
+                fak_engine::StopAt::EndOfGeneration
+            },
+            token_ids: Vec::new(),
+            strings: strings.into_iter().filter(|s| !s.is_empty()).collect(),
+        })
+    }
+
+    /// Whether the stream ends with a usage chunk.
+    pub fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+}
+
+/// Log-probability settings of a chat request.
+pub fn chat_logprobs(logprobs: bool, top: Option<i64>) -> Result<Logprobs, ApiError> {
+    match (logprobs, top) {
+        (false, None) => Ok(Logprobs::Off),
+        (false, Some(_)) => Err(ApiError::bad_param(
+            "top_logprobs",
+            "top_logprobs needs logprobs: true",
+        )),
+        (true, t) => top_n("top_logprobs", t.unwrap_or(0)),
+    }
+}
+
+/// Log-probability settings of a completions request (`logprobs: N`).
+pub fn completion_logprobs(n: Option<i64>) -> Result<Logprobs, ApiError> {
+    match n {
+        None => Ok(Logprobs::Off),
+        Some(n) => top_n("logprobs", n),
+    }
+}
+
+fn top_n(name: &'static str, n: i64) -> Result<Logprobs, ApiError> {
+    if !(0..=MAX_TOP_LOGPROBS as i64).contains(&n) {
+        return Err(ApiError::bad_param(
+            name,
+            format!("{name} must be within 0..={MAX_TOP_LOGPROBS}, got {n}"),
+        ));
+    }
+    Ok(Logprobs::Top(n as usize))
+}

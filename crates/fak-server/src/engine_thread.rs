@@ -1,0 +1,346 @@
+//! The engine thread: the one OS thread that owns the model, the KV cache
+//! and the [`Engine`]. Handlers reach it only through [`EngineHandle`].
+//!
+//! ```text
+//!   loop {
+//!     idle?  block on the command channel      busy?  drain it without waiting
+//!     Submit → engine.add → reply Ok(id) | Err(typed error)
+//!     a request whose event channel closed (client gone) → engine.cancel
+//!     engine.step() → route events; observe TTFT / ITL / e2e / queue time
+//!     gauges and counters ← engine.stats()
+//!   }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use fak_engine::{
+    Engine, EngineConfig, EngineError, Event, FinishReason, PrefixCache, Request, RequestId,
+};
+use fak_model::{KvType, Model};
+use fak_tokenizer::{ChatTemplate, Tokenizer};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::{set_counter, CacheConfig, Metrics};
+use crate::ServerConfig;
+
+/// What the loaded model offers the handlers.
+#[derive(Clone)]
+pub struct Loaded {
+    /// The tokenizer (shared: handlers tokenize and render).
+    pub tok: Arc<Tokenizer>,
+    /// The chat template, if the file has one.
+    pub template: Option<Arc<ChatTemplate>>,
+    /// Context per sequence.
+    pub n_ctx: usize,
+    /// KV blocks.
+    pub n_blocks: usize,
+    /// Tokens per block.
+    pub block_size: usize,
+}
+
+enum Command {
+    Submit {
+        req: Box<Request>,
+        events: mpsc::UnboundedSender<Event>,
+        reply: oneshot::Sender<Result<RequestId, EngineError>>,
+        arrived: Instant,
+    },
+    Shutdown,
+}
+
+/// The handlers' side of the engine thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: mpsc::UnboundedSender<Command>,
+    thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+/// Why a submission did not reach the engine.
+pub enum SubmitError {
+    /// The engine refused the request.
+    Engine(EngineError),
+    /// The engine thread is gone.
+    Stopped,
+}
+
+impl EngineHandle {
+    /// Hands a request to the engine; returns its id and its event stream.
+    pub async fn submit(
+        &self,
+        req: Request,
+        arrived: Instant,
+    ) -> Result<(RequestId, mpsc::UnboundedReceiver<Event>), SubmitError> {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let (rtx, rrx) = oneshot::channel();
+        self.tx
+            .send(Command::Submit {
+                req: Box::new(req),
+                events: etx,
+                reply: rtx,
+                arrived,
+            })
+            .map_err(|_| SubmitError::Stopped)?;
+        match rrx.await {
+            Ok(Ok(id)) => Ok((id, erx)),
+            Ok(Err(e)) => Err(SubmitError::Engine(e)),
+            Err(_) => Err(SubmitError::Stopped),
+        }
+    }
+
+    /// Stops the thread (after the server has drained) and waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let handle = self.thread.lock().ok().and_then(|mut g| g.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Starts the engine thread; it loads the model and reports on `loaded`.
+pub fn spawn(
+    cfg: ServerConfig,
+    metrics: Arc<Metrics>,
+) -> (EngineHandle, oneshot::Receiver<Result<Loaded, String>>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (ltx, lrx) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("fak-engine".into())
+        .spawn(move || engine_main(cfg, metrics, rx, ltx))
+        .ok();
+    let handle = EngineHandle {
+        tx,
+        thread: Arc::new(Mutex::new(thread)),
+    };
+    (handle, lrx)
+}
+
+/// Bytes one token's K and V rows take in every layer.
+fn kv_bytes_per_token(model: &Model, kv_type: KvType) -> usize {
+    let c = model.config();
+    let values = 2 * c.n_layer * c.n_head_kv * c.head_dim;
+    match kv_type {
+        KvType::F16 => values * 2,
+        // 34-byte blocks of 32 values.
+        KvType::Q8_0 => values / 32 * 34,
+    }
+}
+
+fn load(
+    cfg: &ServerConfig,
+) -> Result<(Model, Tokenizer, Option<ChatTemplate>, EngineConfig), String> {
+    let mut model =
+        Model::load(&cfg.model).map_err(|e| format!("loading {}: {e}", cfg.model.display()))?;
+    if let Some(t) = cfg.threads {
+        model.set_threads(t);
+    }
+    let tok = Tokenizer::from_gguf(model.gguf())
+        .map_err(|e| format!("tokenizer of {}: {e}", cfg.model.display()))?;
+    let template = ChatTemplate::from_gguf(model.gguf())
+        .map_err(|e| format!("chat template of {}: {e}", cfg.model.display()))?;
+    let trained = model.config().n_ctx_train;
+    let n_ctx = cfg.ctx.unwrap_or(trained);
+    if n_ctx == 0 || n_ctx > trained {
+        return Err(format!(
+            "--ctx {n_ctx} must be within 1..={trained}, the model's trained context"
+        ));
+    }
+    let bs = cfg.block_size.max(1);
+    let per_block = kv_bytes_per_token(&model, cfg.kv_type).max(1) * bs;
+    let bytes = match cfg.kv_mem_mib {
+        Some(mib) => mib.saturating_mul(1 << 20),
+        None => {
+            (cfg.max_running.max(1).saturating_mul(n_ctx + bs) * per_block / bs).min(4096 << 20)
+        }
+    };
+    let n_blocks = bytes / per_block;
+    if n_blocks < 2 {
+        return Err(format!(
+            "--kv-mem gives {n_blocks} KV blocks of {bs} tokens ({per_block} bytes each); give more memory"
+        ));
+    }
+    let ecfg = EngineConfig {
+        kv: fak_engine::PagedKvConfig {
+            block_size: bs,
+            n_blocks,
+            kv_type: cfg.kv_type,
+        },
+        token_budget: cfg.token_budget.max(1),
+        max_running: cfg.max_running.max(1),
+        max_waiting: Some(cfg.max_waiting),
+        n_ctx,
+        prefix_cache: PrefixCache::On,
+    };
+    Ok((model, tok, template, ecfg))
+}
+
+struct Track {
+    tx: mpsc::UnboundedSender<Event>,
+    arrived: Instant,
+    last: Option<Instant>,
+}
+
+fn engine_main(
+    cfg: ServerConfig,
+    metrics: Arc<Metrics>,
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    loaded: oneshot::Sender<Result<Loaded, String>>,
+) {
+    let (model, tok, template, ecfg) = match load(&cfg) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let tok = Arc::new(tok);
+    let mut engine = match Engine::new(&model, Some(tok.as_ref()), ecfg) {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = loaded.send(Err(format!("KV cache: {e}")));
+            return;
+        }
+    };
+    metrics
+        .cache_config
+        .get_or_create(&CacheConfig {
+            block_size: ecfg.kv.block_size.to_string(),
+            num_gpu_blocks: ecfg.kv.n_blocks.to_string(),
+        })
+        .set(1);
+    let info = Loaded {
+        tok: tok.clone(),
+        template: template.map(Arc::new),
+        n_ctx: ecfg.n_ctx,
+        n_blocks: ecfg.kv.n_blocks,
+        block_size: ecfg.kv.block_size,
+    };
+    if loaded.send(Ok(info)).is_err() {
+        return;
+    }
+    let mut tracks: HashMap<RequestId, Track> = HashMap::new();
+    loop {
+        // Commands: wait for one when idle, take what is there when busy.
+        let first = if engine.has_work() {
+            rx.try_recv().ok()
+        } else {
+            match rx.blocking_recv() {
+                Some(c) => Some(c),
+                None => break,
+            }
+        };
+        let mut next = first;
+        let mut stop = false;
+        while let Some(cmd) = next {
+            match cmd {
+                Command::Submit {
+                    req,
+                    events,
+                    reply,
+                    arrived,
+                } => match engine.add(*req) {
+                    Ok(id) => {
+                        tracks.insert(
+                            id,
+                            Track {
+                                tx: events,
+                                arrived,
+                                last: None,
+                            },
+                        );
+                        if reply.send(Ok(id)).is_err() {
+                            // The handler is gone already.
+                            let _ = engine.cancel(id);
+                            tracks.remove(&id);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                },
+                Command::Shutdown => stop = true,
+            }
+            next = rx.try_recv().ok();
+        }
+        if stop {
+            break;
+        }
+        // A closed event channel means the client went away.
+        let gone: Vec<RequestId> = tracks
+            .iter()
+            .filter(|(_, t)| t.tx.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            let _ = engine.cancel(id);
+            tracks.remove(&id);
+        }
+        let events = match engine.step() {
+            Ok(ev) => ev,
+            Err(e) => {
+                // An engine bookkeeping failure: fail everything in flight
+                // rather than serve from a broken state.
+                eprintln!("fak serve: engine error: {e}");
+                for (id, t) in tracks.drain() {
+                    let _ = t.tx.send(Event::Failed {
+                        id,
+                        error: EngineError::Stopped(e.to_string()),
+                    });
+                }
+                break;
+            }
+        };
+        let now = Instant::now();
+        for ev in events {
+            let id = ev.id();
+            let Some(t) = tracks.get_mut(&id) else {
+                continue;
+            };
+            let end = match &ev {
+                Event::Admitted { queued, .. } => {
+                    metrics.queue_time.observe(queued.as_secs_f64());
+                    false
+                }
+                Event::Token { .. } => {
+                    match t.last {
+                        None => metrics.ttft.observe((now - t.arrived).as_secs_f64()),
+                        Some(l) => metrics.itl.observe((now - l).as_secs_f64()),
+                    }
+                    t.last = Some(now);
+                    false
+                }
+                Event::Finished { reason, .. } => {
+                    metrics.e2e.observe((now - t.arrived).as_secs_f64());
+                    metrics.finished(match reason {
+                        FinishReason::Cancelled => "abort",
+                        r => r.openai(),
+                    });
+                    true
+                }
+                Event::Failed { .. } => {
+                    metrics.finished("error");
+                    true
+                }
+            };
+            if t.tx.send(ev).is_err() {
+                let _ = engine.cancel(id);
+                tracks.remove(&id);
+                continue;
+            }
+            if end {
+                tracks.remove(&id);
+            }
+        }
+        let s = engine.stats();
+        metrics.running.set(s.running as i64);
+        metrics.waiting.set(s.waiting as i64);
+        metrics.kv_usage.set(s.kv_usage);
+        set_counter(&metrics.prefix_queries, s.prefix_queries_tokens);
+        set_counter(&metrics.prefix_hits, s.prefix_hits_tokens);
+        set_counter(&metrics.prompt_tokens, s.prompt_tokens);
+        set_counter(&metrics.generation_tokens, s.generation_tokens);
+        set_counter(&metrics.preemptions, s.preemptions);
+    }
+}

@@ -1,0 +1,195 @@
+//! `fak serve`: an OpenAI-compatible HTTP server over one fak engine.
+//!
+//! ```text
+//!   client ──HTTP──► axum handler (tokio)                engine thread (one OS thread)
+//!                    auth → tenant, parse JSON,           owns Model, KV, Engine
+//!                    chat template, tokenize              │
+//!                      │  Command::Submit{Request, tx} ──►│ add → RequestId (or a typed
+//!                      │◄── oneshot: Ok(id) / EngineError │   error: 400 / 429 / 500)
+//!                      │                                  │ loop: step() → events
+//!                      │◄── Event::Token / Finished ──────┤ route to the request's channel
+//!   SSE chunks / JSON ◄┘                                  │ closed channel → cancel (blocks
+//!                                                         │   freed within one step)
+//!   /metrics ◄── prometheus registry ◄── gauges, counters, histograms updated per step
+//! ```
+//!
+//! JSON stays in this crate: the engine speaks token ids and typed events.
+
+mod api;
+mod engine_thread;
+mod error;
+mod handlers;
+mod metrics;
+mod responses;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use error::ServerError;
+
+/// Default cap on a request body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+
+/// Settings of `fak serve`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// GGUF model file.
+    pub model: PathBuf,
+    /// Address to listen on.
+    pub host: String,
+    /// Port (0: any free port; the chosen one is printed).
+    pub port: u16,
+    /// Matmul threads (default: all cores).
+    pub threads: Option<usize>,
+    /// Context per sequence (default: the model's trained context).
+    pub ctx: Option<usize>,
+    /// KV cache memory in MiB (default: room for `max_running` full
+    /// contexts, at most 4096 MiB).
+    pub kv_mem_mib: Option<usize>,
+    /// Accepted API keys; empty: no authentication. Each key is a tenant.
+    pub api_keys: Vec<String>,
+    /// Most requests waiting for admission before 429.
+    pub max_waiting: usize,
+    /// Most requests decoding at once.
+    pub max_running: usize,
+    /// The model name clients use (default: the file's stem).
+    pub served_model_name: Option<String>,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Most tokens per forward pass.
+    pub token_budget: usize,
+    /// Element type of the KV cache.
+    pub kv_type: fak_model::KvType,
+}
+
+impl ServerConfig {
+    /// Defaults for `model`.
+    pub fn new(model: PathBuf) -> ServerConfig {
+        ServerConfig {
+            model,
+            host: "127.0.0.1".into(),
+            port: 8080,
+            threads: None,
+            ctx: None,
+            kv_mem_mib: None,
+            api_keys: Vec::new(),
+            max_waiting: 256,
+            max_running: 64,
+            served_model_name: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            block_size: fak_engine::DEFAULT_BLOCK_SIZE,
+            token_budget: fak_engine::DEFAULT_TOKEN_BUDGET,
+            kv_type: fak_model::KvType::F16,
+        }
+    }
+
+    /// The served model name.
+    pub fn model_name(&self) -> String {
+        self.served_model_name.clone().unwrap_or_else(|| {
+            self.model
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "fak".into())
+        })
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C: then it stops accepting
+/// (503), finishes the requests in flight, and returns.
+///
+/// # Errors
+///
+/// [`ServerError`] when the address cannot be bound, the model does not
+/// load, or the runtime fails.
+pub fn run(cfg: ServerConfig) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ServerError::Io)?;
+    rt.block_on(serve(cfg))
+}
+
+async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
+    let addr: SocketAddr = format!("{}:{}", cfg.host, cfg.port).parse().or_else(|_| {
+        std::net::ToSocketAddrs::to_socket_addrs(&(cfg.host.as_str(), cfg.port))
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| ServerError::BadAddress(format!("{}:{}", cfg.host, cfg.port)))
+    })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| ServerError::Bind(addr.to_string(), e))?;
+    let local = listener.local_addr().map_err(ServerError::Io)?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let (engine, loaded) = engine_thread::spawn(cfg.clone(), metrics.clone());
+    let state = handlers::AppState::new(cfg.clone(), engine.clone(), metrics);
+    let app = handlers::router(state.clone());
+    eprintln!(
+        "fak serve: listening on http://{local} (loading {})",
+        cfg.model.display()
+    );
+    // Watch the load in the background: /health says 503 until it is done.
+    let st = state.clone();
+    tokio::spawn(async move {
+        match loaded.await {
+            Ok(Ok(info)) => {
+                eprintln!(
+                    "fak serve: {} ready (n_ctx {}, {} KV blocks of {} tokens)",
+                    st.name(),
+                    info.n_ctx,
+                    info.n_blocks,
+                    info.block_size
+                );
+                st.set_loaded(info);
+            }
+            Ok(Err(e)) => {
+                eprintln!("fak: error: {e}");
+                st.set_failed(e.to_string());
+            }
+            Err(_) => st.set_failed("the engine thread stopped".into()),
+        }
+    });
+    let shutdown_state = state.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = shutdown_signal() => {},
+                _ = shutdown_state.stopped() => {},
+            }
+            eprintln!("fak serve: shutting down: finishing requests in flight");
+            shutdown_state.set_draining();
+        })
+        .await
+        .map_err(ServerError::Io)?;
+    let failed = state.load_failure();
+    engine.shutdown();
+    match failed {
+        Some(e) => Err(ServerError::Load(e)),
+        None => Ok(()),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,189 @@
+//! Prometheus metrics under the names that vLLM exports, which the Gateway
+//! API Inference Extension's model-server protocol and llm-d's router read
+//! (see deploy/README.md), so fak replicas pool behind them unchanged.
+//!
+//! Gauges and counters are set by the engine thread after every step;
+//! histograms are observed there as request events happen.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// `finished_reason` label of `vllm:request_success_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    /// `stop`, `length` or `abort`.
+    pub finished_reason: String,
+}
+
+/// Labels of `vllm:cache_config_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheConfig {
+    /// Tokens per KV block.
+    pub block_size: String,
+    /// KV blocks in the pool (vLLM's name; here they live in host memory).
+    pub num_gpu_blocks: String,
+}
+
+/// Every metric `/metrics` serves.
+pub struct Metrics {
+    registry: Registry,
+    pub running: Gauge,
+    pub waiting: Gauge,
+    pub kv_usage: Gauge<f64, AtomicU64>,
+    pub cache_config: Family<CacheConfig, Gauge>,
+    pub prefix_queries: Counter,
+    pub prefix_hits: Counter,
+    pub prompt_tokens: Counter,
+    pub generation_tokens: Counter,
+    pub preemptions: Counter,
+    pub success: Family<Reason, Counter>,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub e2e: Histogram,
+    pub queue_time: Histogram,
+}
+
+impl Metrics {
+    /// All metrics, registered and zero.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let running = Gauge::default();
+        let waiting = Gauge::default();
+        let kv_usage = Gauge::<f64, AtomicU64>::default();
+        let cache_config = Family::<CacheConfig, Gauge>::default();
+        let prefix_queries = Counter::default();
+        let prefix_hits = Counter::default();
+        let prompt_tokens = Counter::default();
+        let generation_tokens = Counter::default();
+        let preemptions = Counter::default();
+        let success = Family::<Reason, Counter>::default();
+        // 1 ms .. ~65 s.
+        let secs = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        let (ttft, itl, e2e, queue_time) = (secs(), secs(), secs(), secs());
+        let r = &mut registry;
+        r.register(
+            "vllm:num_requests_running",
+            "Requests admitted and not finished",
+            running.clone(),
+        );
+        r.register(
+            "vllm:num_requests_waiting",
+            "Requests waiting for KV blocks",
+            waiting.clone(),
+        );
+        r.register(
+            "vllm:kv_cache_usage_perc",
+            "Fraction of KV blocks in use (0-1)",
+            kv_usage.clone(),
+        );
+        r.register(
+            "vllm:cache_config_info",
+            "KV cache configuration",
+            cache_config.clone(),
+        );
+        r.register(
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache",
+            prefix_queries.clone(),
+        );
+        r.register(
+            "vllm:prefix_cache_hits",
+            "Prompt tokens found in the prefix cache",
+            prefix_hits.clone(),
+        );
+        r.register(
+            "vllm:prompt_tokens",
+            "Prompt tokens of admitted requests",
+            prompt_tokens.clone(),
+        );
+        r.register(
+            "vllm:generation_tokens",
+            "Tokens generated",
+            generation_tokens.clone(),
+        );
+        r.register(
+            "vllm:num_preemptions",
+            "Requests preempted (KV freed, recomputed later)",
+            preemptions.clone(),
+        );
+        r.register(
+            "vllm:request_success",
+            "Requests finished, by reason",
+            success.clone(),
+        );
+        r.register(
+            "vllm:time_to_first_token_seconds",
+            "Time from arrival to the first token",
+            ttft.clone(),
+        );
+        r.register(
+            "vllm:inter_token_latency_seconds",
+            "Time between consecutive tokens of a request",
+            itl.clone(),
+        );
+        r.register(
+            "vllm:e2e_request_latency_seconds",
+            "Time from arrival to the last token",
+            e2e.clone(),
+        );
+        r.register(
+            "vllm:request_queue_time_seconds",
+            "Time waiting for admission",
+            queue_time.clone(),
+        );
+        Metrics {
+            registry,
+            running,
+            waiting,
+            kv_usage,
+            cache_config,
+            prefix_queries,
+            prefix_hits,
+            prompt_tokens,
+            generation_tokens,
+            preemptions,
+            success,
+            ttft,
+            itl,
+            e2e,
+            queue_time,
+        }
+    }
+
+    /// The text exposition (OpenMetrics text, which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        if prometheus_client::encoding::text::encode(&mut s, &self.registry).is_err() {
+            s.clear();
+        }
+        s
+    }
+
+    /// Counts a finished request.
+    pub fn finished(&self, reason: &str) {
+        self.success
+            .get_or_create(&Reason {
+                finished_reason: reason.to_string(),
+            })
+            .inc();
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+/// Sets a counter to `to` (counters only grow; the engine's totals do).
+pub fn set_counter(c: &Counter, to: u64) {
+    let now = c.get();
+    if to > now {
+        c.inc_by(to - now);
+    }
+}
