@@ -144,8 +144,8 @@ fn system(json_out: bool) -> anyhow::Result<()> {
         .iter()
         .map(|i| i.to_string())
         .collect();
-    let threads = crate::bench::threads_or_all(None);
-    let cpu = crate::bench::cpu_model();
+    let threads = fak_bench::threads_or_all(None);
+    let cpu = fak_bench::cpu_model();
     let forced = std::env::var(fak_kernels::isa::ISA_ENV_VAR).ok();
     if json_out {
         println!(

@@ -4,16 +4,10 @@
 //! Machine-readable output (`--json`) goes to stdout; progress and timings
 //! go to stderr.
 
-mod bandwidth;
 mod bench;
-mod bench_batch;
-mod bench_context;
-mod bench_evict;
-mod bench_fleet;
 mod chat;
 mod generate;
 mod inspect;
-mod peak;
 mod project;
 mod quantize;
 mod serve;

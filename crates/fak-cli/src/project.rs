@@ -16,20 +16,17 @@
 //!            sha256 over the canonical serialization (sorted keys, compact)
 //! ```
 //!
-//! The model is in [`calc`]; reading rates files and measuring in-process is
-//! in [`inputs`]. A projection packet with `--fleet` also carries the
-//! calibration (projected vs measured agent-turns/s per fleet run);
-//! `fak project calibrate` prints just that.
-
-mod calc;
-mod inputs;
+//! The model, the rates files and the in-process measurement are in
+//! `fak_bench::project`; this module turns the flags into its params and
+//! prints. A projection packet with `--fleet` also carries the calibration
+//! (projected vs measured agent-turns/s per fleet run); `fak project
+//! calibrate` prints just that.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use serde_json::Value;
-
-use calc::{Inputs, Meta, ModelInfo, Recipe, Workload};
+use fak_bench::project::{self as proj, ProjectionParams, RatesParams};
+use fak_bench::Workload;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -114,7 +111,11 @@ struct CalibrateArgs {
 
 pub fn run(a: ProjectArgs) -> anyhow::Result<()> {
     match a.cmd {
-        Some(ProjectCmd::Validate(v)) => validate(&v),
+        Some(ProjectCmd::Validate(v)) => {
+            proj::validate_file(&v.packet)?;
+            println!("OK {}", v.packet.display());
+            Ok(())
+        }
         Some(ProjectCmd::Calibrate(c)) => calibrate(&c),
         None => projection(&a.proj),
     }
@@ -134,79 +135,38 @@ fn command_line() -> String {
         .join(" ")
 }
 
-/// The model's identity and every measured input (rates files, or a brief
-/// in-process measurement for the kinds not given).
-fn gather(r: &RatesArgs, fleet: Option<&PathBuf>) -> anyhow::Result<(ModelInfo, Inputs)> {
-    let path = r.model.as_ref().context("--model is required")?;
-    let model = inputs::model_info(path)?;
-    let rates = inputs::read_rates(&r.rates, &model, r.threads)?;
-    let fleet = fleet.map(|f| inputs::read_fleet(f, &model)).transpose()?;
-    let loaded = match (&rates.prefill, &rates.decode) {
-        (Some(_), Some(_)) => None,
-        _ => {
-            eprintln!("fak project: measuring the missing rates in-process (a few seconds)");
-            Some(inputs::load_model(path, r.threads)?)
-        }
-    };
-    // Context points come with a single-stream file (if it has them), or
-    // are measured in-process along with the prefill rates.
-    let context = match (rates.context, rates.prefill.is_some(), &loaded) {
-        (Some(c), _, _) => Some(c),
-        (None, false, Some(m)) => Some(inputs::measure_context(m)?),
-        _ => None,
-    };
-    let prefill = match (rates.prefill, &loaded) {
-        (Some(p), _) => p,
-        (None, Some(m)) => inputs::measure_prefill(m)?,
-        (None, None) => bail!("no prefill rates"),
-    };
-    let decode = match (rates.decode, &loaded) {
-        (Some(d), _) => d,
-        (None, Some(m)) => inputs::measure_decode(m)?,
-        (None, None) => bail!("no batched decode rates"),
-    };
-    Ok((
-        model,
-        Inputs {
-            prefill_tok_s: prefill,
-            batch_decode_tok_s: decode,
-            decode_at_context: context,
-            fleet,
-        },
-    ))
+impl RatesArgs {
+    fn params(&self) -> anyhow::Result<RatesParams> {
+        Ok(RatesParams {
+            model: self.model.clone().context("--model is required")?,
+            rates: self.rates.clone(),
+            threads: self.threads,
+        })
+    }
 }
 
 fn projection(a: &ProjectionArgs) -> anyhow::Result<()> {
     let (Some(agents), Some(turns), Some(prefix)) = (a.agents, a.turns, a.prefix) else {
         bail!("give --agents, --turns and --prefix");
     };
-    let workload = Workload {
-        agents,
-        turns,
-        prefix,
-        decode: a.decode,
-        result: a.result,
-    };
-    if [agents, turns, prefix, a.decode, a.result].contains(&0) {
-        bail!("--agents, --turns, --prefix, --decode and --result must all be at least 1");
-    }
-    let (model, inputs) = gather(&a.rates, a.fleet.as_ref())?;
-    let recipe = Recipe {
-        meta: Meta {
-            engine_version: env!("CARGO_PKG_VERSION").to_string(),
-            command: command_line(),
+    let packet = proj::projection(&ProjectionParams {
+        rates: a.rates.params()?,
+        workload: Workload {
+            prefix,
+            turns,
+            agents,
+            decode: a.decode,
+            result: a.result,
         },
-        model,
-        workload,
-        inputs,
-    };
-    let packet = calc::packet(recipe)?;
+        fleet: a.fleet.clone(),
+        command: command_line(),
+    })?;
     let text = serde_json::to_string_pretty(&packet)?;
     if let Some(out) = &a.out {
         std::fs::write(out, format!("{text}\n"))
             .with_context(|| format!("writing {}", out.display()))?;
     }
-    let table = packet_table(&packet);
+    let table = proj::packet_table(&packet);
     if a.json {
         eprint!("{table}");
         println!("{text}");
@@ -219,130 +179,12 @@ fn projection(a: &ProjectionArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Output figures in the order the table shows them.
-const TABLE_ORDER: &[&str] = &[
-    "agent_turns_per_s",
-    "wall_s",
-    "prefix_s",
-    "ingest_s_per_turn",
-    "decode_step_s",
-    "ttft_ms",
-    "kv_bytes",
-    "no_reuse_agent_turns_per_s",
-    "no_reuse_wall_s",
-    "no_reuse_prefix_s",
-    "no_reuse_kv_bytes",
-    "reuse_speedup",
-    "prefill_tok_s_at_prefix",
-    "prefill_tok_s_at_ingest",
-    "batch_decode_tok_s_at_agents",
-];
-
-fn int(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
-fn num(v: &Value, path: &[&str]) -> f64 {
-    path.iter()
-        .try_fold(v, |v, k| v.get(*k))
-        .and_then(Value::as_f64)
-        .unwrap_or(f64::NAN)
-}
-
-/// Human summary of a packet.
-fn packet_table(p: &Value) -> String {
-    let w = &p["workload"];
-    let mut s = format!(
-        "MODELED projection for {} | A={} T={} P={} D={} R={}\n",
-        p["model"]["file"].as_str().unwrap_or("?"),
-        int(&w["agents"]),
-        int(&w["turns"]),
-        int(&w["prefix"]),
-        int(&w["decode"]),
-        int(&w["result"])
-    );
-    s.push_str(&format!(
-        "{:<28} {:>16} {:>14}\n",
-        "figure (MODELED)", "value", "unit"
-    ));
-    let o = &p["outputs"];
-    let mut keys: Vec<&str> = TABLE_ORDER.to_vec();
-    for k in o.as_object().into_iter().flat_map(|m| m.keys()) {
-        if !keys.contains(&k.as_str()) {
-            keys.push(k);
-        }
-    }
-    for k in keys {
-        let Some(f) = o.get(k) else { continue };
-        let unit = f["unit"].as_str().unwrap_or("");
-        let v = f["value"].as_f64().unwrap_or(f64::NAN);
-        let (v, unit) = match unit {
-            "bytes" => (v / (1024.0 * 1024.0), "MiB"),
-            u => (v, u),
-        };
-        s.push_str(&format!("{k:<28} {v:>16.4} {unit:>14}\n"));
-    }
-    for n in p["notes"].as_array().into_iter().flatten() {
-        s.push_str(&format!("note: {}\n", n.as_str().unwrap_or("")));
-    }
-    if p.get("calibration").is_some() {
-        s.push_str(&calibration_table(&p["calibration"]));
-    }
-    s
-}
-
-fn calibration_table(c: &Value) -> String {
-    let mut s = format!(
-        "{:>5} {:>3} {:>3} {:>3} {:>4} {:>12} {:>12} {:>9}\n",
-        "P", "T", "A", "D", "R", "projected", "measured", "rel err"
-    );
-    for r in c["runs"].as_array().into_iter().flatten() {
-        let sh = &r["shape"];
-        s.push_str(&format!(
-            "{:>5} {:>3} {:>3} {:>3} {:>4} {:>12.3} {:>12.3} {:>8.1}%\n",
-            int(&sh["prefix"]),
-            int(&sh["turns"]),
-            int(&sh["agents"]),
-            int(&sh["decode"]),
-            int(&sh["result"]),
-            num(r, &["projected_agent_turns_per_s", "value"]),
-            num(r, &["measured_agent_turns_per_s", "value"]),
-            100.0 * num(r, &["rel_err"])
-        ));
-    }
-    s.push_str(&format!(
-        "mean |rel err| over {} runs: {:.1}%, mean |err| {:.3} agent-turns/s (MODELED vs MEASURED)\n",
-        int(&c["n_runs"]),
-        100.0 * num(c, &["mean_abs_rel_err"]),
-        num(c, &["mean_abs_err"])
-    ));
-    s
-}
-
-fn validate(a: &ValidateArgs) -> anyhow::Result<()> {
-    let p = &a.packet;
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-    let v: Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
-    calc::validate(&v).with_context(|| format!("{} is not valid", p.display()))?;
-    println!("OK {}", p.display());
-    Ok(())
-}
-
 fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
-    let (model, inputs) = gather(&a.rates, Some(&a.fleet))?;
-    let c = calc::calibrate(&model, &inputs)?.context("no fleet runs")?;
+    let out = proj::calibration(&a.rates.params()?, &a.fleet)?;
     if a.json {
-        let out = serde_json::json!({
-            "schema": "fak-project-calibration/1",
-            "label": calc::MODELED,
-            "model": model,
-            "inputs": inputs,
-            "calibration": c,
-        });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", calibration_table(&c));
+        print!("{}", proj::calibration_table(&out["calibration"]));
     }
     Ok(())
 }

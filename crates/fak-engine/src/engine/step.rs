@@ -197,7 +197,8 @@ impl Engine<'_> {
     }
 
     /// One pass: decode tokens round-robin, then prefill chunks oldest
-    /// first, within the token budget.
+    /// first, within the token budget (decode leaves at least one token to
+    /// a pending prefill when the budget is above 1).
     fn plan(&mut self) -> Vec<Item> {
         let mut budget = self.cfg.token_budget;
         let mut plan = Vec::new();
@@ -215,7 +216,23 @@ impl Engine<'_> {
         if !decoding.is_empty() {
             let n = decoding.len();
             let start = self.cursor % n;
-            let take = n.min(budget);
+            // Leave a token of the budget to a pending prefill: with decode
+            // taking it all, at most `token_budget` requests ever decoded
+            // and the others waited, unprefilled, until one finished (found
+            // by tests/engine.rs, round-robin). With a budget of 1, decode
+            // still goes first.
+            let prefilling = self.running.iter().any(|&s| {
+                self.slots[s as usize]
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.phase == Phase::Prefill && l.fed < l.input.len())
+            });
+            let cap = if prefilling && budget > 1 {
+                budget - 1
+            } else {
+                budget
+            };
+            let take = n.min(cap);
             for k in 0..take {
                 let slot = decoding[(start + k) % n];
                 if let Some(l) = self.slots[slot as usize].live.as_ref() {

@@ -24,25 +24,18 @@
 //! The rates are measured at short contexts; `f` adds what attending over a
 //! fleet's growing contexts costs, turn by turn.
 
-pub use crate::bench_context::ContextPoint;
+pub use crate::context::ContextPoint;
+pub use crate::fleet::Workload;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+
+use crate::error::{input, json, Result};
 
 /// Schema tag of a projection packet.
 pub const SCHEMA: &str = "fak-project/1";
 /// The label every projected figure carries.
 pub const MODELED: &str = "MODELED";
-
-/// One fleet workload shape (the names match `fak-bench-fleet/1`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Workload {
-    pub agents: usize,
-    pub turns: usize,
-    pub prefix: usize,
-    pub decode: usize,
-    pub result: usize,
-}
 
 /// What the model file contributes: its identity and KV geometry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -262,8 +255,7 @@ pub struct Projection {
 }
 
 /// Projects `w` from the measured inputs and the model's KV geometry.
-pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Result<Projection> {
-    use anyhow::Context;
+pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> Result<Projection> {
     let psrc = &inputs.prefill_tok_s.source;
     let dsrc = &inputs.batch_decode_tok_s.source;
     let ppts: Vec<(usize, f64)> = inputs
@@ -279,7 +271,7 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
         .map(|p| (p.batch, p.tok_s))
         .collect();
     if ppts.iter().chain(&dpts).any(|p| p.1.is_nan() || p.1 <= 0.0) {
-        anyhow::bail!("every measured rate must be a positive number");
+        return Err(input("every measured rate must be a positive number"));
     }
     let (a, t, p, d, r) = (
         w.agents as f64,
@@ -290,11 +282,11 @@ pub fn project(w: &Workload, model: &ModelInfo, inputs: &Inputs) -> anyhow::Resu
     );
     let ingest_tokens = w.agents.saturating_mul(w.result.saturating_add(1));
     let rp_prefix = interp_log(&ppts, w.prefix, "prefill_tok_s", psrc)
-        .context("no positive prefill rate in the inputs")?;
+        .ok_or_else(|| input("no positive prefill rate in the inputs"))?;
     let rp_ingest = interp_log(&ppts, ingest_tokens, "prefill_tok_s", psrc)
-        .context("no positive prefill rate in the inputs")?;
+        .ok_or_else(|| input("no positive prefill rate in the inputs"))?;
     let rd = interp_log(&dpts, w.agents, "batch_decode_tok_s", dsrc)
-        .context("no positive batched decode rate in the inputs")?;
+        .ok_or_else(|| input("no positive batched decode rate in the inputs"))?;
     let attn = attention_cost(inputs.decode_at_context.as_ref());
     let mut notes: Vec<String> = Vec::new();
     if attn.rests_on.is_empty() {
@@ -469,7 +461,7 @@ fn attention_cost(pts: Option<&Measured<ContextPoint>>) -> AttentionCost {
 }
 
 /// Projected vs measured agent-turns/s for every measured fleet run.
-pub fn calibrate(model: &ModelInfo, inputs: &Inputs) -> anyhow::Result<Option<Value>> {
+pub fn calibrate(model: &ModelInfo, inputs: &Inputs) -> Result<Option<Value>> {
     let Some(fleet) = &inputs.fleet else {
         return Ok(None);
     };
@@ -510,7 +502,7 @@ pub fn calibrate(model: &ModelInfo, inputs: &Inputs) -> anyhow::Result<Option<Va
 }
 
 /// The packet of `r`, without `packet_sha256`.
-pub fn packet_body(r: &Recipe) -> anyhow::Result<Value> {
+pub fn packet_body(r: &Recipe) -> Result<Value> {
     let pr = project(&r.workload, &r.model, &r.inputs)?;
     let mut outputs = serde_json::Map::new();
     for (k, f) in &pr.figures {
@@ -593,15 +585,12 @@ fn write_canonical(v: &Value, out: &mut String) {
 
 /// Hex SHA-256 of the canonical serialization of `v`.
 pub fn sha256_canonical(v: &Value) -> String {
-    Sha256::digest(canonical(v).as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex(&Sha256::digest(canonical(v).as_bytes()))
 }
 
 /// Normalizes a recipe to what a reader of its JSON text gets back, so a
 /// packet rebuilt from its own text reproduces the same f64 operations.
-pub fn settle(r: Recipe) -> anyhow::Result<Recipe> {
+pub fn settle(r: Recipe) -> Result<Recipe> {
     let mut cur = r;
     for _ in 0..8 {
         let text = serde_json::to_string(&cur)?;
@@ -615,7 +604,7 @@ pub fn settle(r: Recipe) -> anyhow::Result<Recipe> {
 }
 
 /// The full packet of `r`: its body plus `packet_sha256`.
-pub fn packet(r: Recipe) -> anyhow::Result<Value> {
+pub fn packet(r: Recipe) -> Result<Value> {
     let r = settle(r)?;
     let mut body = packet_body(&r)?;
     let sha = sha256_canonical(&body);
@@ -653,28 +642,33 @@ pub fn first_diff(path: &str, want: &Value, got: &Value) -> Option<String> {
 
 /// Checks a packet: rebuilds it from its own inputs and compares every
 /// field, then checks `packet_sha256`. Returns the first mismatch.
-pub fn validate(packet: &Value) -> anyhow::Result<()> {
-    use anyhow::{bail, Context};
+pub fn validate(packet: &Value) -> Result<()> {
     let Some(obj) = packet.as_object() else {
-        bail!("a packet is a JSON object");
+        return Err(input("a packet is a JSON object"));
     };
     if obj.get("schema").and_then(Value::as_str) != Some(SCHEMA) {
-        bail!("not a {SCHEMA} packet (schema is {:?})", obj.get("schema"));
+        return Err(input(format!(
+            "not a {SCHEMA} packet (schema is {:?})",
+            obj.get("schema")
+        )));
     }
-    let recipe: Recipe = serde_json::from_value(packet.clone())
-        .context("reading the packet's meta, model, workload and inputs")?;
+    let recipe: Recipe = serde_json::from_value(packet.clone()).map_err(json(
+        "reading the packet's meta, model, workload and inputs",
+    ))?;
     let mut body = obj.clone();
     let claimed = body
         .remove("packet_sha256")
-        .context("packet_sha256 is missing")?;
+        .ok_or_else(|| input("packet_sha256 is missing"))?;
     let body = Value::Object(body);
     let want = packet_body(&recipe)?;
     if let Some(d) = first_diff("", &want, &body) {
-        bail!("mismatch at {}", d.trim_start_matches('.'));
+        return Err(input(format!("mismatch at {}", d.trim_start_matches('.'))));
     }
     let sha = sha256_canonical(&body);
     if claimed.as_str() != Some(sha.as_str()) {
-        bail!("packet_sha256 mismatch: packet has {claimed}, its contents hash to {sha}");
+        return Err(input(format!(
+            "packet_sha256 mismatch: packet has {claimed}, its contents hash to {sha}"
+        )));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `fak bench evict`: the cost of removing a span from one sequence.
 //!
 //! ```text
-//!   tokens: LCG ids 1..=L (one stream, see bench.rs); span = [at, at + S)
+//!   tokens: LCG ids 1..=L (one stream, crate::LcgIds); span = [at, at + S)
 //!   root  = the L tokens, computed once (untimed); every rep forks it
 //!   exact    evict(fork, span, Exact)   truncate to `at`, recompute the tail   (timed)
 //!   reingest fork of the first `at` tokens, ingest ids at+S..L               (timed)
@@ -10,7 +10,7 @@
 //!   span     fork of the first `at` tokens, ingest the span's S tokens        (timed)
 //! ```
 //!
-//! With `--at L - S - k` the span is the sequence's last S tokens but k: an
+//! With `at = L - S - k` the span is the sequence's last S tokens but k: an
 //! agent evicting its last tool result (S = R) with the k tokens it
 //! generated after it; `exact / span` is then "eviction cost over that
 //! result's ingest cost".
@@ -19,40 +19,32 @@
 //! should equal `reingest`; `full` is what an engine without exact
 //! eviction would pay.
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
-use anyhow::bail;
 use fak_engine::{EvictMode, PagedKvConfig, PrefixCache, Sequences, Tenant};
 use serde::Serialize;
 
-use crate::bench::{cpu_model, load_model, median, model_file_name, sha256_file, LcgIds};
-use crate::ModelArgs;
+use crate::error::{params, Result};
+use crate::{median, LcgIds, ModelSpec, RunHeader};
 
 /// Schema tag of [`EvictReport`].
 pub const SCHEMA: &str = "fak-bench-evict/1";
 
-#[derive(clap::Args)]
-pub struct BenchEvictArgs {
-    #[command(flatten)]
-    model: ModelArgs,
+/// What `fak bench evict` measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub model: ModelSpec,
     /// Sequence length L.
-    #[arg(long, default_value_t = 1100)]
-    len: usize,
+    pub len: usize,
     /// Span length S.
-    #[arg(long, default_value_t = 64)]
-    span: usize,
-    /// Span start (default: the middle of the sequence).
-    #[arg(long)]
-    at: Option<usize>,
+    pub span: usize,
+    /// Span start (`None`: the middle of the sequence).
+    pub at: Option<usize>,
     /// Measured repetitions (median reported).
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
+    pub reps: usize,
     /// Most tokens per forward call.
-    #[arg(long, default_value_t = 512)]
-    ubatch: usize,
-    /// Print one JSON report on stdout instead of a table.
-    #[arg(long)]
-    json: bool,
+    pub ubatch: usize,
 }
 
 /// Median seconds of each operation.
@@ -75,13 +67,9 @@ pub struct EvictTimes {
 /// The JSON report.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvictReport {
-    pub schema: &'static str,
-    pub engine: &'static str,
-    pub cpu: String,
-    pub isa: String,
-    pub threads: usize,
-    pub model: String,
-    pub model_sha256: String,
+    /// Every key but `engine_version`, which this schema never had.
+    #[serde(flatten)]
+    pub header: RunHeader,
     pub len: usize,
     pub span: usize,
     pub at: usize,
@@ -90,23 +78,27 @@ pub struct EvictReport {
     pub times: EvictTimes,
 }
 
-pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
-    let at = a.at.unwrap_or(a.len.saturating_sub(a.span) / 2);
-    if a.reps == 0 || a.span == 0 || at == 0 || at + a.span >= a.len {
-        bail!(
+/// Runs the protocol (see the module docs); progress lines on stderr.
+///
+/// # Errors
+///
+/// A span that is empty or not strictly inside the sequence, `reps` of 0,
+/// loading the model, model and KV errors.
+pub fn run(p: &Params) -> Result<EvictReport> {
+    let at = p.at.unwrap_or(p.len.saturating_sub(p.span) / 2);
+    if p.reps == 0 || p.span == 0 || at == 0 || at + p.span >= p.len {
+        return Err(params(format!(
             "need reps >= 1, span >= 1 and 0 < at, at + span < len (got at {at}, span {}, len {})",
-            a.span,
-            a.len
-        );
+            p.span, p.len
+        )));
     }
-    let path = &a.model.model;
-    let model = load_model(&a.model)?;
-    let ids: Vec<u32> = LcgIds::take(model.config().n_vocab, a.len);
-    let tail: Vec<u32> = ids[at + a.span..].to_vec();
+    let model = p.model.load()?;
+    let ids: Vec<u32> = LcgIds::take(model.config().n_vocab, p.len);
+    let tail: Vec<u32> = ids[at + p.span..].to_vec();
     let remaining: Vec<u32> = [&ids[..at], &tail[..]].concat();
-    let sizes = PagedKvConfig::for_sequences(16, 6, a.len + 16);
-    let mut seqs = Sequences::new(&model, sizes, PrefixCache::Off, a.ubatch)?;
-    eprintln!("bench evict: computing the {}-token sequence", a.len);
+    let sizes = PagedKvConfig::for_sequences(16, 6, p.len + 16);
+    let mut seqs = Sequences::new(&model, sizes, PrefixCache::Off, p.ubatch)?;
+    eprintln!("bench evict: computing the {}-token sequence", p.len);
     let root = seqs.create(Tenant(0));
     seqs.ingest(&model, root, &ids)?;
     let mut exact = Vec::new();
@@ -114,11 +106,11 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
     let mut shift = Vec::new();
     let mut full = Vec::new();
     let mut span_in = Vec::new();
-    let span_ids: Vec<u32> = ids[at..at + a.span].to_vec();
-    for rep in 0..=a.reps {
+    let span_ids: Vec<u32> = ids[at..at + p.span].to_vec();
+    for rep in 0..=p.reps {
         let s = seqs.fork(root)?;
         let t = Instant::now();
-        seqs.evict(&model, s, at..at + a.span, EvictMode::Exact)?;
+        seqs.evict(&model, s, at..at + p.span, EvictMode::Exact)?;
         let e = t.elapsed().as_secs_f64();
         seqs.free(s)?;
 
@@ -131,7 +123,7 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
 
         let s = seqs.fork(root)?;
         let t = Instant::now();
-        seqs.evict(&model, s, at..at + a.span, EvictMode::Shift)?;
+        seqs.evict(&model, s, at..at + p.span, EvictMode::Shift)?;
         let sh = t.elapsed().as_secs_f64();
         seqs.free(s)?;
 
@@ -153,22 +145,18 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
             shift.push(sh);
             full.push(f);
         }
-        eprintln!("bench evict: rep {rep}/{} done", a.reps);
+        eprintln!("bench evict: rep {rep}/{} done", p.reps);
     }
     let (e, r) = (median(&exact), median(&reingest));
-    let report = EvictReport {
-        schema: SCHEMA,
-        engine: "fak",
-        cpu: cpu_model(),
-        isa: fak_kernels::isa().name().to_string(),
-        threads: model.threads(),
-        model: model_file_name(path),
-        model_sha256: sha256_file(path)?,
-        len: a.len,
-        span: a.span,
+    let mut header = RunHeader::model_run(SCHEMA, &p.model.path, &model)?;
+    header.engine_version = None;
+    Ok(EvictReport {
+        header,
+        len: p.len,
+        span: p.span,
         at,
         tail_tokens: tail.len(),
-        reps: a.reps,
+        reps: p.reps,
         times: EvictTimes {
             exact_s: e,
             reingest_s: r,
@@ -180,25 +168,24 @@ pub fn run(a: BenchEvictArgs) -> anyhow::Result<()> {
             exact_s_reps: exact,
             reingest_s_reps: reingest,
         },
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let t = &report.times;
-        println!(
-            "remove {} of {} tokens at {} ({} tail tokens):",
-            a.span,
-            a.len,
-            at,
-            tail.len()
+    })
+}
+
+impl EvictReport {
+    /// Human-readable summary.
+    pub fn table(&self) -> String {
+        let t = &self.times;
+        let mut s = format!(
+            "remove {} of {} tokens at {} ({} tail tokens):\n",
+            self.span, self.len, self.at, self.tail_tokens
         );
-        println!("  exact evict      {:>9.1} ms", t.exact_s * 1e3);
-        println!("  re-ingest tail   {:>9.1} ms", t.reingest_s * 1e3);
-        println!("  exact/re-ingest  {:>9.3}", t.exact_over_reingest);
-        println!("  shift (approx.)  {:>9.1} ms", t.shift_s * 1e3);
-        println!("  ingest the span  {:>9.1} ms", t.span_ingest_s * 1e3);
-        println!("  exact/span       {:>9.3}", t.exact_over_span_ingest);
-        println!("  full recompute   {:>9.1} ms", t.full_recompute_s * 1e3);
+        let _ = writeln!(s, "  exact evict      {:>9.1} ms", t.exact_s * 1e3);
+        let _ = writeln!(s, "  re-ingest tail   {:>9.1} ms", t.reingest_s * 1e3);
+        let _ = writeln!(s, "  exact/re-ingest  {:>9.3}", t.exact_over_reingest);
+        let _ = writeln!(s, "  shift (approx.)  {:>9.1} ms", t.shift_s * 1e3);
+        let _ = writeln!(s, "  ingest the span  {:>9.1} ms", t.span_ingest_s * 1e3);
+        let _ = writeln!(s, "  exact/span       {:>9.3}", t.exact_over_span_ingest);
+        let _ = writeln!(s, "  full recompute   {:>9.1} ms", t.full_recompute_s * 1e3);
+        s
     }
-    Ok(())
 }

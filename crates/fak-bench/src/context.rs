@@ -22,7 +22,8 @@ use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
 use fak_model::{Model, SeqId};
 use serde::{Deserialize, Serialize};
 
-use crate::bench::{median, LcgIds};
+use crate::error::Result;
+use crate::{appends, median, LcgIds};
 
 /// Timed decode steps per context.
 pub const CONTEXT_STEPS: usize = 8;
@@ -55,7 +56,7 @@ fn one() -> usize {
 /// # Errors
 ///
 /// Model and KV errors.
-pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> anyhow::Result<Vec<ContextPoint>> {
+pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> Result<Vec<ContextPoint>> {
     let mut cs: Vec<usize> = contexts.iter().copied().filter(|&c| c > 0).collect();
     cs.sort_unstable();
     cs.dedup();
@@ -86,7 +87,7 @@ pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> anyhow::Result<V
         let mut times = Vec::with_capacity(CONTEXT_STEPS);
         for step in 0..=CONTEXT_STEPS {
             let toks: Vec<[u32; 1]> = ids.by_ref().take(CONTEXT_BATCH).map(|t| [t]).collect();
-            let items = crate::bench::appends(&agents, &toks);
+            let items = appends(&agents, &toks);
             let t0 = Instant::now();
             seqs.step_with(model, &items, |_, row| {
                 sink += row.first().copied().unwrap_or(0.0)

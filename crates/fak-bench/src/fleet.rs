@@ -3,7 +3,7 @@
 //! greedily. Shared with `bench/peers/llamacpp.py fleet`:
 //!
 //! ```text
-//!   one LCG stream per run (see bench.rs): prefix = ids 1..=P, then for
+//!   one LCG stream per run (crate::LcgIds): prefix = ids 1..=P, then for
 //!   turn t, agent a (turn-major): that agent's R result ids
 //!   turn ingest = [previous turn's last generated token] + R result ids
 //!   wall clock  = prefix + every turn of every agent
@@ -12,22 +12,22 @@
 //!
 //! fak computes the prefix once and forks every agent from it; turns run
 //! through the fleet scheduler without a barrier between agents (an agent
-//! starts its next turn as soon as its previous one is done). `--ablation`
+//! starts its next turn as soon as its previous one is done). The ablation
 //! repeats the run with no reuse: every agent prefills the prefix itself.
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
 use fak_engine::{
     AgentId, Fleet, FleetConfig, FleetEvent, PagedKvConfig, PrefixCache, SamplingParams, Tenant,
 };
-use fak_model::Model;
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use fak_model::{KvType, Model};
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::bench::{cpu_model, load_model, model_file_name, sha256_file, LcgIds};
-use crate::ModelArgs;
+use crate::error::{params, Result};
+use crate::{hex, percentile, LcgIds, ModelSpec, RunHeader};
 
 /// Schema tag of [`FleetReport`].
 pub const SCHEMA: &str = "fak-bench-fleet/1";
@@ -35,18 +35,38 @@ const TOKEN_STREAM: &str = "lcg state0=2463534242 mul=6364136223846793005 \
     inc=1442695040888963407 id_n=(state_n>>33)%n_vocab from state_1; one stream per run; \
     prefix ids 1..P, then per turn t, per agent a (turn-major) R result ids";
 
-/// One workload shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Shape {
+/// One fleet workload: what `fak bench fleet` runs and what `fak project`
+/// projects. Its keys are those of a `fak-bench-fleet/1` run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Shared prefix tokens P.
     pub prefix: usize,
+    /// Turns T per agent.
     pub turns: usize,
+    /// Agents A.
     pub agents: usize,
+    /// Tokens D decoded per turn.
     pub decode: usize,
+    /// Result tokens R ingested per turn.
     pub result: usize,
 }
 
+impl Workload {
+    /// Whether every count is at least 1.
+    pub fn is_nonzero(&self) -> bool {
+        ![
+            self.prefix,
+            self.turns,
+            self.agents,
+            self.decode,
+            self.result,
+        ]
+        .contains(&0)
+    }
+}
+
 /// The named profiles: every combination of their lists.
-pub fn profile(name: &str) -> Option<Vec<Shape>> {
+pub fn profile(name: &str) -> Option<Vec<Workload>> {
     let (p, ts, as_, d, r): (usize, &[usize], &[usize], usize, usize) = match name {
         "probe" => (1024, &[10], &[8], 32, 64),
         "interactive" => (2048, &[10, 20], &[8, 12, 16, 20], 64, 256),
@@ -57,7 +77,7 @@ pub fn profile(name: &str) -> Option<Vec<Shape>> {
     Some(
         ts.iter()
             .flat_map(|&t| {
-                as_.iter().map(move |&a| Shape {
+                as_.iter().map(move |&a| Workload {
                     prefix: p,
                     turns: t,
                     agents: a,
@@ -69,44 +89,28 @@ pub fn profile(name: &str) -> Option<Vec<Shape>> {
     )
 }
 
-#[derive(clap::Args)]
-pub struct BenchFleetArgs {
-    #[command(flatten)]
-    model: ModelArgs,
-    /// A named workload: probe, interactive, long, bounded-long.
-    #[arg(long, conflicts_with_all = ["prefix", "turns", "agents", "decode", "result"])]
-    profile: Option<String>,
-    /// Shared prefix tokens P.
-    #[arg(long)]
-    prefix: Option<usize>,
-    /// Turns T per agent.
-    #[arg(long)]
-    turns: Option<usize>,
-    /// Agents A.
-    #[arg(long)]
-    agents: Option<usize>,
-    /// Tokens D decoded per turn.
-    #[arg(long, default_value_t = 32)]
-    decode: usize,
-    /// Result tokens R ingested per turn.
-    #[arg(long, default_value_t = 64)]
-    result: usize,
+/// Which workloads a fleet benchmark runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workloads {
+    /// A named profile ([`profile`]): probe, interactive, long, bounded-long.
+    Profile(String),
+    /// One workload.
+    One(Workload),
+}
+
+/// What `fak bench fleet` measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub model: ModelSpec,
+    pub workloads: Workloads,
     /// Also run with no reuse (every agent prefills the prefix itself).
-    #[arg(long)]
-    ablation: bool,
+    pub ablation: bool,
     /// Most tokens per forward pass.
-    #[arg(long, default_value_t = 512)]
-    budget: usize,
-    /// Tokens per KV block (fleets' long contexts read faster in longer
-    /// blocks; see `fak_engine::FLEET_BLOCK_SIZE`).
-    #[arg(long, default_value_t = fak_engine::FLEET_BLOCK_SIZE)]
-    block_size: usize,
+    pub budget: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
     /// Element type of the KV cache.
-    #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
-    pub kv_type: crate::KvTypeArg,
-    /// Print one JSON report on stdout instead of a table.
-    #[arg(long)]
-    json: bool,
+    pub kv_type: KvType,
 }
 
 /// Measurements of one run.
@@ -126,12 +130,12 @@ pub struct RunResult {
     pub status: String,
 }
 
-/// One shape's row of the report.
+/// One workload's row of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetRun {
     pub profile: Option<String>,
     #[serde(flatten)]
-    pub shape: Shape,
+    pub shape: Workload,
     #[serde(flatten)]
     pub result: RunResult,
     /// The no-reuse run (internal comparison, not the headline).
@@ -142,14 +146,8 @@ pub struct FleetRun {
 /// The JSON report (shared schema with the llama.cpp peer).
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetReport {
-    pub schema: &'static str,
-    pub engine: &'static str,
-    pub engine_version: String,
-    pub cpu: String,
-    pub isa: String,
-    pub threads: usize,
-    pub model: String,
-    pub model_sha256: String,
+    #[serde(flatten)]
+    pub header: RunHeader,
     pub kv: &'static str,
     pub kv_type: &'static str,
     pub block_size: usize,
@@ -159,7 +157,7 @@ pub struct FleetReport {
 }
 
 /// The prefix and every agent's per-turn results of one run.
-pub fn fleet_ids(n_vocab: usize, s: &Shape) -> (Vec<u32>, Vec<Vec<Vec<u32>>>) {
+pub fn fleet_ids(n_vocab: usize, s: &Workload) -> (Vec<u32>, Vec<Vec<Vec<u32>>>) {
     let mut st = LcgIds::new(n_vocab);
     let prefix: Vec<u32> = st.by_ref().take(s.prefix).collect();
     let mut results = vec![Vec::with_capacity(s.turns); s.agents];
@@ -169,17 +167,6 @@ pub fn fleet_ids(n_vocab: usize, s: &Shape) -> (Vec<u32>, Vec<Vec<Vec<u32>>>) {
         }
     }
     (prefix, results)
-}
-
-/// Nearest-rank percentile of an unsorted sample (0 when empty).
-fn percentile(xs: &[f64], p: f64) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
 }
 
 /// The process's peak resident set (VmHWM), in MiB; 0 if unknown.
@@ -199,13 +186,13 @@ enum Reuse {
 
 fn run_shape(
     model: &Model,
-    s: &Shape,
-    a: &BenchFleetArgs,
+    s: &Workload,
+    p: &Params,
     reuse: Reuse,
     bar: &ProgressBar,
-) -> anyhow::Result<RunResult> {
+) -> Result<RunResult> {
     let (prefix, results) = fleet_ids(model.config().n_vocab, s);
-    let bs = a.block_size.max(1);
+    let bs = p.block_size.max(1);
     let per_agent = (s.turns * (s.result + s.decode)).div_ceil(bs) + 2;
     let n_blocks = match reuse {
         Reuse::Fork => s.prefix.div_ceil(bs) + 1 + s.agents * per_agent,
@@ -215,9 +202,9 @@ fn run_shape(
         kv: PagedKvConfig {
             block_size: bs,
             n_blocks,
-            kv_type: a.kv_type.into(),
+            kv_type: p.kv_type,
         },
-        token_budget: a.budget,
+        token_budget: p.budget,
         prefix_cache: match reuse {
             Reuse::Fork => PrefixCache::On,
             Reuse::None => PrefixCache::Off,
@@ -285,88 +272,79 @@ fn run_shape(
         tokens_reused: c.tokens_reused,
         forward_passes: c.passes,
         peak_rss_mb: peak_rss_mb(),
-        generated_sha256: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+        generated_sha256: hex(&h.finalize()),
         status: "ok".into(),
     })
 }
 
-pub fn run(a: BenchFleetArgs) -> anyhow::Result<()> {
-    let shapes = match &a.profile {
-        Some(p) => profile(p).with_context(|| {
-            format!("unknown profile {p:?} (probe, interactive, long, bounded-long)")
-        })?,
-        None => match (a.prefix, a.turns, a.agents) {
-            (Some(prefix), Some(turns), Some(agents)) => vec![Shape {
-                prefix,
-                turns,
-                agents,
-                decode: a.decode,
-                result: a.result,
-            }],
-            _ => bail!("give --profile NAME, or --prefix, --turns and --agents"),
-        },
+/// Runs every workload of `p` (and its ablation when asked), with a
+/// progress bar on stderr.
+///
+/// # Errors
+///
+/// An unknown profile, a workload count of 0, loading the model, model,
+/// KV and fleet errors.
+pub fn run(p: &Params) -> Result<FleetReport> {
+    let (name, shapes) = match &p.workloads {
+        Workloads::Profile(name) => (
+            Some(name.clone()),
+            profile(name).ok_or_else(|| {
+                params(format!(
+                    "unknown profile {name:?} (probe, interactive, long, bounded-long)"
+                ))
+            })?,
+        ),
+        Workloads::One(w) => (None, vec![*w]),
     };
-    if shapes
-        .iter()
-        .any(|s| s.prefix == 0 || s.turns == 0 || s.agents == 0 || s.decode == 0 || s.result == 0)
-    {
-        bail!("--prefix, --turns, --agents, --decode and --result must all be at least 1");
+    if !shapes.iter().all(Workload::is_nonzero) {
+        return Err(params(
+            "--prefix, --turns, --agents, --decode and --result must all be at least 1",
+        ));
     }
-    let path = &a.model.model;
-    let model = load_model(&a.model)?;
-    let reps = if a.ablation { 2 } else { 1 };
+    let model = p.model.load()?;
+    let reps = if p.ablation { 2 } else { 1 };
     let total: usize = shapes.iter().map(|s| s.agents * s.turns * reps).sum();
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} agent-turns {msg}")
-            .context("progress bar template")?
-            .progress_chars("=> "),
-    );
-    bar.set_prefix("bench fleet");
+    let bar = crate::progress_bar(total, "bench fleet", "agent-turns ")?;
     let mut runs = Vec::with_capacity(shapes.len());
     for s in &shapes {
         bar.set_message(format!("A={} T={} P={}", s.agents, s.turns, s.prefix));
-        let result = run_shape(&model, s, &a, Reuse::Fork, &bar)?;
-        let ablation = if a.ablation {
+        let result = run_shape(&model, s, p, Reuse::Fork, &bar)?;
+        let ablation = if p.ablation {
             bar.set_message(format!("A={} T={} ablation", s.agents, s.turns));
-            Some(run_shape(&model, s, &a, Reuse::None, &bar)?)
+            Some(run_shape(&model, s, p, Reuse::None, &bar)?)
         } else {
             None
         };
         runs.push(FleetRun {
-            profile: a.profile.clone(),
+            profile: name.clone(),
             shape: *s,
             result,
             ablation,
         });
     }
     bar.finish_and_clear();
-    let report = FleetReport {
-        schema: SCHEMA,
-        engine: "fak",
-        engine_version: env!("CARGO_PKG_VERSION").to_string(),
-        cpu: cpu_model(),
-        isa: fak_kernels::isa().name().to_string(),
-        threads: model.threads(),
-        model: model_file_name(path),
-        model_sha256: sha256_file(path)?,
+    Ok(FleetReport {
+        header: RunHeader::model_run(SCHEMA, &p.model.path, &model)?,
         kv: "paged",
-        kv_type: fak_model::KvType::from(a.kv_type).name(),
-        block_size: a.block_size,
-        token_budget: a.budget,
+        kv_type: p.kv_type.name(),
+        block_size: p.block_size,
+        token_budget: p.budget,
         token_stream: TOKEN_STREAM,
         runs,
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "{:>5} {:>3} {:>3} {:>3} {:>4} {:>14} {:>9} {:>9} {:>9}",
+    })
+}
+
+impl FleetReport {
+    /// Human-readable summary: one line per run (and its ablation).
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:>5} {:>3} {:>3} {:>3} {:>4} {:>14} {:>9} {:>9} {:>9}\n",
             "P", "T", "A", "D", "R", "agent-turns/s", "wall s", "ttft p50", "ttft p95"
         );
-        for r in &report.runs {
+        for r in &self.runs {
             let s = &r.shape;
-            println!(
+            let _ = writeln!(
+                out,
                 "{:>5} {:>3} {:>3} {:>3} {:>4} {:>14.3} {:>9.2} {:>9.1} {:>9.1}",
                 s.prefix,
                 s.turns,
@@ -379,14 +357,15 @@ pub fn run(a: BenchFleetArgs) -> anyhow::Result<()> {
                 r.result.ttft_ms_p95
             );
             if let Some(ab) = &r.ablation {
-                println!(
+                let _ = writeln!(
+                    out,
                     "{:>28} {:>14.3} {:>9.2} {:>9.1} {:>9.1}  (no reuse)",
                     "", ab.agent_turns_per_s, ab.wall_s, ab.ttft_ms_p50, ab.ttft_ms_p95
                 );
             }
         }
+        out
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -408,7 +387,7 @@ mod tests {
 
     #[test]
     fn ids_are_prefix_then_turn_major_results() {
-        let s = Shape {
+        let s = Workload {
             prefix: 5,
             turns: 2,
             agents: 3,
@@ -423,11 +402,22 @@ mod tests {
         assert_eq!(r[0][1], all[17..21]);
     }
 
+    /// A run's keys are `profile`, then the workload's, in the order of
+    /// `fak-bench-fleet/1`.
     #[test]
-    fn percentile_is_nearest_rank() {
-        let xs: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(percentile(&xs, 50.0), 10.0);
-        assert_eq!(percentile(&xs, 95.0), 19.0);
-        assert_eq!(percentile(&[], 50.0), 0.0);
+    fn workload_keys_follow_the_fleet_schema() {
+        let w = Workload {
+            prefix: 1,
+            turns: 2,
+            agents: 3,
+            decode: 4,
+            result: 5,
+        };
+        assert_eq!(
+            serde_json::to_string(&w).expect("json"),
+            r#"{"prefix":1,"turns":2,"agents":3,"decode":4,"result":5}"#
+        );
+        assert!(w.is_nonzero());
+        assert!(!Workload { turns: 0, ..w }.is_nonzero());
     }
 }

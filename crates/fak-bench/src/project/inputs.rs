@@ -13,22 +13,22 @@
 //!    context   (only when no fak-bench-single/1 file is given; a given file
 //!              supplies its decode_at_context points, if it has any)
 //!              8 agents forked from a shared context of 64 and of 1024
-//!              ids, decoding together (crate::bench_context); median
+//!              ids, decoding together (crate::context); median
 //!              step ms per context
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context};
 use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
-use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
+use fak_model::{FlatKv, Model, SeqId};
 use serde::Deserialize;
 
 use super::calc::{
     ContextPoint, DecodePoint, FleetPoint, Measured, ModelInfo, PrefillPoint, Source, Workload,
 };
-use crate::bench::{sha256_file, LcgIds};
+use crate::error::{input, json, Error, Result};
+use crate::{appends, model_file_name, sha256_file, LcgIds};
 
 /// Prefill length measured in-process.
 pub const MEASURE_PREFILL: usize = 256;
@@ -88,17 +88,26 @@ pub struct Rates {
     pub context: Option<Measured<ContextPoint>>,
 }
 
-fn read_json(path: &Path) -> anyhow::Result<(serde_json::Value, Head, Source)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let head: Head = serde_json::from_value(v.clone()).with_context(|| {
-        format!(
-            "{}: not a fak bench report (needs schema, model_sha256, threads)",
-            path.display()
-        )
-    })?;
+/// The text of the file at `path`.
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The JSON value in the file at `path`.
+pub(crate) fn read_value(path: &Path) -> Result<serde_json::Value> {
+    serde_json::from_str(&read_text(path)?).map_err(json(format!("parsing {}", path.display())))
+}
+
+fn read_json(path: &Path) -> Result<(serde_json::Value, Head, Source)> {
+    let v = read_value(path)?;
+    let head: Head = serde_json::from_value(v.clone()).map_err(json(format!(
+        "{}: not a fak bench report (needs schema, model_sha256, threads)",
+        path.display()
+    )))?;
     let src = Source {
         file: Some(path.display().to_string()),
         sha256: Some(sha256_file(path)?),
@@ -109,26 +118,26 @@ fn read_json(path: &Path) -> anyhow::Result<(serde_json::Value, Head, Source)> {
     Ok((v, head, src))
 }
 
-fn check_model(path: &Path, head: &Head, model: &ModelInfo) -> anyhow::Result<()> {
+fn check_model(path: &Path, head: &Head, model: &ModelInfo) -> Result<()> {
     if head.model_sha256 != model.sha256 {
-        bail!(
+        return Err(input(format!(
             "{} was measured on a model with sha256 {}, but {} has sha256 {}",
             path.display(),
             head.model_sha256,
             model.file,
             model.sha256
-        );
+        )));
     }
     Ok(())
 }
 
-fn check_threads(path: &Path, head: &Head, threads: Option<usize>) -> anyhow::Result<()> {
+fn check_threads(path: &Path, head: &Head, threads: Option<usize>) -> Result<()> {
     match threads {
-        Some(t) if t != head.threads => bail!(
+        Some(t) if t != head.threads => Err(input(format!(
             "{} was measured with {} threads, but --threads is {t}",
             path.display(),
             head.threads
-        ),
+        ))),
         _ => Ok(()),
     }
 }
@@ -136,23 +145,19 @@ fn check_threads(path: &Path, head: &Head, threads: Option<usize>) -> anyhow::Re
 /// Reads `--rates` files: at most one `fak-bench-single/1` and one
 /// `fak-bench-batch/1`, each measured on `model` (same sha256) and, when
 /// `threads` is given, with that many threads.
-pub fn read_rates(
-    files: &[PathBuf],
-    model: &ModelInfo,
-    threads: Option<usize>,
-) -> anyhow::Result<Rates> {
+pub fn read_rates(files: &[PathBuf], model: &ModelInfo, threads: Option<usize>) -> Result<Rates> {
     let mut rates = Rates::default();
     for path in files {
         let (v, head, mut src) = read_json(path)?;
         check_model(path, &head, model)?;
         check_threads(path, &head, threads)?;
         match head.schema.as_str() {
-            crate::bench::SCHEMA => {
+            crate::single::SCHEMA => {
                 if rates.prefill.is_some() {
-                    bail!("two fak-bench-single/1 rates files: give one");
+                    return Err(input("two fak-bench-single/1 rates files: give one"));
                 }
                 let s: Single = serde_json::from_value(v)
-                    .with_context(|| format!("{}: reading prefill", path.display()))?;
+                    .map_err(json(format!("{}: reading prefill", path.display())))?;
                 if !s.decode_at_context.is_empty() {
                     let mut csrc = src.clone();
                     csrc.how = "fak bench model --contexts: agents forked from a shared root grown to each context (untimed), then timed steps of one token per agent; median step ms".into();
@@ -167,12 +172,12 @@ pub fn read_rates(
                     points: s.prefill,
                 });
             }
-            crate::bench_batch::SCHEMA => {
+            crate::batch::SCHEMA => {
                 if rates.decode.is_some() {
-                    bail!("two fak-bench-batch/1 rates files: give one");
+                    return Err(input("two fak-bench-batch/1 rates files: give one"));
                 }
                 let b: BatchFile = serde_json::from_value(v)
-                    .with_context(|| format!("{}: reading results", path.display()))?;
+                    .map_err(json(format!("{}: reading results", path.display())))?;
                 src.how = "fak bench batch: aggregate decode tok/s of B sequences (16-token prompts, 16 steps), status ok rows".into();
                 let points: Vec<DecodePoint> = b
                     .results
@@ -184,38 +189,43 @@ pub fn read_rates(
                     })
                     .collect();
                 if points.is_empty() {
-                    bail!("{}: no result with status ok", path.display());
+                    return Err(input(format!(
+                        "{}: no result with status ok",
+                        path.display()
+                    )));
                 }
                 rates.decode = Some(Measured {
                     source: src,
                     points,
                 });
             }
-            other => bail!(
-                "{}: schema {other:?} is not a rates file (want {} or {})",
-                path.display(),
-                crate::bench::SCHEMA,
-                crate::bench_batch::SCHEMA
-            ),
+            other => {
+                return Err(input(format!(
+                    "{}: schema {other:?} is not a rates file (want {} or {})",
+                    path.display(),
+                    crate::single::SCHEMA,
+                    crate::batch::SCHEMA
+                )))
+            }
         }
     }
     Ok(rates)
 }
 
 /// Reads a `fak-bench-fleet/1` report measured on `model`: its status-ok runs.
-pub fn read_fleet(path: &Path, model: &ModelInfo) -> anyhow::Result<Measured<FleetPoint>> {
+pub fn read_fleet(path: &Path, model: &ModelInfo) -> Result<Measured<FleetPoint>> {
     let (v, head, mut src) = read_json(path)?;
-    if head.schema != crate::bench_fleet::SCHEMA {
-        bail!(
+    if head.schema != crate::fleet::SCHEMA {
+        return Err(input(format!(
             "{}: schema {:?} is not {}",
             path.display(),
             head.schema,
-            crate::bench_fleet::SCHEMA
-        );
+            crate::fleet::SCHEMA
+        )));
     }
     check_model(path, &head, model)?;
     let f: FleetFile =
-        serde_json::from_value(v).with_context(|| format!("{}: reading runs", path.display()))?;
+        serde_json::from_value(v).map_err(json(format!("{}: reading runs", path.display())))?;
     let points: Vec<FleetPoint> = f
         .runs
         .iter()
@@ -226,7 +236,7 @@ pub fn read_fleet(path: &Path, model: &ModelInfo) -> anyhow::Result<Measured<Fle
         })
         .collect();
     if points.is_empty() {
-        bail!("{}: no run with status ok", path.display());
+        return Err(input(format!("{}: no run with status ok", path.display())));
     }
     src.how = "fak bench fleet: measured agent-turns/s per run (status ok runs)".into();
     Ok(Measured {
@@ -237,31 +247,22 @@ pub fn read_fleet(path: &Path, model: &ModelInfo) -> anyhow::Result<Measured<Fle
 
 /// Identity and KV geometry of the model file (metadata only; no weights
 /// are read).
-pub fn model_info(path: &Path) -> anyhow::Result<ModelInfo> {
-    let f =
-        fak_gguf::GgufFile::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let c = fak_gguf::model_config(&f).with_context(|| format!("reading {}", path.display()))?;
+pub fn model_info(path: &Path) -> Result<ModelInfo> {
+    let gguf = |what| {
+        move |source| Error::Gguf {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let f = fak_gguf::GgufFile::open(path).map_err(gguf("opening"))?;
+    let c = fak_gguf::model_config(&f).map_err(gguf("reading"))?;
     Ok(ModelInfo {
-        file: path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string()),
+        file: model_file_name(path),
         sha256: sha256_file(path)?,
         n_layer: c.n_layer,
         n_kv_dim: c.n_embd_kv(),
     })
-}
-
-/// Loads the model for an in-process measurement.
-pub fn load_model(path: &Path, threads: Option<usize>) -> anyhow::Result<Model> {
-    let mut model = Model::load(path).with_context(|| format!("loading {}", path.display()))?;
-    if let Some(t) = threads {
-        model.set_threads(t);
-        if model.threads() != t.max(1) {
-            bail!("could not start {t} threads");
-        }
-    }
-    Ok(model)
 }
 
 /// The [`Source`] of an in-process measurement on `model`.
@@ -276,20 +277,14 @@ fn in_process(model: &Model, schema: &str, how: String) -> Source {
 }
 
 /// One untimed warm-up prefill of [`MEASURE_PREFILL`] ids, then one timed
-/// prefill of each length of [`crate::bench::PREFILL_LENS`] (16, 64, 256).
-pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> {
+/// prefill of each length of [`crate::single::PREFILL_LENS`] (16, 64, 256).
+pub fn measure_prefill(model: &Model) -> Result<Measured<PrefillPoint>> {
     let ids = LcgIds::take(model.config().n_vocab, MEASURE_PREFILL);
     let mut kv = FlatKv::for_model(model.config(), MEASURE_PREFILL, 1);
-    let mut once = |n: usize| -> anyhow::Result<f64> {
-        kv.clear(SeqId(0))?;
-        let mut batch = Batch::new();
-        batch.push_seq(SeqId(0), 0, ids.get(..n).unwrap_or(&ids), LogitsWanted::Yes);
-        let t0 = Instant::now();
-        std::hint::black_box(model.forward(&batch, &mut kv)?);
-        Ok(t0.elapsed().as_secs_f64())
-    };
+    let mut once =
+        |n: usize| crate::single::time_prefill(model, &mut kv, ids.get(..n).unwrap_or(&ids));
     once(MEASURE_PREFILL)?;
-    let points = crate::bench::PREFILL_LENS
+    let points = crate::single::PREFILL_LENS
         .iter()
         .filter(|&&n| n <= MEASURE_PREFILL)
         .map(|&n| {
@@ -298,9 +293,9 @@ pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> 
                 tok_s: n as f64 / once(n)?.max(1e-12),
             })
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     Ok(Measured {
-        source: in_process(model, crate::bench::SCHEMA, format!(
+        source: in_process(model, crate::single::SCHEMA, format!(
                 "fak project in-process: one warm-up forward of {MEASURE_PREFILL} LCG ids, then one timed forward of the first n LCG ids into an empty FlatKv cache per n"
             )),
         points,
@@ -308,13 +303,13 @@ pub fn measure_prefill(model: &Model) -> anyhow::Result<Measured<PrefillPoint>> 
 }
 
 /// Single-sequence decode step times at [`MEASURE_CONTEXTS`].
-pub fn measure_context(model: &Model) -> anyhow::Result<Measured<ContextPoint>> {
-    let points = crate::bench_context::decode_at_contexts(model, &MEASURE_CONTEXTS)?;
+pub fn measure_context(model: &Model) -> Result<Measured<ContextPoint>> {
+    let points = crate::context::decode_at_contexts(model, &MEASURE_CONTEXTS)?;
     Ok(Measured {
-        source: in_process(model, crate::bench::SCHEMA, format!(
+        source: in_process(model, crate::single::SCHEMA, format!(
                 "fak project in-process: {} agents forked from a root of LCG ids grown to each context of {MEASURE_CONTEXTS:?} (untimed), then {} timed steps of one token per agent; median step ms",
-                crate::bench_context::CONTEXT_BATCH,
-                crate::bench_context::CONTEXT_STEPS
+                crate::context::CONTEXT_BATCH,
+                crate::context::CONTEXT_STEPS
             )),
         points,
     })
@@ -322,7 +317,7 @@ pub fn measure_context(model: &Model) -> anyhow::Result<Measured<ContextPoint>> 
 
 /// Aggregate decode tok/s of `b` sequences: untimed 16-id prompts, then
 /// [`MEASURE_STEPS`] timed steps of one token per sequence.
-fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
+fn decode_rate(model: &Model, b: usize) -> Result<f64> {
     let mut ids = LcgIds::new(model.config().n_vocab);
     let sizes = PagedKvConfig::for_sequences(
         fak_engine::DEFAULT_BLOCK_SIZE,
@@ -334,7 +329,7 @@ fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| ids.by_ref().take(MEASURE_PROMPT).collect())
         .collect();
-    let items = crate::bench::appends(&seq_ids, &prompts);
+    let items = appends(&seq_ids, &prompts);
     let mut sink = 0.0f32;
     seqs.step_with(model, &items, |_, row| {
         sink += row.first().copied().unwrap_or(0.0)
@@ -342,7 +337,7 @@ fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
     let mut total = 0.0;
     for _ in 0..MEASURE_STEPS {
         let step: Vec<[u32; 1]> = ids.by_ref().take(b).map(|id| [id]).collect();
-        let items = crate::bench::appends(&seq_ids, &step);
+        let items = appends(&seq_ids, &step);
         let t0 = Instant::now();
         seqs.step_with(model, &items, |_, row| {
             sink += row.first().copied().unwrap_or(0.0)
@@ -354,7 +349,7 @@ fn decode_rate(model: &Model, b: usize) -> anyhow::Result<f64> {
 }
 
 /// Batched decode at every size of [`MEASURE_BATCHES`], after a B=1 warm-up.
-pub fn measure_decode(model: &Model) -> anyhow::Result<Measured<DecodePoint>> {
+pub fn measure_decode(model: &Model) -> Result<Measured<DecodePoint>> {
     decode_rate(model, 1)?;
     let points = MEASURE_BATCHES
         .iter()
@@ -364,9 +359,9 @@ pub fn measure_decode(model: &Model) -> anyhow::Result<Measured<DecodePoint>> {
                 tok_s: decode_rate(model, b)?,
             })
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?;
     Ok(Measured {
-        source: in_process(model, crate::bench_batch::SCHEMA, format!(
+        source: in_process(model, crate::batch::SCHEMA, format!(
                 "fak project in-process: after a B=1 warm-up, per B: B prompts of {MEASURE_PROMPT} LCG ids (untimed), then {MEASURE_STEPS} timed steps of B tokens through fak_engine::Sequences (paged KV, block 16); tok/s = {MEASURE_STEPS}*B / sum of step times"
             )),
         points,

@@ -13,34 +13,35 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use anyhow::{bail, Context};
 use serde::Serialize;
 
-#[derive(clap::Args)]
-pub struct BandwidthArgs {
-    /// Threads (default: all cores).
-    #[arg(long, short = 't')]
-    threads: Option<usize>,
-    /// Buffer size in MiB (default 1024; keep it well above the L3 cache).
-    #[arg(long, default_value_t = 1024)]
-    size_mib: usize,
+use crate::error::{params, Error, Result};
+use crate::{median, threads_or_all, RunHeader};
+
+/// Schema tag of [`BandwidthReport`].
+pub const SCHEMA: &str = "fak-bench-bandwidth/1";
+
+/// What `fak bench bandwidth` measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    /// Threads (`None`: all cores).
+    pub threads: Option<usize>,
+    /// Buffer size in MiB (keep it well above the L3 cache).
+    pub size_mib: usize,
     /// Timed passes after one warm-up.
-    #[arg(long, default_value_t = 5)]
-    reps: usize,
-    /// Print one JSON object on stdout.
-    #[arg(long)]
-    json: bool,
+    pub reps: usize,
 }
 
-#[derive(Serialize)]
-struct Report {
-    schema: &'static str,
-    cpu: String,
-    threads: usize,
-    size_mib: usize,
-    reps: usize,
-    read_gb_per_s_median: f64,
-    read_gb_per_s_runs: Vec<f64>,
+/// The JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct BandwidthReport {
+    /// Schema, cpu and threads.
+    #[serde(flatten)]
+    pub header: RunHeader,
+    pub size_mib: usize,
+    pub reps: usize,
+    pub read_gb_per_s_median: f64,
+    pub read_gb_per_s_runs: Vec<f64>,
 }
 
 fn sum_slice(s: &[u64]) -> u64 {
@@ -61,31 +62,45 @@ fn sum_slice(s: &[u64]) -> u64 {
     acc.iter().fold(tail, |a, &b| a.wrapping_add(b))
 }
 
-pub fn run(a: BandwidthArgs) -> anyhow::Result<()> {
-    if a.size_mib == 0 || a.reps == 0 {
-        bail!("--size-mib and --reps must be at least 1");
+/// Runs the probe (see the module docs).
+///
+/// # Errors
+///
+/// A size or `reps` of 0, a buffer that cannot be allocated, thread-pool
+/// errors.
+pub fn run(p: &Params) -> Result<BandwidthReport> {
+    if p.size_mib == 0 || p.reps == 0 {
+        return Err(params("--size-mib and --reps must be at least 1"));
     }
-    let threads = crate::bench::threads_or_all(a.threads);
-    let n = a
+    let threads = threads_or_all(p.threads);
+    let n = p
         .size_mib
         .checked_mul(1 << 20)
         .map(|b| b / 8)
-        .context("--size-mib is too large")?;
+        .ok_or_else(|| params("--size-mib is too large"))?;
     let mut buf: Vec<u64> = Vec::new();
-    buf.try_reserve_exact(n)
-        .with_context(|| format!("cannot allocate {} MiB", a.size_mib))?;
+    buf.try_reserve_exact(n).map_err(|source| Error::Alloc {
+        mib: p.size_mib,
+        source,
+    })?;
     buf.extend((0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-    let pool = fak_kernels::pool::ThreadPool::new(threads).context("starting the thread pool")?;
+    let pool = fak_kernels::pool::ThreadPool::new(threads).map_err(|source| Error::Pool {
+        what: "starting the thread pool",
+        source,
+    })?;
     let sums: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let per = n.div_ceil(threads);
-    let pass = || -> anyhow::Result<f64> {
+    let pass = || -> Result<f64> {
         let t0 = Instant::now();
         pool.run(|k, _| {
             let lo = (k * per).min(n);
             let hi = ((k + 1) * per).min(n);
             sums[k].store(sum_slice(&buf[lo..hi]), Ordering::Relaxed);
         })
-        .context("bandwidth pass")?;
+        .map_err(|source| Error::Pool {
+            what: "bandwidth pass",
+            source,
+        })?;
         let dt = t0.elapsed().as_secs_f64();
         std::hint::black_box(
             sums.iter()
@@ -95,37 +110,35 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<()> {
         Ok((n * 8) as f64 / dt / 1e9)
     };
     pass()?;
-    let mut runs = Vec::with_capacity(a.reps);
-    for _ in 0..a.reps {
+    let mut runs = Vec::with_capacity(p.reps);
+    for _ in 0..p.reps {
         runs.push(pass()?);
     }
-    let median = crate::bench::median(&runs);
-    let report = Report {
-        schema: "fak-bench-bandwidth/1",
-        cpu: crate::bench::cpu_model(),
-        threads,
-        size_mib: a.size_mib,
-        reps: a.reps,
-        read_gb_per_s_median: median,
+    Ok(BandwidthReport {
+        header: RunHeader::probe(SCHEMA, threads),
+        size_mib: p.size_mib,
+        reps: p.reps,
+        read_gb_per_s_median: median(&runs),
         read_gb_per_s_runs: runs,
-    };
-    if a.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        let runs: Vec<String> = report
+    })
+}
+
+impl BandwidthReport {
+    /// One human-readable line.
+    pub fn table(&self) -> String {
+        let runs: Vec<String> = self
             .read_gb_per_s_runs
             .iter()
             .map(|r| format!("{r:.1}"))
             .collect();
-        println!(
-            "read bandwidth: {:.1} GB/s median ({} threads, {} MiB, runs {})",
-            median,
-            threads,
-            a.size_mib,
+        format!(
+            "read bandwidth: {:.1} GB/s median ({} threads, {} MiB, runs {})\n",
+            self.read_gb_per_s_median,
+            self.header.threads,
+            self.size_mib,
             runs.join(" ")
-        );
+        )
     }
-    Ok(())
 }
 
 #[cfg(test)]

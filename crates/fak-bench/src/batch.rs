@@ -4,25 +4,24 @@
 //! Protocol (shared with `bench/peers/llamacpp.py batched`):
 //!
 //! ```text
-//!   one LCG stream per (B, rep), ids numbered 1, 2, 3, ... (see bench.rs)
+//!   one LCG stream per (B, rep), ids numbered 1, 2, 3, ... (crate::LcgIds)
 //!   sequence i (0-based) prompt = ids 16·i+1 ..= 16·i+16
-//!   prefill  all B prompts, ragged batches of ≤ --ubatch tokens, logits for
+//!   prefill  all B prompts, ragged batches of ≤ ubatch tokens, logits for
 //!            each sequence's last prompt token                     (timed)
 //!   decode   16 steps; step s = one batch of B tokens, sequence i feeds
 //!            id 16·B + s·B + i + 1, logits for all B                (timed)
 //!   decode tok/s = B·16 / Σ step times
 //! ```
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
 use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
-use fak_model::{Model, SeqId};
-use indicatif::{ProgressBar, ProgressStyle};
+use fak_model::{KvType, Model, SeqId};
 use serde::Serialize;
 
-use crate::bench::{cpu_model, load_model, median, model_file_name, sha256_file, LcgIds};
-use crate::ModelArgs;
+use crate::error::{params, Result};
+use crate::{appends, median, LcgIds, ModelSpec, RunHeader};
 
 /// Prompt tokens per sequence.
 pub const PROMPT_TOKENS: usize = 16;
@@ -34,28 +33,20 @@ const TOKEN_STREAM: &str = "lcg state0=2463534242 mul=6364136223846793005 \
     inc=1442695040888963407 id_n=(state_n>>33)%n_vocab from state_1; one stream per (B, rep); \
     sequence i prompt ids 16i+1..16i+16; decode step s feeds sequence i id 16B+sB+i+1";
 
-#[derive(clap::Args)]
-pub struct BenchBatchArgs {
-    #[command(flatten)]
-    model: ModelArgs,
-    /// Batch sizes (sequences decoding together), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128,256,512,1024")]
-    batch: Vec<usize>,
+/// What `fak bench batch` measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub model: ModelSpec,
+    /// Batch sizes (sequences decoding together), each at least 1.
+    pub batch: Vec<usize>,
     /// Measured repetitions per batch size (the median is reported).
-    #[arg(long, default_value_t = 1)]
-    reps: usize,
+    pub reps: usize,
     /// Most tokens per forward call during prefill.
-    #[arg(long, default_value_t = 512)]
-    ubatch: usize,
+    pub ubatch: usize,
     /// Tokens per KV block.
-    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
-    block_size: usize,
+    pub block_size: usize,
     /// Element type of the KV cache.
-    #[arg(long, value_enum, default_value_t = crate::KvTypeArg::F16)]
-    kv_type: crate::KvTypeArg,
-    /// Print one JSON report on stdout instead of a table.
-    #[arg(long)]
-    json: bool,
+    pub kv_type: KvType,
 }
 
 /// One batch size's measurements.
@@ -74,14 +65,8 @@ pub struct BatchResult {
 /// The JSON report (shared schema with the llama.cpp peer).
 #[derive(Debug, Clone, Serialize)]
 pub struct BatchReport {
-    pub schema: &'static str,
-    pub engine: &'static str,
-    pub engine_version: String,
-    pub cpu: String,
-    pub isa: String,
-    pub threads: usize,
-    pub model: String,
-    pub model_sha256: String,
+    #[serde(flatten)]
+    pub header: RunHeader,
     pub n_vocab: usize,
     pub prompt_tokens: usize,
     pub decode_steps: usize,
@@ -111,15 +96,15 @@ struct Timing {
     steps_s: Vec<f64>,
 }
 
-fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timing> {
+fn run_once(model: &Model, b: usize, p: &Params) -> Result<Timing> {
     let n_vocab = model.config().n_vocab;
     let (prompts, steps) = batch_ids(n_vocab, b);
-    let sizes = PagedKvConfig::for_sequences(a.block_size, b, PROMPT_TOKENS + DECODE_STEPS)
-        .with_kv_type(a.kv_type.into());
-    let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, a.ubatch)?;
+    let sizes = PagedKvConfig::for_sequences(p.block_size, b, PROMPT_TOKENS + DECODE_STEPS)
+        .with_kv_type(p.kv_type);
+    let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, p.ubatch)?;
     let ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
     let mut sink = 0.0f32;
-    let items = crate::bench::appends(&ids, &prompts);
+    let items = appends(&ids, &prompts);
     let t0 = Instant::now();
     seqs.step_with(model, &items, |_, row| sink += row[0])?;
     let prefill_s = t0.elapsed().as_secs_f64();
@@ -129,7 +114,7 @@ fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timin
         for (o, &id) in one.iter_mut().zip(step) {
             o[0] = id;
         }
-        let items = crate::bench::appends(&ids, &one);
+        let items = appends(&ids, &one);
         let t = Instant::now();
         seqs.step_with(model, &items, |_, row| sink += row[0])?;
         steps_s.push(t.elapsed().as_secs_f64());
@@ -138,28 +123,27 @@ fn run_once(model: &Model, b: usize, a: &BenchBatchArgs) -> anyhow::Result<Timin
     Ok(Timing { prefill_s, steps_s })
 }
 
-pub fn run(a: BenchBatchArgs) -> anyhow::Result<()> {
-    if a.reps == 0 || a.batch.is_empty() || a.batch.contains(&0) {
-        bail!("--reps and every --batch size must be at least 1");
+/// Runs the protocol (see the module docs) at every batch size, after a
+/// B=1 warm-up, with a progress bar on stderr.
+///
+/// # Errors
+///
+/// `reps` or a batch size of 0, loading the model, model and KV errors.
+pub fn run(p: &Params) -> Result<BatchReport> {
+    if p.reps == 0 || p.batch.is_empty() || p.batch.contains(&0) {
+        return Err(params("--reps and every --batch size must be at least 1"));
     }
-    let path = &a.model.model;
-    let model = load_model(&a.model)?;
-    let bar = ProgressBar::new((a.batch.len() * a.reps + 1) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
-            .context("progress bar template")?
-            .progress_chars("=> "),
-    );
-    bar.set_prefix("bench batch");
+    let model = p.model.load()?;
+    let bar = crate::progress_bar(p.batch.len() * p.reps + 1, "bench batch", "")?;
     bar.set_message("warm-up B=1");
-    run_once(&model, 1, &a)?;
+    run_once(&model, 1, p)?;
     bar.inc(1);
-    let mut results = Vec::with_capacity(a.batch.len());
-    for &b in &a.batch {
+    let mut results = Vec::with_capacity(p.batch.len());
+    for &b in &p.batch {
         bar.set_message(format!("B={b}"));
-        let mut runs = Vec::with_capacity(a.reps);
-        for _ in 0..a.reps {
-            runs.push(run_once(&model, b, &a)?);
+        let mut runs = Vec::with_capacity(p.reps);
+        for _ in 0..p.reps {
+            runs.push(run_once(&model, b, p)?);
             bar.inc(1);
         }
         let tok_s: Vec<f64> = runs
@@ -185,41 +169,37 @@ pub fn run(a: BenchBatchArgs) -> anyhow::Result<()> {
         });
     }
     bar.finish_and_clear();
-    let report = BatchReport {
-        schema: SCHEMA,
-        engine: "fak",
-        engine_version: env!("CARGO_PKG_VERSION").to_string(),
-        cpu: cpu_model(),
-        isa: fak_kernels::isa().name().to_string(),
-        threads: model.threads(),
-        model: model_file_name(path),
-        model_sha256: sha256_file(path)?,
+    Ok(BatchReport {
+        header: RunHeader::model_run(SCHEMA, &p.model.path, &model)?,
         n_vocab: model.config().n_vocab,
         prompt_tokens: PROMPT_TOKENS,
         decode_steps: DECODE_STEPS,
-        reps: a.reps,
+        reps: p.reps,
         kv: "paged",
-        kv_type: fak_model::KvType::from(a.kv_type).name(),
-        block_size: a.block_size,
-        ubatch: a.ubatch,
+        kv_type: p.kv_type.name(),
+        block_size: p.block_size,
+        ubatch: p.ubatch,
         token_stream: TOKEN_STREAM,
         results,
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "{:>6} {:>12} {:>14} {:>12}",
+    })
+}
+
+impl BatchReport {
+    /// Human-readable summary: one line per batch size.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:>6} {:>12} {:>14} {:>12}\n",
             "B", "prefill t/s", "decode t/s", "step ms"
         );
-        for r in &report.results {
-            println!(
+        for r in &self.results {
+            let _ = writeln!(
+                s,
                 "{:>6} {:>12.1} {:>14.1} {:>12.2}",
                 r.batch, r.prefill_tok_s, r.decode_tok_s, r.decode_step_ms_median
             );
         }
+        s
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,61 @@
+//! The one model loader of the benchmarks and of `fak project`.
+
+use std::path::{Path, PathBuf};
+
+use fak_model::Model;
+
+use crate::error::{Error, Result};
+
+/// Which model file to load, on how many threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Path to a GGUF model file.
+    pub path: PathBuf,
+    /// Worker threads (`None`: the model's default, all cores).
+    pub threads: Option<usize>,
+}
+
+/// Loads the model at `path`, with `threads` threads when given.
+///
+/// # Errors
+///
+/// [`Error::Load`] when the file does not load; [`Error::Threads`] when the
+/// pool could not start that many threads.
+pub fn load_model(path: &Path, threads: Option<usize>) -> Result<Model> {
+    let mut model = Model::load(path).map_err(|source| Error::Load {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if let Some(t) = threads {
+        model.set_threads(t);
+        if model.threads() != t.max(1) {
+            return Err(Error::Threads {
+                wanted: t,
+                got: model.threads(),
+            });
+        }
+    }
+    Ok(model)
+}
+
+impl ModelSpec {
+    /// [`load_model`] of this spec.
+    ///
+    /// # Errors
+    ///
+    /// As [`load_model`].
+    pub fn load(&self) -> Result<Model> {
+        load_model(&self.path, self.threads)
+    }
+}
+
+/// `threads`, or every core the OS reports when `None`; at least 1.
+pub fn threads_or_all(threads: Option<usize>) -> usize {
+    threads
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1)
+}

@@ -1,0 +1,197 @@
+//! The library's public API: params in, typed errors or reports out. The
+//! commands' flags and printed output are tested end to end in fak-cli
+//! (`tests/cli.rs`, `tests/project.rs`).
+
+use std::path::{Path, PathBuf};
+
+use fak_bench::project::{self, ProjectionParams, RatesParams};
+use fak_bench::{evict, fleet, peak, Error, ModelSpec, Workload};
+use serde_json::{json, Value};
+
+const MODEL: &str = "smollm2-135m-instruct-q8_0.gguf";
+
+fn model_path() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../models")
+        .join(MODEL);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    p
+}
+
+fn spec(path: &str) -> ModelSpec {
+    ModelSpec {
+        path: path.into(),
+        threads: Some(1),
+    }
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fak-bench-api-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// Bad params are [`Error::Params`], found before any model is loaded.
+#[test]
+fn bad_params_fail_before_loading_the_model() {
+    let e = fleet::run(&fleet::Params {
+        model: spec("/nonexistent.gguf"),
+        workloads: fleet::Workloads::Profile("nope".into()),
+        ablation: false,
+        budget: 512,
+        block_size: 256,
+        kv_type: fak_model::KvType::F16,
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Params(_)), "{e:?}");
+    assert!(e.to_string().contains("unknown profile"), "{e}");
+
+    let zero = Workload {
+        prefix: 1,
+        turns: 0,
+        agents: 1,
+        decode: 1,
+        result: 1,
+    };
+    let e = fleet::run(&fleet::Params {
+        model: spec("/nonexistent.gguf"),
+        workloads: fleet::Workloads::One(zero),
+        ablation: false,
+        budget: 512,
+        block_size: 256,
+        kv_type: fak_model::KvType::F16,
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Params(_)), "{e:?}");
+
+    let e = evict::run(&evict::Params {
+        model: spec("/nonexistent.gguf"),
+        len: 10,
+        span: 20,
+        at: None,
+        reps: 1,
+        ubatch: 512,
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Params(_)), "{e:?}");
+
+    // A missing model file is a load error naming the path.
+    let e = evict::run(&evict::Params {
+        model: spec("/nonexistent.gguf"),
+        len: 40,
+        span: 8,
+        at: Some(20),
+        reps: 1,
+        ubatch: 512,
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::Load { .. }), "{e:?}");
+    assert!(
+        e.to_string().starts_with("loading /nonexistent.gguf"),
+        "{e}"
+    );
+}
+
+/// A probe's report starts with the header's keys it has, in order.
+#[test]
+fn peak_report_keys_lead_with_the_header() {
+    let r = peak::run(&peak::Params {
+        threads: Some(1),
+        rounds: 1000,
+        reps: 1,
+    })
+    .expect("peak");
+    let text = serde_json::to_string(&r).expect("json");
+    assert!(
+        text.starts_with(r#"{"schema":"fak-bench-peak/1","cpu":"#),
+        "{text}"
+    );
+    let v: Value = serde_json::from_str(&text).expect("json");
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for k in [
+        "isa",
+        "threads",
+        "rounds",
+        "reps",
+        "int8_gmacs_per_s_median",
+        "checksum",
+    ] {
+        assert!(keys.contains(&k), "{k} missing from {keys:?}");
+    }
+    for k in ["engine", "engine_version", "model", "model_sha256"] {
+        assert!(!keys.contains(&k), "{k} should not be written");
+    }
+}
+
+/// A packet made from rates files validates from its file; a tampered one
+/// is [`Error::NotValid`] with the first mismatch.
+#[test]
+fn packets_validate_and_tampering_is_not_valid() {
+    let model = model_path();
+    let sha = fak_bench::sha256_file(&model).expect("sha");
+    let dir = tmpdir("packet");
+    let single = json!({
+        "schema": "fak-bench-single/1", "threads": 2, "model_sha256": sha,
+        "prefill": [{"n_tokens": 16, "tok_s": 100.0}, {"n_tokens": 256, "tok_s": 300.0}],
+    });
+    let batch = json!({
+        "schema": "fak-bench-batch/1", "threads": 2, "model_sha256": sha,
+        "results": [{"batch": 1, "status": "ok", "decode_tok_s": 50.0},
+                    {"batch": 32, "status": "ok", "decode_tok_s": 400.0}],
+    });
+    let write = |name: &str, v: &Value| {
+        let p = dir.join(name);
+        std::fs::write(&p, v.to_string()).expect("write");
+        p
+    };
+    let rates = vec![write("single.json", &single), write("batch.json", &batch)];
+    let params = ProjectionParams {
+        rates: RatesParams {
+            model,
+            rates,
+            threads: Some(2),
+        },
+        workload: Workload {
+            prefix: 100,
+            turns: 3,
+            agents: 4,
+            decode: 8,
+            result: 16,
+        },
+        fleet: None,
+        command: "test".into(),
+    };
+    let packet = project::projection(&params).expect("packet");
+    assert_eq!(packet["schema"], "fak-project/1");
+    assert_eq!(packet["workload"]["agents"], 4);
+    assert!(project::packet_table(&packet).starts_with("MODELED projection for"));
+    let good = write("packet.json", &packet);
+    project::validate_file(&good).expect("valid");
+
+    let mut bad = packet.clone();
+    bad["outputs"]["wall_s"]["value"] = json!(1.0);
+    let bad = write("bad.json", &bad);
+    let e = project::validate_file(&bad).unwrap_err();
+    assert!(matches!(e, Error::NotValid { .. }), "{e:?}");
+    let chain = format!("{e}: {}", std::error::Error::source(&e).expect("source"));
+    assert!(
+        chain.contains("mismatch at outputs.wall_s.value"),
+        "{chain}"
+    );
+
+    // A threads mismatch with the rates files is an input error.
+    let mut p = params.clone();
+    p.rates.threads = Some(3);
+    let e = project::projection(&p).unwrap_err();
+    assert!(matches!(e, Error::Input(_)), "{e:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
