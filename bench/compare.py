@@ -20,6 +20,10 @@ configuration of that run), ``current_vs_tuned_reference`` = fak / tuned,
 and TTFT p50/p95. A per-run ``ablation`` object in fak's report is passed
 through in ``--json`` only (``internal.fak_ablation``).
 
+``compare.py serve REPORT.json... [--json]`` hands ``fak-bench-serve/1``
+reports of ``bench/serve.py`` to ``bench/compare_serve.py``: ratios of
+output tok/s and TTFT p50 to the fastest llama-server report of each load.
+
 Without the mode word, two batch or fleet reports are folded by their schema.
 Report files may come in any order. Only the standard library is used.
 """
@@ -448,9 +452,15 @@ def detect_mode(paths: list[Path]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        # Serving reports (bench/serve.py) have their own comparison.
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import compare_serve
+
+        return compare_serve.main(argv[1:])
     ap = argparse.ArgumentParser(
         description="Compare fak and llama.cpp benchmark reports.",
-        usage="compare.py [single|batch|fleet] FAK.json PEER.json [PEER2.json] [--json]",
+        usage="compare.py [single|batch|fleet] FAK.json PEER.json [PEER2.json] [--json] | compare.py serve REPORT.json... [--json]",
     )
     ap.add_argument("items", nargs="+", help="optional mode word, then report files (JSON, any order)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
