@@ -776,3 +776,35 @@ fn frequency_penalty_changes_a_repetitive_output_deterministically() {
     assert_eq!(rec.take(y).tokens, once);
     assert_eq!(rec.take(x).tokens.len(), 8);
 }
+
+/// Requests that arrive together with one long shared prompt compute it
+/// once: the later ones wait for the first one's blocks to be published
+/// (block by block, as its prefill chunks finish), then attach them.
+#[test]
+fn concurrent_requests_share_a_prefix_being_computed() {
+    let bs = 16;
+    // Token budget 32: the 100-token prefix takes several passes.
+    let mut e = engine(config(bs, 128, 32, 8, 512, PrefixCache::On));
+    let mut rec = Recorder::default();
+    let shared = ids(900, 100);
+    let reqs: Vec<Request> = (0..4)
+        .map(|k| greedy([&shared[..], &ids(901 + k, 5)[..]].concat(), 3))
+        .collect();
+    let computed_before = e.stats().tokens_computed;
+    let got: Vec<RequestId> = reqs
+        .iter()
+        .map(|r| e.add(r.clone()).expect("add"))
+        .collect();
+    rec.drain(&mut e);
+    let outs: Vec<Out> = got.iter().map(|&id| rec.take(id)).collect();
+    assert_eq!(outs[0].cached, Some(0));
+    for o in &outs[1..] {
+        assert_eq!(o.cached, Some(96), "whole blocks of the shared 100 tokens");
+    }
+    // 105 for the first, 105 - 96 for each other, plus 2 fed decode tokens each.
+    let computed = e.stats().tokens_computed - computed_before;
+    assert_eq!(computed, 105 + 3 * 9 + 4 * 2);
+    for (r, o) in reqs.into_iter().zip(&outs) {
+        assert_eq!(o.tokens, alone(r).tokens);
+    }
+}

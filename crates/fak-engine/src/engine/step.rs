@@ -122,16 +122,22 @@ impl Engine<'_> {
     }
 
     /// Admits queued requests, oldest first, while the pool can hold their
-    /// prompts.
+    /// prompts. A request whose prompt shares whole blocks with one that is
+    /// prefilling now waits for those blocks to reach the prefix cache
+    /// instead of computing them a second time (later requests may pass
+    /// it meanwhile).
     fn admit(&mut self, events: &mut Vec<Event>) -> Result<(), EngineError> {
-        while self.running.len() < self.cfg.max_running {
-            let Some(&slot) = self.queue.front() else {
-                break;
-            };
+        let mut at = 0;
+        while self.running.len() < self.cfg.max_running && at < self.queue.len() {
+            let slot = self.queue[at];
             let Some(live) = self.slots[slot as usize].live.as_ref() else {
-                self.queue.pop_front();
+                self.queue.remove(at);
                 continue;
             };
+            if self.awaits_prefix(live) {
+                at += 1;
+                continue;
+            }
             let (seq, fresh) = match live.req.context {
                 Context::Fresh => (self.seqs.create(live.req.tenant), true),
                 Context::Session(s) => (self.session(s)?.seq, false),
@@ -156,14 +162,14 @@ impl Engine<'_> {
                     self.seqs.truncate(seq, 0)?;
                 }
                 if self.running.is_empty() {
-                    self.queue.pop_front();
+                    self.queue.remove(at);
                     let e = EngineError::KvExhausted { needed, available };
                     self.fail(slot, e, events)?;
                     continue;
                 }
                 break;
             }
-            self.queue.pop_front();
+            self.queue.remove(at);
             let ticket = self.next_ticket;
             self.next_ticket += 1;
             let generation = self.slots[slot as usize].generation;
@@ -194,6 +200,37 @@ impl Engine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether `live` should wait for a running prefill to publish blocks
+    /// of a prompt they share (same tenant, whole blocks beyond what is
+    /// computed so far).
+    fn awaits_prefix(&self, live: &super::Live) -> bool {
+        if self.cfg.prefix_cache != PrefixCache::On || live.req.context != Context::Fresh {
+            return false;
+        }
+        let bs = self.cfg.kv.block_size;
+        // At most all but the last prompt token can come from the cache.
+        let usable = live.input.len().saturating_sub(1);
+        self.running.iter().any(|&r| {
+            let Some(o) = self.slots[r as usize].live.as_ref() else {
+                return false;
+            };
+            if o.phase != Phase::Prefill
+                || o.req.context != Context::Fresh
+                || o.req.tenant != live.req.tenant
+            {
+                return false;
+            }
+            let common = live
+                .input
+                .iter()
+                .zip(&o.input)
+                .take(usable)
+                .take_while(|(a, b)| a == b)
+                .count();
+            common / bs > o.fed / bs
+        })
     }
 
     /// One pass: decode tokens round-robin, then prefill chunks oldest
@@ -340,11 +377,18 @@ impl Engine<'_> {
             match item.kind {
                 ItemKind::Prefill { last } => {
                     live.fed += item.ids.len();
+                    let fresh = live.req.context == Context::Fresh;
                     if !last {
+                        // Every whole block computed so far is findable
+                        // at once: requests sharing the prompt wait for it
+                        // (`awaits_prefix`) rather than compute it again.
+                        if fresh && self.cfg.prefix_cache == PrefixCache::On {
+                            self.seqs.publish(item.seq)?;
+                        }
                         return Ok(());
                     }
                     live.phase = Phase::Decode;
-                    live.req.context == Context::Fresh
+                    fresh
                 }
                 ItemKind::Decode => {
                     live.unfed = None;
