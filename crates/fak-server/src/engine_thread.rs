@@ -277,6 +277,9 @@ fn engine_main(
             let _ = engine.cancel(id);
             tracks.remove(&id);
         }
+        // Requests just queued count as waiting while the step runs (a
+        // long prefill step would hide them from a router until it ends).
+        publish(&engine, &metrics);
         let events = match engine.step() {
             Ok(ev) => ev,
             Err(e) => {
@@ -292,6 +295,9 @@ fn engine_main(
                 break;
             }
         };
+        // Before any event goes out: a client that has its answer sees
+        // gauges and counters that include this step.
+        publish(&engine, &metrics);
         let now = Instant::now();
         for ev in events {
             let id = ev.id();
@@ -333,14 +339,18 @@ fn engine_main(
                 tracks.remove(&id);
             }
         }
-        let s = engine.stats();
-        metrics.running.set(s.running as i64);
-        metrics.waiting.set(s.waiting as i64);
-        metrics.kv_usage.set(s.kv_usage);
-        set_counter(&metrics.prefix_queries, s.prefix_queries_tokens);
-        set_counter(&metrics.prefix_hits, s.prefix_hits_tokens);
-        set_counter(&metrics.prompt_tokens, s.prompt_tokens);
-        set_counter(&metrics.generation_tokens, s.generation_tokens);
-        set_counter(&metrics.preemptions, s.preemptions);
     }
+}
+
+/// Gauges and counters from the engine's statistics.
+fn publish(engine: &Engine, metrics: &Metrics) {
+    let s = engine.stats();
+    metrics.running.set(s.running as i64);
+    metrics.waiting.set(s.waiting as i64);
+    metrics.kv_usage.set(s.kv_usage);
+    set_counter(&metrics.prefix_queries, s.prefix_queries_tokens);
+    set_counter(&metrics.prefix_hits, s.prefix_hits_tokens);
+    set_counter(&metrics.prompt_tokens, s.prompt_tokens);
+    set_counter(&metrics.generation_tokens, s.generation_tokens);
+    set_counter(&metrics.preemptions, s.preemptions);
 }
