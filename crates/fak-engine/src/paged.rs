@@ -271,12 +271,18 @@ impl PagedKv {
     }
 }
 
+/// fak-kv's error as the model's: out of blocks and unknown sequences by
+/// their own variants, anything else carried whole in `KvError::Store`.
 fn kv_err(seq: SeqId, e: fak_kv::KvError) -> KvError {
     match e {
         fak_kv::KvError::OutOfBlocks { needed, available } => {
             KvError::OutOfBlocks { needed, available }
         }
-        _ => KvError::UnknownSeq(seq.0),
+        fak_kv::KvError::UnknownSeq(_) => KvError::UnknownSeq(seq.0),
+        other => KvError::Store {
+            seq: seq.0,
+            source: other,
+        },
     }
 }
 
@@ -396,5 +402,46 @@ impl PagedKv {
     /// Model layers and KV row width.
     pub(crate) fn dims(&self) -> (usize, usize) {
         (self.n_layer, self.n_kv_dim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: every fak-kv error but out-of-blocks used to become
+    /// `UnknownSeq`, so a caller could not tell what had gone wrong.
+    #[test]
+    fn kv_errors_map_losslessly() {
+        let seq = SeqId(3);
+        assert_eq!(
+            kv_err(
+                seq,
+                fak_kv::KvError::OutOfBlocks {
+                    needed: 2,
+                    available: 1
+                }
+            ),
+            KvError::OutOfBlocks {
+                needed: 2,
+                available: 1
+            }
+        );
+        assert_eq!(
+            kv_err(seq, fak_kv::KvError::UnknownSeq(SeqSlot(3))),
+            KvError::UnknownSeq(3)
+        );
+        let other = fak_kv::KvError::LengthOverflow {
+            seq: SeqSlot(3),
+            len: usize::MAX,
+            n: 1,
+        };
+        assert_eq!(
+            kv_err(seq, other.clone()),
+            KvError::Store {
+                seq: 3,
+                source: other
+            }
+        );
     }
 }

@@ -27,11 +27,48 @@ pub enum ModelError {
     },
     /// The batch is malformed.
     #[error("invalid batch: {0}")]
-    Batch(String),
+    Batch(#[from] BatchError),
     /// The matmul thread pool could not be started or a worker failed.
     #[error("thread pool: {0}")]
     Pool(#[from] fak_kernels::pool::PoolError),
     /// The KV store refused an access.
     #[error(transparent)]
     Kv(#[from] KvError),
+}
+
+/// A malformed batch or product, named by what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// A token id outside the vocabulary.
+    #[error("token {index}: id {id} is not below n_vocab {n_vocab}")]
+    TokenOutOfRange {
+        index: usize,
+        id: u32,
+        n_vocab: usize,
+    },
+    /// A token at a position that is not its sequence's next one.
+    #[error("token {index}: sequence {seq} expects position {expected}, got {got}")]
+    Position {
+        index: usize,
+        seq: u32,
+        expected: usize,
+        got: u32,
+    },
+    /// Activations or output that do not fit a weight's shape.
+    #[error("matmul '{tensor}': activations [{n_tok}, {n_in}] and output of {out_len} values do not fit [{n_out}, {w_in}]")]
+    Shape {
+        tensor: String,
+        n_tok: usize,
+        n_in: usize,
+        out_len: usize,
+        n_out: usize,
+        w_in: usize,
+    },
+    /// Weight rows outside the tensor's bytes.
+    #[error("matmul '{tensor}': weight rows {lo}..{hi} are outside the tensor")]
+    WeightRows {
+        tensor: String,
+        lo: usize,
+        hi: usize,
+    },
 }

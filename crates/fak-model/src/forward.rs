@@ -17,7 +17,7 @@ use fak_kernels::ops as kops;
 
 use crate::attention::{attention_chunk, AttnBuffers, Run};
 use crate::batch::{Batch, LogitsWanted, SeqId};
-use crate::error::ModelError;
+use crate::error::{BatchError, ModelError};
 use crate::kv::KvStore;
 use crate::matmul::QuantActs;
 use crate::ops;
@@ -375,10 +375,12 @@ impl Model {
         ends.clear();
         for (i, t) in batch.tokens.iter().enumerate() {
             if t.token as usize >= n_vocab {
-                return Err(ModelError::Batch(format!(
-                    "token {i}: id {} is not below n_vocab {n_vocab}",
-                    t.token
-                )));
+                return Err(BatchError::TokenOutOfRange {
+                    index: i,
+                    id: t.token,
+                    n_vocab,
+                }
+                .into());
             }
             let slot = ends.binary_search_by_key(&t.seq, |e| e.0);
             let expect = match slot {
@@ -386,10 +388,13 @@ impl Model {
                 Err(_) => kv.seq_len(t.seq)?,
             };
             if t.pos as usize != expect {
-                return Err(ModelError::Batch(format!(
-                    "token {i}: sequence {} expects position {expect}, got {}",
-                    t.seq.0, t.pos
-                )));
+                return Err(BatchError::Position {
+                    index: i,
+                    seq: t.seq.0,
+                    expected: expect,
+                    got: t.pos,
+                }
+                .into());
             }
             match slot {
                 Ok(j) => ends[j].1 = expect + 1,

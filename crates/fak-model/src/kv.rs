@@ -32,6 +32,10 @@ pub enum KvError {
     /// A paged store has no free block left for the new positions.
     #[error("KV cache is full: {needed} more blocks needed, {available} available")]
     OutOfBlocks { needed: usize, available: usize },
+    /// A paged store's block manager (fak-kv) refused the access; its
+    /// error, unchanged.
+    #[error("sequence {seq}: {source}")]
+    Store { seq: u32, source: fak_kv::KvError },
     /// The KV element type cannot hold this model's rows.
     #[error("KV type {ty} needs a head dim that is a multiple of 32 (this model's is {head_dim})")]
     TypeUnsupported { ty: &'static str, head_dim: usize },

@@ -33,7 +33,7 @@ mod rows;
 mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
-pub use error::ModelError;
+pub use error::{BatchError, ModelError};
 pub use fak_gguf::model::{Arch, ModelConfig, RopeStyle};
 pub use forward::{Logits, Workspace};
 pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};

@@ -35,7 +35,7 @@ use std::sync::{Mutex, PoisonError};
 use fak_gguf::GgmlType;
 use fak_kernels::pool::ThreadPool;
 
-use crate::error::ModelError;
+use crate::error::{BatchError, ModelError};
 use crate::weights::{Model, Weight};
 
 /// Work (in multiply-adds) below which a product runs on the calling thread.
@@ -212,14 +212,15 @@ impl Model {
     ) -> Result<(), ModelError> {
         let n_tok = acts.n_tok();
         if acts.n_in != w.n_in || out.len() != n_tok * w.n_out {
-            return Err(ModelError::Batch(format!(
-                "matmul '{}': activations [{n_tok}, {}] and output of {} values do not fit [{}, {}]",
-                w.name,
-                acts.n_in,
-                out.len(),
-                w.n_out,
-                w.n_in
-            )));
+            return Err(BatchError::Shape {
+                tensor: w.name.clone(),
+                n_tok,
+                n_in: acts.n_in,
+                out_len: out.len(),
+                n_out: w.n_out,
+                w_in: w.n_in,
+            }
+            .into());
         }
         if n_tok == 0 || w.n_out == 0 {
             return Ok(());
@@ -323,11 +324,11 @@ impl Model {
             .matrix_bytes(w)
             .get(lo * w.row_bytes()..(lo + rows) * w.row_bytes())
             .ok_or_else(|| {
-                ModelError::Batch(format!(
-                    "matmul '{}': weight rows {lo}..{} are outside the tensor",
-                    w.name,
-                    lo + rows
-                ))
+                ModelError::from(BatchError::WeightRows {
+                    tensor: w.name.clone(),
+                    lo,
+                    hi: lo + rows,
+                })
             })?;
         fak_kernels::gemm::gemm(w.ty, w.n_in, wrows, rows, acts, n_tok, dst, stride).map_err(
             |source| ModelError::Kernel {
