@@ -25,11 +25,11 @@ const NAME: &str = "smollm2-135m-instruct-q8_0";
 /// `fak serve` under a small sh watchdog that SIGKILLs it when this test
 /// process closes the watchdog's stdin: on drop, and also when the process
 /// exits without dropping (the shared server lives in a static) or dies.
-/// Its exit status is the server's.
+/// It prints the server's pid on stdout; its exit status is the server's.
 const WATCHDOG: &str = r#"exec 3<&0
-"$0" "$@" </dev/null &
+"$0" "$@" </dev/null >/dev/null &
 p=$!
-echo "fak-test: server pid $p" >&2
+echo "$p"
 ( read _ <&3; kill -9 $p 2>/dev/null ) &
 w=$!
 wait $p
@@ -55,36 +55,39 @@ impl Server {
             .args(["serve", "--model", MODEL, "--port", "0", "--threads", "2"])
             .args(flags)
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start fak serve");
+        let mut pid = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut pid)
+            .expect("the watchdog's pid line");
+        let pid: u32 = pid.trim().parse().expect("server pid");
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let l = log.clone();
         thread::spawn(move || {
             let mut tx = Some(tx);
-            let mut pid = None;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(p) = line.strip_prefix("fak-test: server pid ") {
-                    pid = p.trim().parse::<u32>().ok();
-                }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
                     let port = rest
                         .split(|c: char| c.is_whitespace())
                         .next()
                         .and_then(|a| a.rsplit(':').next())
                         .and_then(|p| p.parse::<u16>().ok());
-                    if let (Some(p), Some(pid), Some(tx)) = (port, pid, tx.take()) {
-                        let _ = tx.send((p, pid));
+                    if let Some(p) = port {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(p);
+                        }
                     }
                 }
                 l.lock().unwrap().push(line);
             }
         });
-        let (port, pid) = match rx.recv_timeout(Duration::from_secs(60)) {
+        let port = match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(p) => p,
             Err(_) => {
                 drop(child.stdin.take());
