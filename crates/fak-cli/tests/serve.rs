@@ -1317,6 +1317,13 @@ fn small_kv_pool_preempts_and_keeps_greedy_text() {
         m.value("vllm:num_preemptions_total") > 0.0,
         "no preemption with {line}"
     );
+    // Regression: without max_tokens the default was the whole context
+    // (512), which this pool can never hold, so the request got a 400.
+    let r = s.post(
+        "/v1/completions",
+        &json!({"prompt": "Once upon a time", "temperature": 0, "stop": ["."]}),
+    );
+    assert_eq!(r.status, 200, "no max_tokens on a small pool: {}", r.text());
     s.assert_healthy();
 }
 

@@ -320,8 +320,14 @@ fn prepare(
     }
     let max_tokens = match c.max_tokens()? {
         Some(n) => n,
-        // OpenAI's default: as much as the context has room for.
-        None => l.n_ctx.saturating_sub(prompt.len()).max(1),
+        // OpenAI's default: as much as the context has room for, and no
+        // more than the KV pool could ever hold for this request alone
+        // (one block spare for a copy-on-write), so the default never
+        // turns a request the pool can serve into a 400.
+        None => {
+            let pool = l.n_blocks.saturating_sub(1) * l.block_size;
+            l.n_ctx.min(pool).saturating_sub(prompt.len()).max(1)
+        }
     };
     Ok(Request {
         prompt,
