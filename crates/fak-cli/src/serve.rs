@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    /// Tokens per KV block (prefixes are shared in whole blocks).
+    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
+    block_size: usize,
+    /// Most tokens in one forward pass (decode tokens, then prefill chunks).
+    #[arg(long, default_value_t = fak_engine::DEFAULT_TOKEN_BUDGET)]
+    token_budget: usize,
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
@@ -55,6 +61,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     }
     if a.max_running == 0 {
         bail!("--max-running must be at least 1");
+    }
+    if a.block_size == 0 || a.block_size > 4096 {
+        bail!("--block-size must be within 1..=4096, got {}", a.block_size);
+    }
+    if a.token_budget == 0 {
+        bail!("--token-budget must be at least 1");
     }
     let mut keys: Vec<String> = a.api_key.iter().map(|k| k.trim().to_string()).collect();
     if let Some(f) = &a.api_key_file {
@@ -88,6 +100,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         served_model_name: a.served_model_name,
         max_body_bytes: a.max_body_bytes,
         kv_type: a.kv_type.into(),
+        block_size: a.block_size,
+        token_budget: a.token_budget,
         ..fak_server::ServerConfig::new(a.model)
     };
     fak_server::run(cfg)?;

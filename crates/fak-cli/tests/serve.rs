@@ -1392,3 +1392,28 @@ fn sigterm_drains_the_stream_and_exits_zero() {
     };
     assert!(status.success(), "exit status {status}");
 }
+
+/// Bad sizing flags are one-line errors with a non-zero exit, before the
+/// model loads.
+#[test]
+fn bad_sizing_flags_are_refused() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../models/smollm2-135m-instruct-q8_0.gguf"
+    );
+    for (flag, value) in [
+        ("--block-size", "0"),
+        ("--token-budget", "0"),
+        ("--max-running", "0"),
+        ("--threads", "0"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fak"))
+            .args(["serve", "--model", model, "--port", "0", flag, value])
+            .output()
+            .expect("run fak serve");
+        assert!(!out.status.success(), "{flag} {value} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{flag}: {err}");
+        assert!(err.starts_with("fak: error: "), "{flag}: {err}");
+    }
+}
