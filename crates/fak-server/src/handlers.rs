@@ -301,12 +301,6 @@ fn check_model(st: &AppState, c: &Common) -> Result<(), ApiError> {
     }
 }
 
-/// A checked request ready for the engine.
-struct Prepared {
-    req: Request,
-    shape: Shape,
-}
-
 fn prepare(
     l: &Loaded,
     key: KeyTenant,
@@ -373,16 +367,7 @@ async fn chat(
     let ids = l.tok.encode(&text, fak_tokenizer::EncodeOptions::default());
     let logprobs = api::chat_logprobs(r.logprobs, r.top_logprobs)?;
     let req = prepare(&l, key, &r.common, ids, logprobs)?;
-    let p = Prepared {
-        req,
-        shape: Shape {
-            kind: Kind::Chat,
-            stream: r.common.stream,
-            include_usage: r.common.include_usage(),
-            model: st.name().to_string(),
-        },
-    };
-    run(&st, l, p, arrived).await
+    run(&st, l, Kind::Chat, &r.common, req, arrived).await
 }
 
 async fn completions(
@@ -420,31 +405,32 @@ async fn completions(
     };
     let logprobs = api::completion_logprobs(r.logprobs)?;
     let req = prepare(&l, key, &r.common, ids, logprobs)?;
-    let p = Prepared {
-        req,
-        shape: Shape {
-            kind: Kind::Completion,
-            stream: r.common.stream,
-            include_usage: r.common.include_usage(),
-            model: st.name().to_string(),
-        },
-    };
-    run(&st, l, p, arrived).await
+    run(&st, l, Kind::Completion, &r.common, req, arrived).await
 }
 
+/// Hands the request to the engine and answers in `kind`'s shape, as a
+/// stream or as one JSON object.
 async fn run(
     st: &AppState,
     l: Loaded,
-    p: Prepared,
+    kind: Kind,
+    c: &Common,
+    req: Request,
     arrived: Instant,
 ) -> Result<Response, ApiError> {
-    let (_, rx) = match st.inner.engine.submit(p.req, arrived).await {
+    let shape = Shape {
+        kind,
+        stream: c.stream,
+        include_usage: c.include_usage(),
+        model: st.name().to_string(),
+    };
+    let (_, rx) = match st.inner.engine.submit(req, arrived).await {
         Ok(x) => x,
         Err(SubmitError::Engine(e)) => return Err(e.into()),
         Err(SubmitError::Stopped) => return Err(ApiError::unavailable("the engine has stopped")),
     };
-    if p.shape.stream {
-        let stream = responses::sse(l.tok.clone(), p.shape, rx);
+    if shape.stream {
+        let stream = responses::sse(l.tok.clone(), shape, rx);
         Ok((
             [
                 (header::CONTENT_TYPE, "text/event-stream"),
@@ -454,7 +440,7 @@ async fn run(
         )
             .into_response())
     } else {
-        let v = responses::collect(&l.tok, &p.shape, rx).await?;
+        let v = responses::collect(&l.tok, &shape, rx).await?;
         Ok(Json(v).into_response())
     }
 }

@@ -354,17 +354,14 @@ impl<'m> Engine<'m> {
                 (self.slots.len() - 1) as u32
             }
         };
+        let context = live.req.context;
         let entry = &mut self.slots[slot as usize];
         entry.live = Some(live);
         let id = RequestId {
             slot,
             generation: entry.generation,
         };
-        if let Context::Session(s) = self.slots[slot as usize]
-            .live
-            .as_ref()
-            .map_or(Context::Fresh, |l| l.req.context)
-        {
+        if let Context::Session(s) = context {
             if let Some(sess) = self.session_mut(s) {
                 sess.busy = Some(id);
             }
