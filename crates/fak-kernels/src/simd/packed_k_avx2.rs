@@ -20,7 +20,9 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{blocks_at, bytes32, gemm_tiles, load, quad, Tiles, TILE_TOKENS};
+use super::packed_avx2::{
+    blocks_at, bytes32, gemm_tiles, load, prefetch_ahead, quad, Tiles, TILE_TOKENS,
+};
 use super::packed_vnni::TILE;
 use crate::blocks::BlockQ8_K;
 use crate::packed::{PackedArgs, PackedFormat};
@@ -269,6 +271,9 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
 ) -> [__m256; T] {
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
+        if T == 1 {
+            prefetch_ahead(wb);
+        }
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {
@@ -333,6 +338,9 @@ fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
 ) -> [__m256; T] {
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
+        if T == 1 {
+            prefetch_ahead(wb);
+        }
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {

@@ -32,7 +32,9 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{blocks_at, bytes32, load, quad, scale_block, store, AB, Q5};
+use super::packed_avx2::{
+    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, Q5,
+};
 use crate::packed::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Tokens per tile: eight sums, the shared correction, the weights, one
@@ -84,6 +86,9 @@ fn tile_signed<S: SignedSteps<B>, const B: usize, const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     let mut xu = [[0u8; 32]; T];
     for (b, wb) in w.iter().enumerate() {
+        if T == 1 {
+            prefetch_ahead(wb);
+        }
         let ab = blocks_at(&a, b);
         for t in 0..T {
             let x = _mm256_xor_si256(load(bytes32(ab[t], 2)), bias);
