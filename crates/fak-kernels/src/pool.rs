@@ -37,10 +37,58 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-/// Busy-wait iterations (`spin_loop` hints) before a waiter starts yielding.
-const SPIN_ITERS: u32 = 1 << 12;
-/// `yield_now` calls after spinning before an idle worker goes to sleep.
-const YIELD_ITERS: u32 = 1 << 8;
+/// How long a waiter busy-waits (`spin_loop` hints) before it starts
+/// yielding. It is a time, not a count, because a `pause` costs from ~10
+/// to ~140 cycles across CPUs. It must outlast the serial stretch between
+/// two products of a decode step (norms, RoPE, attention of one token): a
+/// worker that went to sleep there is woken by a futex, which took tens of
+/// microseconds on the 2-vCPU VMs, and the step's next product started
+/// without it. At 4,096 `pause`s (150 µs on a Zen 3 VM) the 1.5B model's
+/// decode spent ~25% of its worker's time idle; at 65,536 (2.4 ms), 13%.
+const SPIN: std::time::Duration = std::time::Duration::from_millis(2);
+/// Spin iterations between two clock reads.
+const SPIN_CHECK_EVERY: u32 = 64;
+/// How long an idle worker yields (after spinning) before it sleeps on the
+/// condvar: yielding costs nothing when the CPU has no other work and
+/// hands it over when it has.
+const YIELD: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A waiter's busy-wait budget: [`Spin::keep_spinning`] is true for
+/// [`SPIN`] after the first call.
+struct Spin {
+    start: Option<std::time::Instant>,
+    iters: u32,
+    done: bool,
+}
+
+impl Spin {
+    fn new() -> Spin {
+        Spin {
+            start: None,
+            iters: 0,
+            done: false,
+        }
+    }
+
+    /// Time since the first [`Spin::keep_spinning`] call (zero before).
+    fn elapsed(&self) -> std::time::Duration {
+        self.start.map(|s| s.elapsed()).unwrap_or_default()
+    }
+
+    /// Whether the waiter should still spin (then it has spun once more).
+    fn keep_spinning(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
+        self.iters += 1;
+        if self.iters.is_multiple_of(SPIN_CHECK_EVERY) {
+            let start = *self.start.get_or_insert_with(std::time::Instant::now);
+            self.done = start.elapsed() >= SPIN;
+        }
+        std::hint::spin_loop();
+        !self.done
+    }
+}
 
 /// Errors of [`ThreadPool`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -207,12 +255,9 @@ impl ThreadPool {
         IN_POOL.with(|c| c.set(false));
 
         // Barrier: `f` must stay borrowed until every worker is done with it.
-        let mut spins = 0u32;
+        let mut spin = Spin::new();
         while sh.remaining.load(Ordering::Acquire) != 0 {
-            if spins < SPIN_ITERS {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
+            if !spin.keep_spinning() {
                 std::thread::yield_now();
             }
         }
@@ -338,16 +383,19 @@ fn run_serial<F: Fn(usize, usize)>(f: &F, n: usize) -> Result<(), PoolError> {
     }
 }
 
-/// Waits (spin, yield, then sleep) until the generation differs from `seen`.
+/// Waits (spin for [`SPIN`], yield for [`YIELD`], then sleep) until the
+/// generation differs from `seen`.
 fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
-    for i in 0..SPIN_ITERS + YIELD_ITERS {
+    let mut spin = Spin::new();
+    loop {
         let g = sh.generation.load(Ordering::Acquire);
         if g != seen {
             return g;
         }
-        if i < SPIN_ITERS {
-            std::hint::spin_loop();
-        } else {
+        if !spin.keep_spinning() {
+            if spin.elapsed() >= SPIN + YIELD {
+                break;
+            }
             std::thread::yield_now();
         }
     }
