@@ -29,6 +29,10 @@ QWEN="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QWEN_SHA="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN15="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 QWEN15_SHA="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+# The files `fak quantize` derives from the Q4_1 file: it is deterministic,
+# so they have fixed SHA-256s too (a mismatch rebuilds the file).
+SMOL_Q8_SHA="0c1d3326cd9793cfb7296113c063dd5c24e2bd734b48ec1a3d01b7158eca9387"
+SMOL_F16_SHA="fea43f3ffef83a020894679eb91b2ab0127287d657a7313b47ba9c411dd4d47f"
 WANT="${FAK_MODELS:-default}"
 for arg in "$@"; do
   case "$arg" in
@@ -120,11 +124,14 @@ fak_bin() {
 derive() {
   local src="$MODELS/$SMOL_Q41" fak=""
   for ty in q8_0 f16; do
-    local out="$MODELS/smollm2-135m-instruct-$ty.gguf"
-    if [[ -f "$out" ]]; then log "$(basename "$out"): present"; continue; fi
+    local out="$MODELS/smollm2-135m-instruct-$ty.gguf" want
+    case "$ty" in q8_0) want="$SMOL_Q8_SHA" ;; f16) want="$SMOL_F16_SHA" ;; esac
+    if have "$out" "$want"; then log "$(basename "$out"): present, SHA-256 ok"; continue; fi
+    [[ -f "$out" ]] && log "$(basename "$out"): SHA-256 mismatch, rebuilding"
     [[ -n "$fak" ]] || fak="$(fak_bin)"
     log "$(basename "$out"): fak quantize $SMOL_Q41 -> $ty"
     "$fak" quantize "$src" "$out.part" "$ty" || { rm -f "$out.part"; die "fak quantize to $ty failed"; }
+    [[ "$(sha_of "$out.part")" == "$want" ]] || { rm -f "$out.part"; die "$(basename "$out"): fak quantize gave an unexpected SHA-256"; }
     mv "$out.part" "$out"
   done
 }

@@ -8,7 +8,7 @@ llama-cpp-python 0.3.30's low-level batch API (``llama_batch_init`` /
 ``fak bench model --json`` (engine ``"llama.cpp"``), so that
 ``bench/compare.py`` can put the two side by side.
 
-Protocol (identical to fak's, see ``crates/fak-cli/src/bench.rs``)::
+Protocol (identical to fak's, see ``crates/fak-bench/src/single.rs``)::
 
     token ids  LCG state0 = 2463534242,
                state_{n+1} = state_n * 6364136223846793005 + 1442695040888963407 (mod 2**64),

@@ -73,6 +73,10 @@ pub fn run(p: &Params) -> Result<BandwidthReport> {
         return Err(params("--size-mib and --reps must be at least 1"));
     }
     let threads = threads_or_all(p.threads);
+    let pool = fak_kernels::pool::ThreadPool::new(threads).map_err(|source| Error::Pool {
+        what: "starting the thread pool",
+        source,
+    })?;
     let n = p
         .size_mib
         .checked_mul(1 << 20)
@@ -84,10 +88,6 @@ pub fn run(p: &Params) -> Result<BandwidthReport> {
         source,
     })?;
     buf.extend((0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-    let pool = fak_kernels::pool::ThreadPool::new(threads).map_err(|source| Error::Pool {
-        what: "starting the thread pool",
-        source,
-    })?;
     let sums: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let per = n.div_ceil(threads);
     let pass = || -> Result<f64> {

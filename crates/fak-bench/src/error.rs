@@ -53,8 +53,12 @@ pub enum Error {
         source: fak_gguf::GgufError,
     },
     /// The thread pool did not start as many threads as asked for.
-    #[error("could not start {wanted} threads (the model runs with {got})")]
-    Threads { wanted: usize, got: usize },
+    #[error("--threads {wanted}")]
+    Threads {
+        wanted: usize,
+        #[source]
+        source: fak_model::ModelError,
+    },
     /// A probe's thread pool failed to start or a pass failed.
     #[error("{what}")]
     Pool {

@@ -78,6 +78,27 @@ pub struct EvictReport {
     pub times: EvictTimes,
 }
 
+/// The span start of `p`, once the span is checked to lie strictly inside
+/// the sequence (`0 < at`, `at + span < len`, without overflow).
+///
+/// # Errors
+///
+/// [`Error::Params`](crate::Error::Params) naming the values.
+pub fn check(p: &Params) -> Result<usize> {
+    let at = p.at.unwrap_or(p.len.saturating_sub(p.span) / 2);
+    let inside = at
+        .checked_add(p.span)
+        .is_some_and(|end| at > 0 && end < p.len);
+    if p.reps == 0 || p.span == 0 || !inside {
+        return Err(params(format!(
+            "need --reps >= 1, --span >= 1 and 0 < --at, at + span < --len \
+             (got at {at}, span {}, len {})",
+            p.span, p.len
+        )));
+    }
+    Ok(at)
+}
+
 /// Runs the protocol (see the module docs); progress lines on stderr.
 ///
 /// # Errors
@@ -85,18 +106,12 @@ pub struct EvictReport {
 /// A span that is empty or not strictly inside the sequence, `reps` of 0,
 /// loading the model, model and KV errors.
 pub fn run(p: &Params) -> Result<EvictReport> {
-    let at = p.at.unwrap_or(p.len.saturating_sub(p.span) / 2);
-    if p.reps == 0 || p.span == 0 || at == 0 || at + p.span >= p.len {
-        return Err(params(format!(
-            "need reps >= 1, span >= 1 and 0 < at, at + span < len (got at {at}, span {}, len {})",
-            p.span, p.len
-        )));
-    }
+    let at = check(p)?;
     let model = p.model.load()?;
     let ids: Vec<u32> = LcgIds::take(model.config().n_vocab, p.len);
     let tail: Vec<u32> = ids[at + p.span..].to_vec();
     let remaining: Vec<u32> = [&ids[..at], &tail[..]].concat();
-    let sizes = PagedKvConfig::for_sequences(16, 6, p.len + 16);
+    let sizes = PagedKvConfig::for_sequences(16, 6, p.len.saturating_add(16));
     let mut seqs = Sequences::new(&model, sizes, PrefixCache::Off, p.ubatch)?;
     eprintln!("bench evict: computing the {}-token sequence", p.len);
     let root = seqs.create(Tenant(0));
@@ -187,5 +202,48 @@ impl EvictReport {
         let _ = writeln!(s, "  exact/span       {:>9.3}", t.exact_over_span_ingest);
         let _ = writeln!(s, "  full recompute   {:>9.1} ms", t.full_recompute_s * 1e3);
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    fn params_at(at: Option<usize>, span: usize, len: usize) -> Params {
+        Params {
+            model: ModelSpec {
+                path: "/nonexistent.gguf".into(),
+                threads: None,
+            },
+            len,
+            span,
+            at,
+            reps: 1,
+            ubatch: 512,
+        }
+    }
+
+    /// A span start near `usize::MAX` used to wrap `at + span` past the
+    /// check and then panic slicing the ids; it is refused before the
+    /// model is loaded.
+    #[test]
+    fn spans_outside_the_sequence_are_refused_before_loading() {
+        for (at, span, len) in [
+            (Some(usize::MAX - 10), 64, 1100),
+            (Some(usize::MAX), 1, 1100),
+            (Some(1), usize::MAX, 1100),
+            (Some(0), 64, 1100),
+            (Some(1036), 64, 1100),
+            (None, 0, 1100),
+        ] {
+            let p = params_at(at, span, len);
+            assert!(
+                matches!(run(&p), Err(Error::Params(_))),
+                "at {at:?} span {span} len {len}"
+            );
+        }
+        assert_eq!(check(&params_at(None, 64, 1100)).ok(), Some(518));
+        assert_eq!(check(&params_at(Some(1035), 64, 1100)).ok(), Some(1035));
     }
 }

@@ -20,20 +20,16 @@ pub struct ModelSpec {
 /// # Errors
 ///
 /// [`Error::Load`] when the file does not load; [`Error::Threads`] when the
-/// pool could not start that many threads.
+/// pool could not start that many threads (or the count is out of range).
 pub fn load_model(path: &Path, threads: Option<usize>) -> Result<Model> {
     let mut model = Model::load(path).map_err(|source| Error::Load {
         path: path.to_path_buf(),
         source,
     })?;
     if let Some(t) = threads {
-        model.set_threads(t);
-        if model.threads() != t.max(1) {
-            return Err(Error::Threads {
-                wanted: t,
-                got: model.threads(),
-            });
-        }
+        model
+            .set_threads(t)
+            .map_err(|source| Error::Threads { wanted: t, source })?;
     }
     Ok(model)
 }
@@ -49,13 +45,14 @@ impl ModelSpec {
     }
 }
 
-/// `threads`, or every core the OS reports when `None`; at least 1.
+/// `threads` as given (a pool refuses 0 or too many), or every core the
+/// OS reports when `None` (at least 1, at most
+/// [`MAX_THREADS`](fak_kernels::pool::MAX_THREADS)).
 pub fn threads_or_all(threads: Option<usize>) -> usize {
-    threads
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1)
+    threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(fak_kernels::pool::MAX_THREADS)
+    })
 }

@@ -383,8 +383,9 @@ mod tests {
             .join("../../models/smollm2-135m-instruct-q4_1.gguf");
         assert!(p.exists(), "{} is missing", p.display());
         let mut model = Model::load(&p).unwrap();
-        model.set_threads(2);
-        let mut kv = FlatKv::for_model(model.config(), DECODE_PROMPT + DECODE_STEPS, 1);
+        model.set_threads(2).expect("threads");
+        let mut kv =
+            FlatKv::for_model(model.config(), DECODE_PROMPT + DECODE_STEPS, 1).expect("kv");
         let ids = LcgIds::take(model.config().n_vocab, DECODE_PROMPT + DECODE_STEPS);
         for _ in 0..2 {
             let s = time_prefill(&model, &mut kv, &ids[..DECODE_PROMPT]).unwrap();

@@ -67,8 +67,8 @@ enum KvKind {
 
 #[derive(clap::Args)]
 struct BandwidthArgs {
-    /// Threads (default: all cores).
-    #[arg(long, short = 't')]
+    /// Threads, 1..=1024 (default: all cores).
+    #[arg(long, short = 't', value_parser = crate::parse_threads)]
     threads: Option<usize>,
     /// Buffer size in MiB (default 1024; keep it well above the L3 cache).
     #[arg(long, default_value_t = 1024)]
@@ -83,8 +83,8 @@ struct BandwidthArgs {
 
 #[derive(clap::Args)]
 struct PeakArgs {
-    /// Threads (default: all cores).
-    #[arg(long, short = 't')]
+    /// Threads, 1..=1024 (default: all cores).
+    #[arg(long, short = 't', value_parser = crate::parse_threads)]
     threads: Option<usize>,
     /// Rounds per thread per pass (256 int8 multiply-adds each).
     #[arg(long, default_value_t = 4_000_000)]
@@ -212,9 +212,9 @@ fn print<R: Serialize>(
     table: fn(&R) -> String,
 ) -> anyhow::Result<()> {
     match (json, style) {
-        (true, Json::Pretty) => println!("{}", serde_json::to_string_pretty(report)?),
-        (true, Json::Line) => println!("{}", serde_json::to_string(report)?),
-        (false, _) => print!("{}", table(report)),
+        (true, Json::Pretty) => outln!("{}", serde_json::to_string_pretty(report)?)?,
+        (true, Json::Line) => outln!("{}", serde_json::to_string(report)?)?,
+        (false, _) => out!("{}", table(report))?,
     }
     Ok(())
 }

@@ -7,7 +7,9 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{bail, Context};
-use fak_engine::{Engine, EngineConfig, Event, PrefixCache, Request, SamplingParams};
+use fak_engine::{
+    check_context, CtxLimit, Engine, EngineConfig, Event, PrefixCache, Request, SamplingParams,
+};
 use fak_model::KvType;
 use fak_tokenizer::{ChatMessage, ChatTemplate};
 
@@ -21,19 +23,29 @@ pub struct ChatArgs {
     #[arg(long)]
     system: Option<String>,
     /// Maximum tokens per reply.
-    #[arg(short = 'n', long = "n-predict", default_value_t = 256)]
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 256,
+        allow_negative_numbers = true
+    )]
     n: usize,
-    /// Context size in tokens.
-    #[arg(long, default_value_t = 4096)]
-    ctx: usize,
-    /// Temperature; 0 means greedy.
-    #[arg(long = "temp", default_value_t = 0.0)]
+    /// Context size in tokens (default: the model's trained context,
+    /// `n_ctx_train`; more needs --allow-ctx-beyond-train).
+    #[arg(long, allow_negative_numbers = true)]
+    ctx: Option<usize>,
+    /// Allow --ctx beyond the model's trained context (positions past it
+    /// are outside what the model was trained on).
+    #[arg(long)]
+    allow_ctx_beyond_train: bool,
+    /// Temperature within 0..=100; 0 means greedy.
+    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
     temperature: f32,
     /// Top-k filter (0 = off).
     #[arg(long, default_value_t = 40)]
     top_k: usize,
-    /// Top-p filter.
-    #[arg(long, default_value_t = 0.95)]
+    /// Top-p filter within (0, 1].
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     top_p: f32,
     /// RNG seed.
     #[arg(long, default_value_t = 0)]
@@ -41,12 +53,6 @@ pub struct ChatArgs {
 }
 
 pub fn run(a: ChatArgs) -> anyhow::Result<()> {
-    let (model, tok) = a.model.load()?;
-    let Some(template) =
-        ChatTemplate::from_gguf(model.gguf()).context("reading the chat template")?
-    else {
-        bail!("{} has no tokenizer.chat_template", a.model.model.display());
-    };
     let sampling = SamplingParams {
         temperature: a.temperature,
         top_k: a.top_k,
@@ -55,6 +61,19 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
         ..SamplingParams::greedy()
     };
     sampling.validate()?;
+    let (model, tok) = a.model.load()?;
+    let n_ctx = a.ctx.unwrap_or(model.config().n_ctx_train);
+    let limit = if a.allow_ctx_beyond_train {
+        CtxLimit::BeyondTrained
+    } else {
+        CtxLimit::Trained
+    };
+    check_context(model.config(), n_ctx, limit).context("--ctx")?;
+    let Some(template) =
+        ChatTemplate::from_gguf(model.gguf()).context("reading the chat template")?
+    else {
+        bail!("{} has no tokenizer.chat_template", a.model.model.display());
+    };
     let mut messages: Vec<ChatMessage> = Vec::new();
     if let Some(s) = &a.system {
         messages.push(ChatMessage {
@@ -64,7 +83,7 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
     }
     // One conversation: each turn's request finds the previous turns in the
     // prefix cache (published when they finished), and computes the rest.
-    let cfg = EngineConfig::for_requests(1, a.ctx, KvType::F16, PrefixCache::On);
+    let cfg = EngineConfig::for_requests(1, n_ctx, KvType::F16, PrefixCache::On);
     let mut engine = Engine::new(&model, Some(&tok), cfg)?;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
@@ -86,12 +105,11 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
         });
         let prompt = template.render(&messages, true)?;
         let ids = tok.encode(&prompt, fak_tokenizer::EncodeOptions::default());
-        let room = a.ctx.saturating_sub(ids.len());
+        let room = n_ctx.saturating_sub(ids.len());
         if room == 0 {
             bail!(
-                "context full: the conversation has {} tokens, --ctx is {}",
-                ids.len(),
-                a.ctx
+                "context full: the conversation has {} tokens, the context is {n_ctx}",
+                ids.len()
             );
         }
         let req = Request {

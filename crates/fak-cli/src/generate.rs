@@ -1,12 +1,14 @@
 //! `fak generate`.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use fak_engine::{
-    generate, generate_many, BatchMode, GenerateParams, ManyParams, SamplingParams, StopAt,
+    generate, generate_many, BatchMode, CtxLimit, GenerateParams, ManyParams, SamplingParams,
+    StopAt,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -28,9 +30,10 @@ pub struct GenerateArgs {
     #[arg(long)]
     prompts_json: Option<PathBuf>,
     /// With --prompts-json: run all prompts in one ragged batch per step
-    /// (together) or one after the other (alone). Outputs are identical.
-    #[arg(long, value_enum, default_value_t = Mode::Together)]
-    batch_mode: Mode,
+    /// (together, the default) or one after the other (alone). Outputs are
+    /// identical.
+    #[arg(long, value_enum)]
+    batch_mode: Option<Mode>,
     /// With --json: add each prompt's `logits_digest`, the SHA-256 of every
     /// step's f32 logits (little-endian bytes, steps in order).
     #[arg(long)]
@@ -38,23 +41,34 @@ pub struct GenerateArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
-    /// Tokens per KV block (with --prompts-json).
-    #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
-    block_size: usize,
-    /// Most tokens per forward call (with --prompts-json).
-    #[arg(long, default_value_t = 512)]
-    max_batch_tokens: usize,
-    /// Number of tokens to generate.
-    #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
+    /// Tokens per KV block (with --prompts-json; default 64).
+    #[arg(long)]
+    block_size: Option<usize>,
+    /// Most tokens per forward call (with --prompts-json; default 512).
+    #[arg(long)]
+    max_batch_tokens: Option<usize>,
+    /// Number of tokens to generate. The prompt plus these must fit the
+    /// model's trained context (see --allow-ctx-beyond-train).
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
     n: usize,
-    /// Temperature; 0 means greedy.
-    #[arg(long = "temp", default_value_t = 0.0)]
+    /// Allow a prompt plus --n-predict longer than the model's trained
+    /// context (`n_ctx_train`; positions past it are outside what the
+    /// model was trained on).
+    #[arg(long)]
+    allow_ctx_beyond_train: bool,
+    /// Temperature within 0..=100; 0 means greedy.
+    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
     temperature: f32,
     /// Top-k filter (0 = off).
     #[arg(long, default_value_t = 40)]
     top_k: usize,
-    /// Top-p filter (1.0 = off).
-    #[arg(long, default_value_t = 0.95)]
+    /// Top-p filter within (0, 1] (1.0 = off).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     top_p: f32,
     /// RNG seed for sampling.
     #[arg(long, default_value_t = 0)]
@@ -75,14 +89,21 @@ enum Mode {
 }
 
 pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
-    if !(0.0..=1.0).contains(&a.top_p) {
-        bail!("--top-p must be within 0..=1, got {}", a.top_p);
-    }
-    if a.prompts_json.is_some() {
-        return run_many(&a);
-    }
+    let params = gen_params(&a)?;
     if a.logits_digest && !a.json {
         bail!("--logits-digest needs --json");
+    }
+    if a.prompts_json.is_some() {
+        return run_many(&a, params);
+    }
+    for (flag, given) in [
+        ("--batch-mode", a.batch_mode.is_some()),
+        ("--block-size", a.block_size.is_some()),
+        ("--max-batch-tokens", a.max_batch_tokens.is_some()),
+    ] {
+        if given {
+            bail!("{flag} applies only with --prompts-json");
+        }
     }
     let text = match (&a.prompt, &a.prompt_file) {
         (Some(p), None) => p.clone(),
@@ -95,31 +116,48 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
     if prompt_ids.is_empty() {
         bail!("the prompt tokenizes to nothing; give some text");
     }
-    let params = gen_params(&a);
     let t0 = Instant::now();
-    let stdout = std::io::stdout();
+    // Logits are hashed step by step, never kept.
+    let mut digest = Sha256::new();
+    let on_logits = |l: &[f32]| {
+        if a.logits_digest {
+            hash_logits(&mut digest, l);
+        }
+    };
     let gen = if a.json {
-        generate(&model, &tok, &prompt_ids, &params, a.logits_digest, |_| {})?
+        generate(&model, &tok, &prompt_ids, &params, on_logits, |_| {
+            ControlFlow::Continue(())
+        })?
     } else {
-        let mut lock = stdout.lock();
-        let g = generate(&model, &tok, &prompt_ids, &params, false, |piece| {
-            let _ = lock.write_all(piece.as_bytes());
-            let _ = lock.flush();
-        })?;
-        let _ = writeln!(lock);
+        let mut lock = std::io::stdout().lock();
+        let mut failed = None;
+        let g = generate(
+            &model,
+            &tok,
+            &prompt_ids,
+            &params,
+            on_logits,
+            |piece| match lock.write_all(piece.as_bytes()).and_then(|()| lock.flush()) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            },
+        )?;
+        if let Some(e) = failed {
+            return Err(e).context("writing to stdout");
+        }
+        writeln!(lock)?;
         g
     };
     let dt = t0.elapsed().as_secs_f64();
     if a.json {
         let mut obj = json!({"prompt_ids": gen.prompt_ids, "generated_ids": gen.generated_ids, "text": gen.text});
         if a.logits_digest {
-            let mut h = Sha256::new();
-            for step in &gen.step_logits {
-                hash_logits(&mut h, step);
-            }
-            obj["logits_digest"] = json!(hex(&h.finalize()));
+            obj["logits_digest"] = json!(hex(&digest.finalize()));
         }
-        println!("{obj}");
+        outln!("{obj}")?;
     }
     eprintln!(
         "fak: {} prompt + {} generated tokens in {:.2} s",
@@ -131,13 +169,11 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
 }
 
 /// `--prompts-json`: several prompts through [`generate_many`].
-fn run_many(a: &GenerateArgs) -> anyhow::Result<()> {
+fn run_many(a: &GenerateArgs, gen: GenerateParams) -> anyhow::Result<()> {
     let Some(path) = &a.prompts_json else {
         bail!("--prompts-json is missing");
     };
-    if a.logits_digest && !a.json {
-        bail!("--logits-digest needs --json");
-    }
+    let mode = a.batch_mode.unwrap_or(Mode::Together);
     let raw = std::fs::read_to_string(path)
         .with_context(|| format!("reading prompts file {}", path.display()))?;
     let texts: Vec<String> = serde_json::from_str(&raw)
@@ -155,13 +191,13 @@ fn run_many(a: &GenerateArgs) -> anyhow::Result<()> {
         prompts.push(ids);
     }
     let params = ManyParams {
-        gen: gen_params(a),
-        mode: match a.batch_mode {
+        gen,
+        mode: match mode {
             Mode::Together => BatchMode::Together,
             Mode::Alone => BatchMode::Alone,
         },
-        block_size: a.block_size,
-        max_batch_tokens: a.max_batch_tokens,
+        block_size: a.block_size.unwrap_or(fak_engine::DEFAULT_BLOCK_SIZE),
+        max_batch_tokens: a.max_batch_tokens.unwrap_or(512),
     };
     let t0 = Instant::now();
     let mut hashers: Vec<Sha256> = prompts.iter().map(|_| Sha256::new()).collect();
@@ -183,17 +219,17 @@ fn run_many(a: &GenerateArgs) -> anyhow::Result<()> {
                 obj
             })
             .collect();
-        println!("{}", serde_json::Value::Array(list));
+        outln!("{}", serde_json::Value::Array(list))?;
     } else {
         for (i, g) in gens.iter().enumerate() {
-            println!("--- prompt {i}\n{}", g.text);
+            outln!("--- prompt {i}\n{}", g.text)?;
         }
     }
     let generated: usize = gens.iter().map(|g| g.generated_ids.len()).sum();
     eprintln!(
         "fak: {} prompts, {generated} generated tokens in {dt:.2} s ({:?} mode)",
         gens.len(),
-        a.batch_mode
+        mode
     );
     Ok(())
 }
@@ -209,8 +245,10 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn gen_params(a: &GenerateArgs) -> GenerateParams {
-    GenerateParams {
+/// The generation settings of `a`, sampling checked
+/// ([`SamplingParams::validate`]) before anything is loaded.
+fn gen_params(a: &GenerateArgs) -> anyhow::Result<GenerateParams> {
+    let params = GenerateParams {
         max_tokens: a.n,
         sampling: SamplingParams {
             temperature: a.temperature,
@@ -225,5 +263,12 @@ fn gen_params(a: &GenerateArgs) -> GenerateParams {
             StopAt::EndOfGeneration
         },
         kv_type: a.kv_type.into(),
-    }
+        ctx_limit: if a.allow_ctx_beyond_train {
+            CtxLimit::BeyondTrained
+        } else {
+            CtxLimit::Trained
+        },
+    };
+    params.sampling.validate()?;
+    Ok(params)
 }

@@ -6,8 +6,6 @@ use anyhow::Context;
 use fak_gguf::{GgufFile, MetaArray, MetaValue};
 use serde_json::{json, Value};
 
-use crate::ModelArgs;
-
 #[derive(clap::Args)]
 pub struct InspectArgs {
     /// GGUF file to inspect.
@@ -24,8 +22,9 @@ pub struct InspectArgs {
 
 #[derive(clap::Args)]
 pub struct TokenizeArgs {
-    #[command(flatten)]
-    model: ModelArgs,
+    /// Path to a GGUF model file.
+    #[arg(long, short = 'm')]
+    model: PathBuf,
     /// Text to tokenize (special tokens such as <|im_start|> are parsed).
     text: String,
     /// Print one JSON object on stdout.
@@ -148,21 +147,21 @@ fn system(json_out: bool) -> anyhow::Result<()> {
     let cpu = fak_bench::cpu_model();
     let forced = std::env::var(fak_kernels::isa::ISA_ENV_VAR).ok();
     if json_out {
-        println!(
+        outln!(
             "{}",
             json!({"cpu": cpu, "isa": isa.to_string(), "isa_available": available, "isa_forced": forced, "cpu_features": features, "threads": threads})
-        );
+        )?;
     } else {
-        println!("cpu:           {cpu}");
-        println!(
+        outln!("cpu:           {cpu}")?;
+        outln!(
             "kernel path:   {isa}{}",
             forced
                 .map(|f| format!(" (FAK_ISA={f})"))
                 .unwrap_or_default()
-        );
-        println!("available:     {}", available.join(", "));
-        println!("cpu features:  {}", features.join(" "));
-        println!("threads:       {threads}");
+        )?;
+        outln!("available:     {}", available.join(", "))?;
+        outln!("cpu features:  {}", features.join(" "))?;
+        outln!("threads:       {threads}")?;
     }
     Ok(())
 }
@@ -212,30 +211,30 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
             "metadata": meta,
             "tensors": tensors,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(());
     }
-    println!("file:         {}", model.display());
-    println!(
+    outln!("file:         {}", model.display())?;
+    outln!(
         "gguf version: {}  alignment: {}",
         f.version(),
         f.alignment()
-    );
-    println!("architecture: {:?}", cfg.arch);
+    )?;
+    outln!("architecture: {:?}", cfg.arch)?;
     if let Some(ft) = file_type {
-        println!("file type:    {} ({ft})", file_type_name(ft));
+        outln!("file type:    {} ({ft})", file_type_name(ft))?;
     }
-    println!(
+    outln!(
         "parameters:   {:.1} M in {} tensors, {}",
         n_params as f64 / 1e6,
         f.tensors().len(),
         human_bytes(n_bytes)
-    );
-    println!(
+    )?;
+    outln!(
         "config:       vocab {} · embd {} · layers {} · heads {}/{} kv · head_dim {} · ffn {} · ctx {}",
         cfg.n_vocab, cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.n_ff, cfg.n_ctx_train
-    );
-    println!(
+    )?;
+    outln!(
         "              rope {:?} θ={} dim {} · rms_eps {:e} · tied embeddings: {} · qkv bias: {}",
         cfg.rope_style,
         cfg.rope_theta,
@@ -243,47 +242,46 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
         cfg.rms_eps,
         cfg.tied_embeddings,
         cfg.qkv_bias
-    );
-    println!("tensor types:");
+    )?;
+    outln!("tensor types:")?;
     for (k, (n, b)) in &types {
-        println!("  {k:<6} {n:>5} tensors  {}", human_bytes(*b));
+        outln!("  {k:<6} {n:>5} tensors  {}", human_bytes(*b))?;
     }
-    println!("metadata ({} keys):", f.metadata().len());
+    outln!("metadata ({} keys):", f.metadata().len())?;
     for (k, v) in f.metadata() {
-        println!("  {k:<42} {}", value_text(v));
+        outln!("  {k:<42} {}", value_text(v))?;
     }
-    println!("tensors ({}):", f.tensors().len());
+    outln!("tensors ({}):", f.tensors().len())?;
     for t in f.tensors() {
         let dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-        println!(
+        outln!(
             "  {:<32} {:<6} [{}] {}",
             t.name,
             t.ty.name(),
             dims.join(", "),
             human_bytes(t.n_bytes)
-        );
+        )?;
     }
     Ok(())
 }
 
 pub fn tokenize(a: TokenizeArgs) -> anyhow::Result<()> {
-    let f = GgufFile::open(&a.model.model)
-        .with_context(|| format!("reading {}", a.model.model.display()))?;
+    let f = GgufFile::open(&a.model).with_context(|| format!("reading {}", a.model.display()))?;
     let tok = fak_tokenizer::Tokenizer::from_gguf(&f)
-        .with_context(|| format!("tokenizer of {}", a.model.model.display()))?;
+        .with_context(|| format!("tokenizer of {}", a.model.display()))?;
     let ids = tok.encode(&a.text, fak_tokenizer::EncodeOptions::default());
     let pieces: Vec<String> = ids
         .iter()
         .map(|&id| String::from_utf8_lossy(tok.token_bytes(id)).into_owned())
         .collect();
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({"ids": ids, "pieces": pieces, "n_tokens": ids.len()})
-        );
+        )?;
     } else {
         for (id, p) in ids.iter().zip(&pieces) {
-            println!("{id:>8} {p:?}");
+            outln!("{id:>8} {p:?}")?;
         }
         eprintln!("{} tokens", ids.len());
     }

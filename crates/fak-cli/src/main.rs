@@ -1,8 +1,28 @@
 //! `fak`: inspect, tokenize, generate, chat, quantize and benchmark GGUF models.
 //!
-//! Every error is printed as one line on stderr with a non-zero exit.
-//! Machine-readable output (`--json`) goes to stdout; progress and timings
-//! go to stderr.
+//! Every error is printed as one line on stderr with a non-zero exit (2
+//! for a usage error, as clap's, 1 otherwise). Machine-readable output
+//! (`--json`) goes to stdout; progress and timings go to stderr. A stdout
+//! closed by its reader (`fak ... | head -1`) ends the command with exit 0.
+
+/// `println!` that hands back the write error instead of panicking on it
+/// (Rust ignores SIGPIPE, so a closed pipe is an `EPIPE` error here; see
+/// [`is_broken_pipe`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` that hands back the write error (see [`outln!`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut lock = std::io::stdout().lock();
+        write!(lock, $($arg)*).and_then(|()| lock.flush())
+    }};
+}
 
 mod bench;
 mod chat;
@@ -54,9 +74,18 @@ pub struct ModelArgs {
     /// Path to a GGUF model file.
     #[arg(long, short = 'm')]
     pub model: PathBuf,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 't')]
+    /// Worker threads, 1..=1024 (default: all cores).
+    #[arg(long, short = 't', value_parser = parse_threads)]
     pub threads: Option<usize>,
+}
+
+/// `--threads`: a count within `1..=`[`fak_kernels::pool::MAX_THREADS`].
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    let max = fak_kernels::pool::MAX_THREADS;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number within 1..={max}")),
+    }
 }
 
 /// `--kv-type` values: the element type of the KV cache.
@@ -86,7 +115,9 @@ impl ModelArgs {
         let mut model = fak_model::Model::load(&self.model)
             .with_context(|| format!("loading {}", self.model.display()))?;
         if let Some(t) = self.threads {
-            model.set_threads(t);
+            model
+                .set_threads(t)
+                .with_context(|| format!("--threads {t}"))?;
         }
         let tok = fak_tokenizer::Tokenizer::from_gguf(model.gguf())
             .with_context(|| format!("tokenizer of {}", self.model.display()))?;
@@ -95,7 +126,10 @@ impl ModelArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let r = match cli.cmd {
         Cmd::Inspect(a) => inspect::inspect(a),
         Cmd::Tokenize(a) => inspect::tokenize(a),
@@ -108,10 +142,67 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
             eprintln!("fak: error: {msg}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone (`fak
+/// generate ... | head -1`): the reader has what it wanted, so this is a
+/// normal end.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Handles a clap error: `--help` and `--version` print as usual (exit 0);
+/// a usage error prints one line, the first paragraph of clap's message
+/// plus a hint, and exits 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return match e.print() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(io) if io.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    let command = command_path();
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        eprintln!("fak: error: a subcommand is required (see '{command} --help')");
+        return ExitCode::from(2);
+    }
+    let text = e.render().to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
+    eprintln!("fak: error: {first} (see '{command} --help')");
+    ExitCode::from(2)
+}
+
+/// The (sub)command the arguments name, as far as they name one: `fak
+/// bench evict`, or `fak`.
+fn command_path() -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["fak".to_string()];
+    for arg in std::env::args().skip(1) {
+        let Some(sub) = cmd.find_subcommand(&arg).cloned() else {
+            break;
+        };
+        path.push(arg);
+        cmd = sub;
+    }
+    path.join(" ")
 }

@@ -113,7 +113,7 @@ pub fn run(a: ProjectArgs) -> anyhow::Result<()> {
     match a.cmd {
         Some(ProjectCmd::Validate(v)) => {
             proj::validate_file(&v.packet)?;
-            println!("OK {}", v.packet.display());
+            outln!("OK {}", v.packet.display())?;
             Ok(())
         }
         Some(ProjectCmd::Calibrate(c)) => calibrate(&c),
@@ -169,11 +169,11 @@ fn projection(a: &ProjectionArgs) -> anyhow::Result<()> {
     let table = proj::packet_table(&packet);
     if a.json {
         eprint!("{table}");
-        println!("{text}");
+        outln!("{text}")?;
     } else {
-        print!("{table}");
+        out!("{table}")?;
         if let Some(out) = &a.out {
-            println!("packet written to {}", out.display());
+            outln!("packet written to {}", out.display())?;
         }
     }
     Ok(())
@@ -182,9 +182,9 @@ fn projection(a: &ProjectionArgs) -> anyhow::Result<()> {
 fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
     let out = proj::calibration(&a.rates.params()?, &a.fleet)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
-        print!("{}", proj::calibration_table(&out["calibration"]));
+        out!("{}", proj::calibration_table(&out["calibration"]))?;
     }
     Ok(())
 }

@@ -294,6 +294,42 @@ fn usage_errors_are_one_line() {
         "q3_zz",
     ]);
     assert_clean_error(&o, "q3_zz");
+    // Argument-parsing errors: clap's message in one line with a hint,
+    // exit 2 (they used to print clap's multi-line usage).
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    for (args, needle) in [
+        (&["generate", "-m", &m, "-p", "x", "-n", "-1"][..], "'-1'"),
+        (&["generate", "-m", &m, "-p", "x", "-n", "abc"], "'abc'"),
+        (&["generate", "-m", &m, "-p", "x", "--bogus"], "--bogus"),
+        (
+            &["generate", "-m", &m, "-p", "x", "--kv-type", "q9"],
+            "q8_0",
+        ),
+        (&["generate", "-m", &m, "-p", "x", "-t", "0"], "1..=1024"),
+        (
+            &["generate", "-m", &m, "-p", "x", "-t", "99999999999"],
+            "1..=1024",
+        ),
+        (&["tokenize", "-m", &m, "-t", "2", "x"], "'-t'"),
+        (&["bench", "evict", "-m", &m, "--at", "x"], "--at"),
+        (&["bench"], "subcommand"),
+    ] {
+        let o = fak(args);
+        assert_clean_error(&o, needle);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--help"), "{args:?}: a hint");
+    }
+    for args in [&["--help"][..], &["--version"], &["generate", "--help"]] {
+        let o = fak(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(!o.stdout.is_empty(), "{args:?} prints on stdout");
+    }
+    assert!(
+        String::from_utf8_lossy(&fak(&["--help"]).stdout)
+            .lines()
+            .count()
+            > 5
+    );
 }
 
 fn sha_hex(b: &[u8]) -> String {

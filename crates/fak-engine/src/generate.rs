@@ -2,7 +2,11 @@
 //! [`Engine`]; [`Sequence`] is one flat-KV sequence that tests and the
 //! single-stream benchmark drive by hand.
 
-use fak_model::{Batch, FlatKv, KvStore, KvType, LogitsWanted, Model, SeqId, Workspace};
+use std::ops::ControlFlow;
+
+use fak_model::{
+    Batch, FlatKv, KvStore, KvType, LogitsWanted, Model, ModelConfig, SeqId, Workspace,
+};
 use fak_tokenizer::Tokenizer;
 
 use crate::engine::{Engine, EngineConfig};
@@ -22,6 +26,68 @@ pub struct GenerateParams {
     pub stop: StopAt,
     /// Element type of the KV cache.
     pub kv_type: KvType,
+    /// Whether the context may exceed the model's trained context.
+    pub ctx_limit: CtxLimit,
+}
+
+/// How far a context may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CtxLimit {
+    /// At most the model's trained context (`n_ctx_train`, the GGUF's
+    /// `context_length`).
+    #[default]
+    Trained,
+    /// Beyond it too, when asked for explicitly (positions past
+    /// `n_ctx_train` are outside what the model was trained on; the KV
+    /// size is still checked).
+    BeyondTrained,
+}
+
+/// Checks a context of `n_ctx` tokens for `model` under `limit`, before
+/// anything is allocated for it.
+///
+/// # Errors
+///
+/// [`EngineError::ZeroContext`] for 0; [`EngineError::BeyondTrainedContext`]
+/// when `n_ctx > model.n_ctx_train` under [`CtxLimit::Trained`].
+pub fn check_context(
+    model: &ModelConfig,
+    n_ctx: usize,
+    limit: CtxLimit,
+) -> Result<(), EngineError> {
+    if n_ctx == 0 {
+        return Err(EngineError::ZeroContext);
+    }
+    if limit == CtxLimit::Trained && n_ctx > model.n_ctx_train {
+        return Err(EngineError::BeyondTrainedContext {
+            n_ctx,
+            n_ctx_train: model.n_ctx_train,
+        });
+    }
+    Ok(())
+}
+
+/// The context `prompt + max_tokens` of one request, checked by
+/// [`check_context`].
+///
+/// # Errors
+///
+/// As [`check_context`]; [`EngineError::BeyondTrainedContext`] also when
+/// the sum overflows.
+pub fn request_context(
+    model: &ModelConfig,
+    prompt_len: usize,
+    max_tokens: usize,
+    limit: CtxLimit,
+) -> Result<usize, EngineError> {
+    let n_ctx = prompt_len
+        .checked_add(max_tokens)
+        .ok_or(EngineError::BeyondTrainedContext {
+            n_ctx: usize::MAX,
+            n_ctx_train: model.n_ctx_train,
+        })?;
+    check_context(model, n_ctx, limit)?;
+    Ok(n_ctx)
 }
 
 /// The result of [`generate`].
@@ -35,8 +101,6 @@ pub struct Generation {
     pub text: String,
     /// Why it stopped.
     pub finish: FinishReason,
-    /// Logits of every step (`[n_steps][n_vocab]`), when requested.
-    pub step_logits: Vec<Vec<f32>>,
 }
 
 /// One sequence with its own KV store.
@@ -50,12 +114,13 @@ const SEQ: SeqId = SeqId(0);
 
 impl Sequence {
     /// A sequence for `model` with room for `n_ctx` positions.
-    pub fn new(model: &Model, n_ctx: usize) -> Sequence {
-        Sequence {
-            kv: FlatKv::for_model(model.config(), n_ctx, 1),
-            ws: Workspace::new(),
-            tokens: Vec::new(),
-        }
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Model`] if the KV store's size overflows or cannot
+    /// be allocated.
+    pub fn new(model: &Model, n_ctx: usize) -> Result<Sequence, EngineError> {
+        Sequence::with_kv_type(model, n_ctx, KvType::F16)
     }
 
     /// Like [`Sequence::new`], with the KV cache stored as `kv_type`.
@@ -118,63 +183,72 @@ impl Sequence {
 }
 
 /// Generates from `prompt_ids`: one request through an [`Engine`] sized
-/// for it. `on_text` receives each piece of text as soon as it forms
-/// complete UTF-8. When `keep_logits` is set, every step's logits are
-/// returned too.
+/// for it. `on_logits` sees every step's logits (`[n_vocab]`) before the
+/// step samples from them; `on_text` receives each piece of text as soon
+/// as it forms complete UTF-8, and may end the generation early with
+/// [`ControlFlow::Break`] (the result then says
+/// [`FinishReason::Cancelled`]).
 ///
 /// # Errors
 ///
-/// [`EngineError::EmptyPrompt`]; the request's own error if it fails.
+/// [`EngineError::EmptyPrompt`]; [`check_context`]'s errors for
+/// `prompt + max_tokens`; the request's own error if it fails.
 pub fn generate(
     model: &Model,
     tok: &Tokenizer,
     prompt_ids: &[u32],
     params: &GenerateParams,
-    keep_logits: bool,
-    mut on_text: impl FnMut(&str),
+    mut on_logits: impl FnMut(&[f32]),
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Generation, EngineError> {
     let mut out = Generation {
         prompt_ids: prompt_ids.to_vec(),
         generated_ids: Vec::new(),
         text: String::new(),
         finish: FinishReason::Length,
-        step_logits: Vec::new(),
     };
+    if prompt_ids.is_empty() {
+        return Err(EngineError::EmptyPrompt);
+    }
+    let n_ctx = request_context(
+        model.config(),
+        prompt_ids.len(),
+        params.max_tokens,
+        params.ctx_limit,
+    )?;
     if params.max_tokens == 0 {
         return Ok(out);
     }
-    let n_ctx = prompt_ids.len() + params.max_tokens;
     let cfg = EngineConfig::for_requests(1, n_ctx, params.kv_type, PrefixCache::Off);
     let mut engine = Engine::new(model, Some(tok), cfg)?;
-    let req = params.request(prompt_ids.to_vec());
-    engine.add(req)?;
-    let mut logits = Vec::new();
-    let finish = drain(
-        &mut engine,
-        |_, l| {
-            if keep_logits {
-                logits.push(l.to_vec());
-            }
-        },
-        |_, ev| match ev {
-            Output::Token(id, text) => {
-                out.generated_ids.push(id);
-                if !text.is_empty() {
-                    on_text(text);
-                    out.text.push_str(text);
+    engine.add(params.request(prompt_ids.to_vec()))?;
+    while engine.has_work() {
+        let mut flow = ControlFlow::Continue(());
+        for ev in engine.step_observe(|_, l| on_logits(l))? {
+            match ev {
+                Event::Token { token, text, .. } => {
+                    out.generated_ids.push(token);
+                    if !text.is_empty() && flow.is_continue() {
+                        out.text.push_str(&text);
+                        flow = on_text(&text);
+                    }
                 }
-            }
-            Output::Done(reason, text) => {
-                if !text.is_empty() {
-                    on_text(text);
-                    out.text.push_str(text);
+                Event::Finished { reason, text, .. } => {
+                    if !text.is_empty() && flow.is_continue() {
+                        out.text.push_str(&text);
+                        flow = on_text(&text);
+                    }
+                    out.finish = reason;
                 }
-                out.finish = reason;
+                Event::Failed { error, .. } => return Err(error),
+                Event::Admitted { .. } => {}
             }
-        },
-    )?;
-    debug_assert_eq!(finish, 1);
-    out.step_logits = logits;
+        }
+        if flow.is_break() {
+            out.finish = FinishReason::Cancelled;
+            break;
+        }
+    }
     Ok(out)
 }
 

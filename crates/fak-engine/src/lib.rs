@@ -21,7 +21,9 @@ mod seqs;
 pub use engine::{Engine, EngineConfig, DEFAULT_TOKEN_BUDGET};
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
-pub use generate::{generate, GenerateParams, Generation, Sequence};
+pub use generate::{
+    check_context, generate, request_context, CtxLimit, GenerateParams, Generation, Sequence,
+};
 pub use many::{generate_many, BatchMode, ManyParams};
 pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE};
 pub use request::{
@@ -45,6 +47,16 @@ pub enum EngineError {
     /// The prompt is empty.
     #[error("the prompt is empty (no tokens to condition on)")]
     EmptyPrompt,
+    /// A context of 0 tokens.
+    #[error("the context must hold at least 1 token")]
+    ZeroContext,
+    /// A context beyond the model's trained context, not allowed
+    /// explicitly ([`CtxLimit::BeyondTrained`]).
+    #[error(
+        "a context of {n_ctx} tokens exceeds the model's trained context of {n_ctx_train} \
+         (allow it explicitly: fak's --allow-ctx-beyond-train)"
+    )]
+    BeyondTrainedContext { n_ctx: usize, n_ctx_train: usize },
     /// The model produced no usable logits.
     #[error("the model produced no usable logits (all NaN)")]
     NoLogits,
@@ -126,6 +138,8 @@ impl EngineError {
             self,
             EngineError::ContextFull { .. }
                 | EngineError::EmptyPrompt
+                | EngineError::ZeroContext
+                | EngineError::BeyondTrainedContext { .. }
                 | EngineError::UnknownSeq(_)
                 | EngineError::BadSpan { .. }
                 | EngineError::TokenOutOfRange { .. }

@@ -17,7 +17,7 @@ use fak_model::Model;
 use fak_tokenizer::Tokenizer;
 
 use crate::engine::{Engine, EngineConfig};
-use crate::generate::{drain, GenerateParams, Generation, Output};
+use crate::generate::{drain, request_context, GenerateParams, Generation, Output};
 use crate::paged::PagedKvConfig;
 use crate::request::{FinishReason, RequestId};
 use crate::seqs::PrefixCache;
@@ -51,8 +51,10 @@ pub struct ManyParams {
 ///
 /// # Errors
 ///
-/// [`EngineError::EmptyPrompt`] if a prompt has no tokens; the first
-/// request failure.
+/// [`EngineError::EmptyPrompt`] if a prompt has no tokens; the context
+/// checks of [`check_context`](crate::check_context) for the longest
+/// prompt; [`EngineError::Kv`] for a block size or token budget of 0; the
+/// first request failure.
 pub fn generate_many(
     model: &Model,
     tok: &Tokenizer,
@@ -70,25 +72,41 @@ pub fn generate_many(
             generated_ids: Vec::new(),
             text: String::new(),
             finish: FinishReason::Length,
-            step_logits: Vec::new(),
         })
         .collect();
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let limit = params.gen.ctx_limit;
+    let n_ctx = request_context(model.config(), longest, params.gen.max_tokens, limit)?;
     if params.gen.max_tokens == 0 || prompts.is_empty() {
         return Ok(out);
     }
-    let bs = params.block_size.max(1);
-    let n_ctx = prompts.iter().map(Vec::len).max().unwrap_or(0) + params.gen.max_tokens;
-    let blocks: usize = prompts
+    if params.block_size == 0 || params.max_batch_tokens == 0 {
+        return Err(EngineError::Kv(fak_kv::KvError::BadConfig(format!(
+            "block size {} and most tokens per forward call {} must both be at least 1",
+            params.block_size, params.max_batch_tokens
+        ))));
+    }
+    let bs = params.block_size;
+    // Every prompt's context fits n_ctx (checked above), so each term is
+    // at most n_ctx / bs + 2; only the sum can overflow.
+    let blocks = prompts
         .iter()
-        .map(|p| (p.len() + params.gen.max_tokens).div_ceil(bs) + 1)
-        .sum();
+        .try_fold(0usize, |sum, p| {
+            sum.checked_add((p.len() + params.gen.max_tokens).div_ceil(bs) + 1)
+        })
+        .ok_or_else(|| {
+            EngineError::Kv(fak_kv::KvError::BadConfig(format!(
+                "{} prompts of up to {n_ctx} tokens overflow the KV block count",
+                prompts.len()
+            )))
+        })?;
     let cfg = EngineConfig {
         kv: PagedKvConfig {
             block_size: bs,
             n_blocks: blocks,
             kv_type: params.gen.kv_type,
         },
-        token_budget: params.max_batch_tokens.max(1),
+        token_budget: params.max_batch_tokens,
         max_running: prompts.len(),
         max_waiting: None,
         n_ctx,

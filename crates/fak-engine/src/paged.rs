@@ -5,9 +5,12 @@
 //!   seq 3 block table:  [ b7 | b2 | b9 ]          block_size = 4 tokens
 //!   position 9  ──►  blocks[9 / 4] = b9, row 9 % 4 = 1
 //!
-//!   storage (K and V alike), one region per physical block:
-//!   block b: [layer 0: row 0..block_size][layer 1: ...] ... each row [n_kv_dim]
-//!            values as f16 (default) or n_kv_dim / 32 Q8_0 blocks
+//!   storage (K and V alike), one segment per (physical block, layer),
+//!   segment index b · n_layer + layer, head-major inside (KvRowBuf):
+//!   block b, layer l: [kv head 0: row 0..block_size][kv head 1: ...] ...
+//!            each row of a head: head_dim values as f16 (default) or
+//!            head_dim / 32 Q8_0 blocks
+//!   i.e. [block][layer][kv_head][row][head_dim]
 //! ```
 //!
 //! Bookkeeping (refcounts, copy-on-write, the prefix index) is fak-kv's;
@@ -71,7 +74,10 @@ impl PagedKvConfig {
         let block_size = block_size.max(1);
         PagedKvConfig {
             block_size,
-            n_blocks: n_seq.max(1) * n_ctx.div_ceil(block_size).max(1),
+            // Saturating: a count that overflows is refused by PagedKv::new.
+            n_blocks: n_seq
+                .max(1)
+                .saturating_mul(n_ctx.div_ceil(block_size).max(1)),
             kv_type: KvType::F16,
         }
     }
@@ -89,9 +95,8 @@ pub struct PagedKv {
     n_kv_dim: usize,
     block_size: usize,
     kv_type: KvType,
-    /// Rows `[n_blocks][n_layer][block_size]`, each `[n_kv_dim]` values;
-    /// one segment per (block, layer), head-major inside (see
-    /// [`KvRowBuf`]).
+    /// Rows `[n_blocks][n_layer][n_head_kv][block_size][head_dim]`: one
+    /// segment per (block, layer), head-major inside (see [`KvRowBuf`]).
     k: KvRowBuf,
     /// Same layout as `k`.
     v: KvRowBuf,
@@ -130,6 +135,10 @@ impl PagedKv {
             n_kv_dim,
             head_dim: model.head_dim,
         };
+        // The rows first: they dwarf the bookkeeping, so a pool too large
+        // for memory is refused by their allocation probe.
+        let k = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
+        let v = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
         let mgr = KvManager::new(PoolConfig {
             block_size: sizes.block_size,
             n_blocks: sizes.n_blocks,
@@ -140,8 +149,8 @@ impl PagedKv {
             n_kv_dim,
             block_size: sizes.block_size,
             kv_type: sizes.kv_type,
-            k: KvRowBuf::new(sizes.kv_type, shape),
-            v: KvRowBuf::new(sizes.kv_type, shape),
+            k,
+            v,
             committed: HashMap::new(),
         })
     }

@@ -22,7 +22,7 @@ fn model() -> &'static Model {
             p.display()
         );
         let mut m = Model::load(&p).expect("load");
-        m.set_threads(2);
+        m.set_threads(2).expect("threads");
         m
     })
 }
@@ -57,7 +57,7 @@ fn config(budget: usize, prefix_cache: PrefixCache) -> FleetConfig {
 /// (previous turn's last token +) the result, then decode `d` tokens.
 fn alone(prefix: &[u32], results: &[Vec<u32>], d: usize) -> Vec<Vec<u32>> {
     let m = model();
-    let mut s = Sequence::new(m, 512);
+    let mut s = Sequence::new(m, 512).expect("sequence");
     s.ingest(m, prefix).expect("prefix");
     let mut out = Vec::new();
     let mut carry: Option<u32> = None;
@@ -211,7 +211,7 @@ fn evicting_a_result_equals_never_having_seen_it() {
     assert_eq!(rep.removed, 6);
     let after = turn(&mut fleet, a, &r2);
     // Reference: never saw r0.
-    let mut s = Sequence::new(m, 256);
+    let mut s = Sequence::new(m, 256).expect("sequence");
     let without: Vec<u32> = [&ctx[..10], &ctx[16..]].concat();
     assert_eq!(fleet.context(a).expect("ctx")[..without.len()], without[..]);
     let _ = g0;

@@ -24,7 +24,7 @@ fn model() -> &'static Model {
             p.display()
         );
         let mut m = Model::load(&p).expect("load");
-        m.set_threads(2);
+        m.set_threads(2).expect("threads");
         m
     })
 }

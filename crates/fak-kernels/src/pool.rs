@@ -90,9 +90,19 @@ impl Spin {
     }
 }
 
+/// Most threads a pool may have. A count beyond it is refused
+/// ([`PoolError::BadThreadCount`]) before anything is allocated or started.
+pub const MAX_THREADS: usize = 1024;
+
 /// Errors of [`ThreadPool`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolError {
+    /// The thread count is 0 or above [`MAX_THREADS`].
+    #[error("a thread pool needs 1..={max} threads, got {n}", max = MAX_THREADS)]
+    BadThreadCount {
+        /// The count asked for.
+        n: usize,
+    },
     /// A closure invocation panicked; every other index still ran.
     #[error("thread-pool closure panicked on thread index {thread_index}")]
     Panicked {
@@ -178,9 +188,17 @@ pub struct ThreadPool {
 
 impl ThreadPool {
     /// Starts a pool of `n_threads` threads in all (`n_threads - 1` workers
-    /// plus the caller of `run`). `0` is treated as `1`.
+    /// plus the caller of `run`).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::BadThreadCount`] unless `1 <= n_threads <=`
+    /// [`MAX_THREADS`]; [`PoolError::Spawn`] if the OS refuses a worker
+    /// (the workers started so far are stopped and joined).
     pub fn new(n_threads: usize) -> Result<ThreadPool, PoolError> {
-        let n_threads = n_threads.max(1);
+        if !(1..=MAX_THREADS).contains(&n_threads) {
+            return Err(PoolError::BadThreadCount { n: n_threads });
+        }
         let shared = Arc::new(Shared {
             n_threads,
             generation: AtomicU64::new(0),

@@ -121,18 +121,22 @@ impl Model {
         self.pool.n_threads()
     }
 
-    /// Sets the number of threads (clamped to at least 1) by starting a new
-    /// persistent pool of `n - 1` workers; the old pool's workers are joined
-    /// once no forward pass uses them. If the OS refuses to start threads,
-    /// the model keeps its previous pool (check [`Model::threads`]).
-    pub fn set_threads(&mut self, n: usize) {
-        let n = n.max(1);
+    /// Sets the number of threads by starting a new persistent pool of
+    /// `n - 1` workers; the old pool's workers are joined once no forward
+    /// pass uses them.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Pool`]: `n` is 0 or above
+    /// [`MAX_THREADS`](fak_kernels::pool::MAX_THREADS), or the OS refused
+    /// to start a worker. The model then keeps its previous pool.
+    pub fn set_threads(&mut self, n: usize) -> Result<(), ModelError> {
         if n == self.pool.n_threads() {
-            return;
+            return Ok(());
         }
-        if let Ok(pool) = fak_kernels::pool::ThreadPool::new(n) {
-            self.pool = std::sync::Arc::new(pool);
-        }
+        let pool = fak_kernels::pool::ThreadPool::new(n)?;
+        self.pool = std::sync::Arc::new(pool);
+        Ok(())
     }
 
     /// Runs the batch through the model, writing its K/V into `kv`, and

@@ -36,6 +36,18 @@ pub enum KvError {
     /// error, unchanged.
     #[error("sequence {seq}: {source}")]
     Store { seq: u32, source: fak_kv::KvError },
+    /// The store's size overflows memory arithmetic.
+    #[error(
+        "a KV store of {segments} x {seg_rows} rows of {n_kv_dim} values is too large to address"
+    )]
+    TooLarge {
+        segments: usize,
+        seg_rows: usize,
+        n_kv_dim: usize,
+    },
+    /// The allocator refused the store's memory.
+    #[error("cannot allocate {bytes} bytes for KV rows (give a smaller context or KV pool)")]
+    AllocFailed { bytes: usize },
     /// The KV element type cannot hold this model's rows.
     #[error("KV type {ty} needs a head dim that is a multiple of 32 (this model's is {head_dim})")]
     TypeUnsupported { ty: &'static str, head_dim: usize },
@@ -113,36 +125,49 @@ impl FlatKv {
         (n_layer, n_kv_dim, head_dim): (usize, usize, usize),
         n_ctx: usize,
         n_seq: usize,
-    ) -> FlatKv {
+    ) -> Result<FlatKv, KvError> {
         let shape = KvRowShape {
-            segments: n_seq * n_layer,
+            segments: n_seq.checked_mul(n_layer).ok_or(KvError::TooLarge {
+                segments: n_seq,
+                seg_rows: n_ctx,
+                n_kv_dim,
+            })?,
             seg_rows: n_ctx,
             n_kv_dim,
             head_dim,
         };
-        FlatKv {
+        Ok(FlatKv {
             kv_type: ty,
             n_layer,
             n_ctx,
             n_kv_dim,
-            k: KvRowBuf::new(ty, shape),
-            v: KvRowBuf::new(ty, shape),
+            k: KvRowBuf::new(ty, shape)?,
+            v: KvRowBuf::new(ty, shape)?,
             len: vec![0; n_seq],
             reserved: vec![0; n_seq],
-        }
+        })
     }
 
-    /// A store sized for `model`'s layers and KV width.
-    pub fn for_model(cfg: &crate::ModelConfig, n_ctx: usize, n_seq: usize) -> FlatKv {
-        let dims = (cfg.n_layer, cfg.n_head_kv * cfg.head_dim, cfg.head_dim);
-        FlatKv::new_typed(KvType::F16, dims, n_ctx, n_seq)
+    /// A store sized for `model`'s layers and KV width, f16 rows.
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::TooLarge`] or [`KvError::AllocFailed`] for a size that
+    /// cannot be allocated (checked before allocating).
+    pub fn for_model(
+        cfg: &crate::ModelConfig,
+        n_ctx: usize,
+        n_seq: usize,
+    ) -> Result<FlatKv, KvError> {
+        FlatKv::for_model_typed(cfg, n_ctx, n_seq, KvType::F16)
     }
 
     /// Like [`FlatKv::for_model`], storing rows as `ty`.
     ///
     /// # Errors
     ///
-    /// [`KvError::TypeUnsupported`] if `ty` cannot hold `cfg`'s rows.
+    /// [`KvError::TypeUnsupported`] if `ty` cannot hold `cfg`'s rows; as
+    /// [`FlatKv::for_model`].
     pub fn for_model_typed(
         cfg: &crate::ModelConfig,
         n_ctx: usize,
@@ -152,7 +177,7 @@ impl FlatKv {
         ty.check(cfg)?;
         let dim = cfg.n_head_kv * cfg.head_dim;
         let dims = (cfg.n_layer, dim, cfg.head_dim);
-        Ok(FlatKv::new_typed(ty, dims, n_ctx, n_seq))
+        FlatKv::new_typed(ty, dims, n_ctx, n_seq)
     }
 
     /// Bytes of K and V storage.

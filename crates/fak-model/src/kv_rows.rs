@@ -177,6 +177,17 @@ pub struct KvRowBuf {
 
 const ZERO_BLOCK: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
 
+/// Checks that `n` elements of `T` can be allocated. `vec![zero; n]`
+/// aborts the process when the allocator refuses; `try_reserve_exact`
+/// reports it. The probe's pages are never touched (no memory is used),
+/// and the real buffer then comes zeroed from the allocator as before.
+fn probe_alloc<T>(n: usize) -> Result<(), KvError> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| KvError::AllocFailed {
+        bytes: n.saturating_mul(std::mem::size_of::<T>()),
+    })
+}
+
 /// Shape of a [`KvRowBuf`].
 #[derive(Debug, Clone, Copy)]
 pub struct KvRowShape {
@@ -193,33 +204,59 @@ pub struct KvRowShape {
 impl KvRowBuf {
     /// Zeroed rows of `shape`. The caller has checked the type against the
     /// model ([`KvType::check`]: Q8_0 needs `head_dim % 32 == 0`).
-    pub fn new(ty: KvType, shape: KvRowShape) -> KvRowBuf {
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::TooLarge`] if the size overflows `isize`;
+    /// [`KvError::AllocFailed`] if the allocator refuses it. Both are found
+    /// before the buffer is allocated.
+    pub fn new(ty: KvType, shape: KvRowShape) -> Result<KvRowBuf, KvError> {
         let rot = ty.rotation(shape.head_dim).unwrap_or(1);
         let head_dim = shape.head_dim.max(1);
         let heads = shape.n_kv_dim / head_dim;
-        let rows = shape.segments * shape.seg_rows;
         let per_head = match ty {
             KvType::F16 => head_dim,
             KvType::Q8_0 => head_dim / 32,
         };
+        let elem = match ty {
+            KvType::F16 => std::mem::size_of::<f16>(),
+            KvType::Q8_0 => std::mem::size_of::<BlockQ8_0>(),
+        };
+        let n = shape
+            .segments
+            .checked_mul(shape.seg_rows)
+            .and_then(|rows| rows.checked_mul(heads))
+            .and_then(|x| x.checked_mul(per_head))
+            .filter(|n| {
+                n.checked_mul(elem)
+                    .is_some_and(|b| b <= isize::MAX as usize)
+            })
+            .ok_or(KvError::TooLarge {
+                segments: shape.segments,
+                seg_rows: shape.seg_rows,
+                n_kv_dim: shape.n_kv_dim,
+            })?;
         let data = match ty {
             // Zeroed u16 bits come from the allocator's zeroed pages (no
             // writes: a large pool costs memory only as it fills), and
             // f16 0x0000 is +0.0.
-            KvType::F16 => Data::F16(half::vec::HalfBitsVecExt::reinterpret_into(vec![
-                0u16;
-                rows * heads * per_head
-            ])),
-            KvType::Q8_0 => Data::Q8_0(vec![ZERO_BLOCK; rows * heads * per_head]),
+            KvType::F16 => {
+                probe_alloc::<u16>(n)?;
+                Data::F16(half::vec::HalfBitsVecExt::reinterpret_into(vec![0u16; n]))
+            }
+            KvType::Q8_0 => {
+                probe_alloc::<BlockQ8_0>(n)?;
+                Data::Q8_0(vec![ZERO_BLOCK; n])
+            }
         };
-        KvRowBuf {
+        Ok(KvRowBuf {
             data,
             per_head,
             head_dim,
             heads,
             seg_rows: shape.seg_rows.max(1),
             rot,
-        }
+        })
     }
 
     /// Bytes of storage.
@@ -336,6 +373,34 @@ mod tests {
         assert_eq!(KvType::parse("q4_0"), None);
     }
 
+    /// Sizes whose product overflows, or that no allocator can give, are
+    /// refused with a typed error before anything is allocated (they used
+    /// to panic with "capacity overflow" or abort the process).
+    #[test]
+    fn impossible_sizes_are_typed_errors() {
+        let shape = |segments, seg_rows| KvRowShape {
+            segments,
+            seg_rows,
+            n_kv_dim: 128,
+            head_dim: 64,
+        };
+        for ty in KvType::ALL {
+            assert!(matches!(
+                KvRowBuf::new(ty, shape(usize::MAX, 2)),
+                Err(KvError::TooLarge { .. })
+            ));
+            // 2^62 bytes: below isize::MAX, beyond any address space.
+            let rows = (1usize << 62) / ty.row_bytes(128);
+            assert!(
+                matches!(
+                    KvRowBuf::new(ty, shape(1, rows)),
+                    Err(KvError::AllocFailed { .. })
+                ),
+                "{ty}"
+            );
+        }
+    }
+
     #[test]
     fn q8_0_rows_round_trip_within_half_a_step() {
         let n = 128;
@@ -345,7 +410,7 @@ mod tests {
             n_kv_dim: n,
             head_dim: 64,
         };
-        let mut buf = KvRowBuf::new(KvType::Q8_0, shape);
+        let mut buf = KvRowBuf::new(KvType::Q8_0, shape).expect("rows");
         let mut x: Vec<f32> = (0..n)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
             .collect();
@@ -406,7 +471,7 @@ mod tests {
             n_kv_dim: heads * hd,
             head_dim: hd,
         };
-        let mut buf = KvRowBuf::new(KvType::F16, shape);
+        let mut buf = KvRowBuf::new(KvType::F16, shape).expect("rows");
         for r in 0..2 * seg {
             let x: Vec<f32> = (0..heads * hd).map(|i| value(r, i)).collect();
             buf.write(r, &x);

@@ -10,8 +10,8 @@
 //! bit-identical to one [`fak_kernels::vec_dot`] of its weight and token
 //! rows (the tiles and `vec_dot` share one per-element accumulation), so
 //! results depend neither on the thread count nor on which other tokens
-//! are in the batch. Q8_0 weights repacked at load ([`Weight::packed`])
-//! run [`fak_kernels::packed::packed_gemm`] instead, whose elements are
+//! are in the batch. Q8_0, Q5_0, Q4_K and Q6_K weights repacked at load
+//! ([`Weight::packed`]) run [`fak_kernels::packed::packed_gemm`] instead, whose elements are
 //! likewise functions of their weight and token rows alone (and the same
 //! on every ISA).
 //!
@@ -384,7 +384,7 @@ mod tests {
             p.display()
         );
         let mut m = Model::load(&p).unwrap();
-        m.set_threads(threads);
+        m.set_threads(threads).expect("threads");
         assert_eq!(m.threads(), threads);
         m
     }
@@ -526,7 +526,7 @@ mod tests {
         let ids = [1u32, 504, 3120, 28, 77, 9000];
         let run = |threads: usize| -> Vec<u32> {
             let m = model(threads);
-            let mut kv = FlatKv::for_model(m.config(), 16, 1);
+            let mut kv = FlatKv::for_model(m.config(), 16, 1).expect("kv");
             let mut b = Batch::new();
             b.push_seq(SeqId(0), 0, &ids, LogitsWanted::Yes);
             let mut bits: Vec<u32> = m

@@ -1,8 +1,10 @@
 //! Model weights: validated, memory-mapped tensors.
 //!
 //! Matrices stay in their GGUF block format inside the mapping and are read
-//! row by row by the matmul kernels, except Q8_0 and Q5_0 matrices, which are also
-//! repacked once at load into the 8-row groups of
+//! row by row by the matmul kernels, except the matrices of the formats
+//! [`PackedFormat::of`] names (Q8_0, Q5_0, Q4_K, Q6_K) that are used in
+//! products and whose row count is a whole number of 8-row groups: those
+//! are repacked once at load into the groups of
 //! [`fak_kernels::packed`] (the layout its products need); their mapped
 //! pages are then released, and read back from the file only by embedding
 //! lookups. Small vectors (norm weights, biases) are
@@ -34,9 +36,9 @@ pub struct Weight {
     index: usize,
     /// Bytes per row.
     row_bytes: usize,
-    /// The rows repacked for [`fak_kernels::packed`] (Q8_0 and Q5_0
-    /// matrices whose row count is a whole number of groups); products
-    /// then use it.
+    /// The rows repacked for [`fak_kernels::packed`] (Q8_0, Q5_0, Q4_K
+    /// and Q6_K product matrices whose row count is a whole number of
+    /// groups); products then use it.
     pub(crate) packed: Option<Arc<PackedMatrix>>,
 }
 
@@ -95,7 +97,8 @@ impl Model {
         let pool = Arc::new(ThreadPool::new(
             std::thread::available_parallelism()
                 .map(|n| n.get())
-                .unwrap_or(1),
+                .unwrap_or(1)
+                .min(fak_kernels::pool::MAX_THREADS),
         )?);
         let (tok_embd, output) = if cfg.tied_embeddings {
             let w = matrix(&file, &pool, "token_embd.weight", Use::Products)?;

@@ -47,7 +47,7 @@ fn check(file: &str, threads: usize, kv_type: KvType) {
         p.display()
     );
     let mut m = Model::load(&p).expect("load");
-    m.set_threads(threads);
+    m.set_threads(threads).expect("threads");
     let mut kv = FlatKv::for_model_typed(m.config(), 64, 1, kv_type).expect("kv");
     let mut ws = Workspace::new();
     let mut batch = Batch::new();

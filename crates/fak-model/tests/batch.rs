@@ -14,7 +14,7 @@ fn model() -> Model {
         p.display()
     );
     let mut m = Model::load(&p).expect("load");
-    m.set_threads(2);
+    m.set_threads(2).expect("threads");
     m
 }
 
@@ -38,7 +38,7 @@ fn bytes(v: &[f32]) -> Vec<u8> {
 /// Logits (bytes) after prefilling `ids` alone in one batch, then decoding
 /// `extra` one token at a time.
 fn alone(m: &Model, ids: &[u32], extra: &[u32]) -> Vec<Vec<u8>> {
-    let mut kv = FlatKv::for_model(m.config(), ids.len() + extra.len(), 1);
+    let mut kv = FlatKv::for_model(m.config(), ids.len() + extra.len(), 1).expect("kv");
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 0, ids, LogitsWanted::Yes);
     let mut out = vec![bytes(m.forward(&b, &mut kv).expect("fwd").row(0))];
@@ -66,7 +66,7 @@ fn logits_are_batch_invariant() {
 
     // All three together: prefill of all in one ragged batch, then decode
     // steps of all three in one batch, with sequence 1's prefill chunked.
-    let mut kv = FlatKv::for_model(m.config(), 32, 3);
+    let mut kv = FlatKv::for_model(m.config(), 32, 3).expect("kv");
     let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 0, &prompts[0], LogitsWanted::Yes);
@@ -108,7 +108,7 @@ fn logits_are_batch_invariant() {
 #[test]
 fn bad_batches_are_errors() {
     let m = model();
-    let mut kv = FlatKv::for_model(m.config(), 8, 1);
+    let mut kv = FlatKv::for_model(m.config(), 8, 1).expect("kv");
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 1, &[1, 2], LogitsWanted::Yes);
     assert!(m.forward(&b, &mut kv).is_err(), "gap at position 0");

@@ -78,7 +78,7 @@ fn load_model(file: &str) -> (Model, Tokenizer) {
         path.display()
     );
     let mut model = Model::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    model.set_threads(2);
+    model.set_threads(2).expect("threads");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     (model, tok)
 }

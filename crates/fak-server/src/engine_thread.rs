@@ -134,7 +134,9 @@ fn load(
     let mut model =
         Model::load(&cfg.model).map_err(|e| format!("loading {}: {e}", cfg.model.display()))?;
     if let Some(t) = cfg.threads {
-        model.set_threads(t);
+        model
+            .set_threads(t)
+            .map_err(|e| format!("--threads {t}: {e}"))?;
     }
     let tok = Tokenizer::from_gguf(model.gguf())
         .map_err(|e| format!("tokenizer of {}: {e}", cfg.model.display()))?;

@@ -12,6 +12,12 @@
 //!   (`", "` and `": "` separators, optional `indent`);
 //! * context: `messages`, `add_generation_prompt`, `bos_token`,
 //!   `eos_token`, and `tools` = none.
+//!
+//! A template is untrusted input (it comes with the model file): every
+//! render runs on [`TEMPLATE_FUEL`] minijinja instructions and may write
+//! at most [`TEMPLATE_MAX_OUTPUT`] bytes, and [`ChatTemplate::new`]
+//! renders a small probe conversation, so a template that exceeds either
+//! on it is refused at load instead of holding a caller later.
 
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,6 +31,55 @@ use crate::error::TokenizerError;
 
 /// Name under which the template is registered.
 const TEMPLATE_NAME: &str = "chat";
+
+/// Instructions one render may execute (minijinja's fuel): real templates
+/// spend tens per message (the test `real_templates_fit_the_limits`
+/// renders 2,000 messages with SmolLM2's and Qwen2.5's), a hostile one is
+/// stopped after a few seconds at most.
+pub const TEMPLATE_FUEL: u64 = 20_000_000;
+
+/// Bytes one render may write: far beyond any real prompt (a 128k-token
+/// context is well under 1 MiB of text), small enough to hold in memory.
+pub const TEMPLATE_MAX_OUTPUT: usize = 16 << 20;
+
+/// A render's limit, named in [`TokenizerError::TemplateLimit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateLimit {
+    /// [`TEMPLATE_FUEL`] instructions.
+    Fuel,
+    /// [`TEMPLATE_MAX_OUTPUT`] bytes of output.
+    Output,
+}
+
+impl std::fmt::Display for TemplateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateLimit::Fuel => write!(f, "fuel limit of {TEMPLATE_FUEL} instructions"),
+            TemplateLimit::Output => write!(f, "output limit of {TEMPLATE_MAX_OUTPUT} bytes"),
+        }
+    }
+}
+
+/// An output buffer that refuses to grow past [`TEMPLATE_MAX_OUTPUT`].
+struct CappedOutput {
+    buf: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for CappedOutput {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > TEMPLATE_MAX_OUTPUT {
+            self.over = true;
+            return Err(std::io::Error::other("chat template output limit"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// One conversation turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +126,15 @@ impl ChatTemplate {
     }
 
     /// Compiles `source`; `bos_token`/`eos_token` are what the template sees
-    /// under those names.
+    /// under those names. The template then renders a probe conversation
+    /// (user, assistant, user, with the generation prompt).
+    ///
+    /// # Errors
+    ///
+    /// [`TokenizerError::TemplateSyntax`] if it does not parse;
+    /// [`TokenizerError::TemplateLimit`] if the probe exceeds a limit. Other
+    /// probe failures (a template may `raise_exception` on conversations
+    /// it does not support) surface when such a conversation is rendered.
     pub fn new(
         source: &str,
         bos_token: &str,
@@ -85,13 +148,25 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| TokenizerError::TemplateSyntax(describe(&e)))?;
-        Ok(ChatTemplate {
+        let t = ChatTemplate {
             env,
             bos: bos_token.to_string(),
             eos: eos_token.to_string(),
-        })
+        };
+        let probe =
+            [("user", "Hello."), ("assistant", "Hi."), ("user", "Bye.")].map(|(role, content)| {
+                ChatMessage {
+                    role: role.into(),
+                    content: content.into(),
+                }
+            });
+        match t.render(&probe, true) {
+            Err(e @ TokenizerError::TemplateLimit { .. }) => Err(e),
+            _ => Ok(t),
+        }
     }
 
     /// Renders the conversation; with `add_generation_prompt` the text ends
@@ -105,14 +180,28 @@ impl ChatTemplate {
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| TokenizerError::TemplateRender(describe(&e)))?;
-        tmpl.render(context! {
+        let mut out = CappedOutput {
+            buf: Vec::new(),
+            over: false,
+        };
+        let ctx = context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
             bos_token => &self.bos,
             eos_token => &self.eos,
             tools => Value::from(()),
-        })
-        .map_err(|e| TokenizerError::TemplateRender(describe(&e)))
+        };
+        match tmpl.render_captured_to(ctx, &mut out) {
+            Ok(_) => String::from_utf8(out.buf)
+                .map_err(|e| TokenizerError::TemplateRender(e.to_string())),
+            Err(_) if out.over => Err(TokenizerError::TemplateLimit {
+                limit: TemplateLimit::Output,
+            }),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(TokenizerError::TemplateLimit {
+                limit: TemplateLimit::Fuel,
+            }),
+            Err(e) => Err(TokenizerError::TemplateRender(describe(&e))),
+        }
     }
 }
 

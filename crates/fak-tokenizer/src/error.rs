@@ -82,4 +82,12 @@ pub enum TokenizerError {
     /// Rendering the chat template failed (including `raise_exception`).
     #[error("chat template rendering failed: {0}")]
     TemplateRender(String),
+
+    /// Rendering the chat template ran past one of its limits (an
+    /// endless or exploding template).
+    #[error("chat template rendering stopped: it exceeded the {limit}")]
+    TemplateLimit {
+        /// Which limit.
+        limit: crate::chat::TemplateLimit,
+    },
 }

@@ -28,7 +28,7 @@ mod tokenizer;
 mod unicode;
 mod vocab;
 
-pub use chat::{ChatMessage, ChatTemplate};
+pub use chat::{ChatMessage, ChatTemplate, TemplateLimit, TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT};
 pub use error::TokenizerError;
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;

@@ -280,7 +280,7 @@ fn in_process(model: &Model, schema: &str, how: String) -> Source {
 /// prefill of each length of [`crate::single::PREFILL_LENS`] (16, 64, 256).
 pub fn measure_prefill(model: &Model) -> Result<Measured<PrefillPoint>> {
     let ids = LcgIds::take(model.config().n_vocab, MEASURE_PREFILL);
-    let mut kv = FlatKv::for_model(model.config(), MEASURE_PREFILL, 1);
+    let mut kv = FlatKv::for_model(model.config(), MEASURE_PREFILL, 1)?;
     let mut once =
         |n: usize| crate::single::time_prefill(model, &mut kv, ids.get(..n).unwrap_or(&ids));
     once(MEASURE_PREFILL)?;
@@ -360,9 +360,10 @@ pub fn measure_decode(model: &Model) -> Result<Measured<DecodePoint>> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let block = fak_engine::DEFAULT_BLOCK_SIZE;
     Ok(Measured {
         source: in_process(model, crate::batch::SCHEMA, format!(
-                "fak project in-process: after a B=1 warm-up, per B: B prompts of {MEASURE_PROMPT} LCG ids (untimed), then {MEASURE_STEPS} timed steps of B tokens through fak_engine::Sequences (paged KV, block 16); tok/s = {MEASURE_STEPS}*B / sum of step times"
+                "fak project in-process: after a B=1 warm-up, per B: B prompts of {MEASURE_PROMPT} LCG ids (untimed), then {MEASURE_STEPS} timed steps of B tokens through fak_engine::Sequences (paged KV, block {block}); tok/s = {MEASURE_STEPS}*B / sum of step times"
             )),
         points,
     })

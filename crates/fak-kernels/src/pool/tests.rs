@@ -26,8 +26,19 @@ fn every_index_runs_exactly_once() {
 }
 
 #[test]
-fn zero_threads_means_one() {
-    let pool = ThreadPool::new(0).unwrap();
+fn bad_thread_counts_are_refused() {
+    for n in [0, MAX_THREADS + 1, usize::MAX] {
+        assert_eq!(
+            ThreadPool::new(n).err(),
+            Some(PoolError::BadThreadCount { n }),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn one_thread_runs_on_the_caller() {
+    let pool = ThreadPool::new(1).unwrap();
     assert_eq!(pool.n_threads(), 1);
     let c = counts(1);
     pool.run(|i, _| {
