@@ -87,7 +87,16 @@ pub async fn sweep(st: AppState, ttl: std::time::Duration) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1).min(ttl)).await;
         for (id, r) in st.sessions().take_expired(ttl) {
-            let _ = st.engine().session(SessionOp::Free(r.engine)).await;
+            if st
+                .engine()
+                .session(SessionOp::Free(r.engine))
+                .await
+                .is_err()
+            {
+                // Still finishing a cancelled request: try again later.
+                st.sessions().lock().insert(id, r);
+                continue;
+            }
             if let Some(store) = st.store() {
                 store.remove(id);
             }
