@@ -453,3 +453,156 @@ impl Engine<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use fak_model::{KvType, Model};
+
+    use super::*;
+    use crate::paged::PagedKvConfig;
+    use crate::request::{Context, Event, Request, StopAt, Usage};
+    use crate::EngineConfig;
+
+    fn model() -> Model {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh",
+            p.display()
+        );
+        let mut m = Model::load(&p).expect("load");
+        m.set_threads(2);
+        m
+    }
+
+    fn ids(seed: u64, n: usize) -> Vec<u32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) % 49152) as u32
+            })
+            .collect()
+    }
+
+    fn turn(s: SessionId, prompt: &[u32], n: usize) -> Request {
+        let mut r = Request::greedy(prompt.to_vec(), n);
+        r.stop.eog = StopAt::Never;
+        r.context = Context::Session(s);
+        r
+    }
+
+    /// Steps until idle: each request's tokens and usage.
+    fn drain(e: &mut Engine<'_>) -> HashMap<RequestId, (Vec<u32>, Option<Usage>)> {
+        let mut out: HashMap<RequestId, (Vec<u32>, Option<Usage>)> = HashMap::new();
+        while e.has_work() {
+            for ev in e.step().expect("step") {
+                match ev {
+                    Event::Token { id, token, .. } => out.entry(id).or_default().0.push(token),
+                    Event::Finished { id, usage, .. } => out.entry(id).or_default().1 = Some(usage),
+                    Event::Failed { error, .. } => panic!("failed: {error}"),
+                    Event::Admitted { .. } => {}
+                }
+            }
+        }
+        out
+    }
+
+    fn run(e: &mut Engine<'_>, reqs: Vec<Request>) -> Vec<(Vec<u32>, Usage)> {
+        let ids: Vec<RequestId> = reqs.into_iter().map(|r| e.add(r).expect("add")).collect();
+        let mut out = drain(e);
+        ids.iter()
+            .map(|id| {
+                let (t, u) = out.remove(id).expect("events");
+                (t, u.expect("finished"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dropped_sessions_recompute_identically_and_roll_back() {
+        let m = model();
+        let cfg = EngineConfig {
+            kv: PagedKvConfig {
+                block_size: 16,
+                n_blocks: 64,
+                kv_type: KvType::F16,
+            },
+            token_budget: 512,
+            max_running: 4,
+            max_waiting: None,
+            n_ctx: 512,
+            prefix_cache: PrefixCache::On,
+        };
+        let mut e = Engine::new(&m, None, cfg).expect("engine");
+        let (p1, p2, p3) = (ids(1, 40), ids(2, 9), ids(3, 7));
+        let (s, r) = (e.create_session(Tenant(0)), e.create_session(Tenant(0)));
+        let o = run(&mut e, vec![turn(s, &p1, 6), turn(r, &p1, 6)]);
+        assert_eq!(o[0].0, o[1].0);
+        let b = e.session_blocks(s).expect("blocks");
+        assert_eq!(b.residency, Residency::Resident);
+        assert!(b.owned > 0);
+        let logical: Vec<u32> = [&p1[..], &o[0].0[..]].concat();
+
+        assert!(e.drop_session_kv(s).expect("drop"));
+        assert!(!e.drop_session_kv(s).expect("drop again"));
+        assert_eq!(
+            e.session_blocks(s).expect("blocks").residency,
+            Residency::Dropped
+        );
+        assert_eq!(e.session_tokens(s).expect("tokens"), &logical[..]);
+        assert_eq!(e.session_unfed(s).expect("unfed"), None);
+
+        // A cancelled request leaves it dropped, with the same tokens.
+        let id = e.add(turn(s, &p2, 6)).expect("add");
+        e.cancel(id).expect("cancel");
+        drain(&mut e);
+        assert_eq!(
+            e.session_blocks(s).expect("blocks").residency,
+            Residency::Dropped
+        );
+        assert_eq!(e.session_tokens(s).expect("tokens"), &logical[..]);
+
+        // The next request recomputes (the prefix cache gives back whole
+        // blocks) and continues exactly as the resident twin does.
+        let o = run(&mut e, vec![turn(s, &p2, 6), turn(r, &p2, 6)]);
+        assert_eq!(o[0].0, o[1].0);
+        assert!(o[0].1.cached_tokens >= 32, "{:?}", o[0].1);
+        assert!(o[0].1.cached_tokens < o[1].1.cached_tokens);
+        assert_eq!(o[0].1.prompt_tokens, o[1].1.prompt_tokens);
+        assert_eq!(
+            e.session_blocks(s).expect("blocks").residency,
+            Residency::Resident
+        );
+
+        // A restored session (tokens only) continues the same way, and an
+        // exact eviction from a dropped one is a cut of its tokens.
+        let mut all = e.session_tokens(r).expect("tokens").to_vec();
+        all.extend(e.session_unfed(r).expect("unfed"));
+        let q = e.restore_session(Tenant(0), all.clone()).expect("restore");
+        let o = run(&mut e, vec![turn(q, &p3, 5), turn(r, &p3, 5)]);
+        assert_eq!(o[0].0, o[1].0);
+        let f = e.restore_session(Tenant(0), all.clone()).expect("restore");
+        let rep = e.evict_session(f, 40..46, EvictMode::Exact).expect("evict");
+        assert_eq!((rep.removed, rep.recomputed), (6, 0));
+        let cut: Vec<u32> = [&all[..40], &all[46..]].concat();
+        assert_eq!(e.session_tokens(f).expect("tokens"), &cut[..]);
+        assert!(matches!(
+            e.restore_session(Tenant(0), vec![49152]),
+            Err(EngineError::TokenOutOfRange { .. })
+        ));
+        assert!(matches!(
+            e.add(Request {
+                tenant: Tenant(1),
+                ..turn(f, &p3, 1)
+            }),
+            Err(EngineError::UnknownSession(_))
+        ));
+    }
+}
