@@ -275,9 +275,21 @@ fn exact_evict_matches_a_session_that_never_saw_the_span() {
     let (y, _) = create(&s, None, json!({"prompt": a}));
     append(&s, &y, c);
     assert_eq!(get(&s, None, &y)["tokens"], info["tokens"]);
+    // Nothing unfed and no prompt: nothing to generate from.
+    let r = req(
+        &s,
+        "POST",
+        &format!("/v1/sessions/{x}/completions"),
+        None,
+        &json!({"max_tokens": 4}),
+    );
+    assert_error(&r, 400, "no prompt, nothing unfed");
     let tx = completion_text(&complete(&s, &x, d, 24));
     let ty = completion_text(&complete(&s, &y, d, 24));
     assert_eq!(tx, ty);
+    // Right after a turn, a session continues without a prompt.
+    let more = complete(&s, &x, "", 8);
+    assert_eq!(more["usage"]["completion_tokens"].as_u64(), Some(8));
 
     // Chat: evict a whole exchange (the question and its reply) by message.
     let (u1, u2, u3) = (
@@ -591,6 +603,14 @@ fn kv_pressure_drops_idle_sessions_and_keeps_outputs() {
     assert!(dropped, "the tight pool never dropped a session's rows");
     assert!(!roomy_dropped);
     assert_eq!(t_tight, t_roomy);
+    // Metrics publish after a step; one more request makes one.
+    for s in [&tight, &roomy] {
+        create(s, None, json!({"prompt": "probe"}));
+    }
+    let (mt, mr) = (tight.metrics(), roomy.metrics());
+    assert!(mt.value("fak:session_kv_drops_total") > 0.0);
+    assert_eq!(mr.value("fak:session_kv_drops_total"), 0.0);
+    assert_eq!(mt.value("fak:sessions"), 5.0);
 }
 
 #[test]

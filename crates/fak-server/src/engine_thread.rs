@@ -460,4 +460,6 @@ fn publish(engine: &Engine, metrics: &Metrics) {
     set_counter(&metrics.prompt_tokens, s.prompt_tokens);
     set_counter(&metrics.generation_tokens, s.generation_tokens);
     set_counter(&metrics.preemptions, s.preemptions);
+    metrics.sessions.set(s.sessions as i64);
+    set_counter(&metrics.session_drops, s.sessions_dropped);
 }

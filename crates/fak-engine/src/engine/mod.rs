@@ -232,6 +232,7 @@ impl<'m> Engine<'m> {
         EngineStats {
             running: self.running.len(),
             waiting: self.queue.len(),
+            sessions: self.sessions.iter().filter(|s| s.live.is_some()).count(),
             kv_usage: if p.capacity == 0 {
                 0.0
             } else {

@@ -346,6 +346,14 @@ async fn completions(
     }
     let claim = st.sessions().claim(Owner(key.0), &id)?;
     let prompt = prompt_ids(&l, r.prompt.take(), claim.record.tokens == 0)?;
+    if prompt.is_empty() && !zero && state_of(&st, claim.engine).await?.unfed.is_none() {
+        return Err(ApiError::bad_param(
+            "prompt",
+            "give a prompt: every token of this session is in its KV already, and the \
+             engine keeps no logits between requests (a session can continue without a \
+             prompt only right after a turn that generated)",
+        ));
+    }
     let plan = Plan::Raw { n: prompt.len() };
     let req = request(&l, &claim, &r.common, prompt, logprobs, zero.then_some(0))?;
     turn(
