@@ -29,8 +29,11 @@ the same context per slot), one slot per agent::
 Measured: wall clock from the first request to the last turn's end
 (prefix and forks included), agent-turns/s = A*T / wall, TTFT per turn
 (request sent -> first streamed chunk carrying text or a token) and turn
-time. The report is JSON (``fak-bench-fleet-http/1``) on stdout or
-``--out``.
+time, and the SHA-256 of every generated id as ``fak bench fleet`` and
+the llama.cpp peer compute it (fak's ids come from ``GET
+/v1/sessions/{id}?include=tokens`` after the clock stops; llama-server's
+from ``return_tokens``). The report is JSON (``fak-bench-fleet-http/1``)
+on stdout or ``--out``.
 
     python3 bench/fleet_http.py --engine fak --url http://127.0.0.1:8080 \\
         --n-vocab 49152 --prefix 1024 --turns 10 --agents 8 --decode 32 --result 64
@@ -98,6 +101,20 @@ def llama_turn_body(
         "stream": True,
         "return_tokens": True,
     }
+
+
+def fak_generated(shape: wl.FleetShape, tokens: list[int]) -> list[list[int]]:
+    """An agent's generated ids per turn, from its session's token ids
+    (``prefix, then per turn R result ids and D generated ids``; the last
+    generated id, not fed yet, is the session's last token)."""
+    want = shape.prefix + shape.turns * (shape.result + shape.decode)
+    if len(tokens) != want:
+        raise BenchError(f"the session holds {len(tokens)} tokens, expected {want}")
+    out = []
+    for t in range(shape.turns):
+        o = shape.prefix + t * (shape.result + shape.decode) + shape.result
+        out.append(tokens[o : o + shape.decode])
+    return out
 
 
 def sse_events(chunks: Iterator[bytes]) -> Iterator[str]:
@@ -235,6 +252,14 @@ class Client:
             raise BenchError(f"POST {path}: HTTP {r.status}: {raw[:200]!r}")
         return json.loads(raw)
 
+    def get(self, path: str) -> dict[str, Any]:
+        self.conn.request("GET", self.base + path, headers=self.headers)
+        r = self.conn.getresponse()
+        raw = r.read()
+        if r.status != 200:
+            raise BenchError(f"GET {path}: HTTP {r.status}: {raw[:200]!r}")
+        return json.loads(raw)
+
     def stream(self, path: str, body: dict[str, Any]) -> Iterator[bytes]:
         self.conn.request("POST", self.base + path, json.dumps(body), self.headers)
         r = self.conn.getresponse()
@@ -311,6 +336,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if errors:
         raise BenchError(f"{len(errors)} agent(s) failed; first: {errors[0]}")
     turns = [t for per in results for t in per]
+    if args.engine == "fak":
+        # The generated ids, from the sessions (after the clock stopped).
+        cl = mk()
+        for a, sid in enumerate(sessions):
+            info = cl.get(f"/v1/sessions/{sid}?include=tokens")
+            for t, g in enumerate(fak_generated(shape, info["token_ids"])):
+                for turn in results[a]:
+                    if turn.turn == t:
+                        turn.generated = g
     return report(args.engine, args.url, shape, args.n_vocab, turns, wall_s, prefix_s)
 
 

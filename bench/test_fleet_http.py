@@ -56,6 +56,13 @@ class PureParts(unittest.TestCase):
         self.assertEqual((b["id_slot"], b["cache_prompt"], b["n_predict"], b["return_tokens"]), (1, True, 4, True))
         self.assertEqual(hist, [1, 2, 3], "the history is not changed")
 
+    def test_fak_generated_from_session_tokens(self) -> None:
+        toks = list(range(6 + 3 * (5 + 4)))
+        g = fh.fak_generated(SHAPE, toks)
+        self.assertEqual(g, [[11, 12, 13, 14], [20, 21, 22, 23], [29, 30, 31, 32]])
+        with self.assertRaises(fh.BenchError):
+            fh.fak_generated(SHAPE, toks[:-1])
+
     def test_sse_events_across_pieces(self) -> None:
         stream = [b'data: {"a": 1}\n', b"\ndata: [DO", b"NE]\r\n\r\n", b'data: {"tail": 2}']
         self.assertEqual(list(fh.sse_events(iter(stream))), ['{"a": 1}', "[DONE]", '{"tail": 2}'])
@@ -105,6 +112,7 @@ class Fake(BaseHTTPRequestHandler):
     ids are 900 + turn number of the agent's slot/session."""
 
     bodies: list[tuple[str, dict]] = []
+    gets: list[tuple[str, None]] = []
     lock = threading.Lock()
     n_sessions = 0
 
@@ -128,6 +136,12 @@ class Fake(BaseHTTPRequestHandler):
             self.wfile.write(f"data: {json.dumps(e)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
+
+    def do_GET(self) -> None:
+        # A session after the run: prefix, then per turn R ids and D generated.
+        toks = list(range(SHAPE.prefix + SHAPE.turns * (SHAPE.result + SHAPE.decode)))
+        Fake.gets.append((self.path, None))
+        self._json({"id": self.path, "token_ids": toks})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -174,7 +188,8 @@ class AgainstFakeServer(unittest.TestCase):
         sent = sorted(tuple(b["prompt"]) for _, b in turns)
         want = sorted(tuple(fh.turn_ids(SHAPE, IDS, t, a)) for t in range(3) for a in range(2))
         self.assertEqual(sent, want)
-        self.assertIsNone(rep["generated_sha256"])
+        self.assertTrue(any(p.endswith("?include=tokens") for p, _ in Fake.gets))
+        self.assertIsNotNone(rep["generated_sha256"])
 
     def test_llama_server_history(self) -> None:
         rep = fh.run(fh.parse_args(self.args("llama-server")))

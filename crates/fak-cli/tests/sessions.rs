@@ -275,6 +275,19 @@ fn exact_evict_matches_a_session_that_never_saw_the_span() {
     let (y, _) = create(&s, None, json!({"prompt": a}));
     append(&s, &y, c);
     assert_eq!(get(&s, None, &y)["tokens"], info["tokens"]);
+    let ids = |id: &str| {
+        req(
+            &s,
+            "GET",
+            &format!("/v1/sessions/{id}?include=tokens"),
+            None,
+            &Value::Null,
+        )
+        .ok()["token_ids"]
+            .clone()
+    };
+    assert_eq!(ids(&x), ids(&y), "the same tokens, id for id");
+    assert!(ids(&x).as_array().is_some_and(|v| !v.is_empty()));
     // Nothing unfed and no prompt: nothing to generate from.
     let r = req(
         &s,

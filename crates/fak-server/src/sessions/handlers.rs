@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -661,15 +661,32 @@ fn find(st: &AppState, owner: Owner, id: &str) -> Result<(PublicId, Record), Api
         .ok_or_else(|| not_found(id))
 }
 
+#[derive(Deserialize)]
+struct InfoQuery {
+    /// `tokens`: add the session's token ids.
+    include: Option<String>,
+}
+
 async fn info(
     State(st): State<AppState>,
     Extension(key): Extension<KeyTenant>,
     Path(id): Path<String>,
+    Query(q): Query<InfoQuery>,
 ) -> Result<Response, ApiError> {
     st.ready()?;
+    let with_tokens = match q.include.as_deref() {
+        None => false,
+        Some("tokens") => true,
+        Some(x) => {
+            return Err(ApiError::bad_param(
+                "include",
+                format!("include must be \"tokens\", got {x:?}"),
+            ))
+        }
+    };
     let (pid, r) = find(&st, Owner(key.0), &id)?;
     let s = state_of(&st, r.engine).await?;
-    Ok(Json(json!({
+    let mut v = json!({
         "id": pid,
         "object": "session",
         "tokens": r.tokens,
@@ -682,8 +699,11 @@ async fn info(
         "lineage": r.lineage.iter().map(|g| g.json()).collect::<Vec<_>>(),
         "evicted": r.evicted,
         "messages": r.messages,
-    }))
-    .into_response())
+    });
+    if with_tokens {
+        v["token_ids"] = json!(s.tokens());
+    }
+    Ok(Json(v).into_response())
 }
 
 async fn list(
