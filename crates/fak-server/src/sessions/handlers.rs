@@ -619,12 +619,14 @@ async fn evict(
             .push(Evicted::new(a, &all[a..e], unix_now(), mode_name));
         for k in had {
             if !r.lineage.iter().any(|g| g.origin.is_message(k)) {
-                r.messages[k].evicted = true;
+                if let Some(m) = r.messages.get_mut(k) {
+                    m.evicted = true;
+                }
             }
         }
         if r.close
             .as_ref()
-            .is_some_and(|(_, k)| r.messages[*k].evicted)
+            .is_some_and(|(_, k)| r.messages.get(*k).is_none_or(|m| m.evicted))
         {
             r.close = None;
         }

@@ -184,8 +184,8 @@ pub fn message_span(lineage: &[Segment], k: usize) -> Result<Option<(usize, usiz
     let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
         return Ok(None);
     };
-    let total: usize = spans.iter().map(|s| s.end - s.start).sum();
-    if total != last.end - first.start {
+    let total: usize = spans.iter().map(|s| s.end.saturating_sub(s.start)).sum();
+    if total != last.end.saturating_sub(first.start) {
         return Err(());
     }
     Ok(Some((first.start, last.end)))
