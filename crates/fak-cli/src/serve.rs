@@ -53,6 +53,15 @@ pub struct ServeArgs {
     /// Most tokens in one forward pass (decode tokens, then prefill chunks).
     #[arg(long, default_value_t = fak_engine::DEFAULT_TOKEN_BUDGET)]
     token_budget: usize,
+    /// Directory where sessions are saved (at each turn and on SIGTERM) and restored from at start.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Most sessions one API key may hold (POST /v1/sessions and forks beyond it get 429).
+    #[arg(long, default_value_t = fak_server::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Seconds an idle session is kept before it is freed (default: kept until deleted).
+    #[arg(long)]
+    session_ttl: Option<u64>,
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
@@ -67,6 +76,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     }
     if a.token_budget == 0 {
         bail!("--token-budget must be at least 1");
+    }
+    if a.max_sessions == 0 {
+        bail!("--max-sessions must be at least 1");
+    }
+    if a.session_ttl == Some(0) {
+        bail!("--session-ttl must be at least 1 second");
     }
     let mut keys: Vec<String> = a.api_key.iter().map(|k| k.trim().to_string()).collect();
     if let Some(f) = &a.api_key_file {
@@ -102,6 +117,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         kv_type: a.kv_type.into(),
         block_size: a.block_size,
         token_budget: a.token_budget,
+        state_dir: a.state_dir,
+        max_sessions_per_tenant: a.max_sessions,
+        session_ttl: a.session_ttl.map(std::time::Duration::from_secs),
         ..fak_server::ServerConfig::new(a.model)
     };
     fak_server::run(cfg)?;

@@ -18,7 +18,7 @@ mod request;
 mod sampling;
 mod seqs;
 
-pub use engine::{Engine, EngineConfig, DEFAULT_TOKEN_BUDGET};
+pub use engine::{Engine, EngineConfig, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET};
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
 pub use generate::{

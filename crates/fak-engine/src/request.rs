@@ -273,4 +273,9 @@ pub struct EngineStats {
     pub passes: u64,
     /// Tokens run through the model.
     pub tokens_computed: u64,
+    /// Live sessions (resident or dropped).
+    pub sessions: usize,
+    /// Idle sessions whose KV rows were dropped under pressure (or on
+    /// request); their tokens are recomputed at their next request.
+    pub sessions_dropped: u64,
 }

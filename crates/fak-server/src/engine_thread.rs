@@ -5,6 +5,9 @@
 //!   loop {
 //!     idle?  block on the command channel      busy?  drain it without waiting
 //!     Submit → engine.add → reply Ok(id) | Err(typed error)
+//!     Session(op) → create / restore / fork / free / publish / evict /
+//!       info on the engine's sessions → reply (no forward pass, except an
+//!       exact eviction's recomputed tail)
 //!     a request whose event channel closed (client gone) → engine.cancel
 //!     engine.step() → route events; observe TTFT / ITL / e2e / queue time
 //!     gauges and counters ← engine.stats()
@@ -15,9 +18,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use std::ops::Range;
+
 use fak_engine::{
-    Engine, EngineConfig, EngineError, Event, FinishReason, PrefixCache, Request, RequestId,
+    Engine, EngineConfig, EngineError, Event, EvictMode, FinishReason, PrefixCache, Request,
+    RequestId, SessionBlocks, SessionId,
 };
+use fak_kv::Tenant;
 use fak_model::{KvType, Model};
 use fak_tokenizer::{ChatTemplate, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
@@ -47,7 +54,63 @@ enum Command {
         reply: oneshot::Sender<Result<RequestId, EngineError>>,
         arrived: Instant,
     },
+    Session {
+        op: SessionOp,
+        reply: oneshot::Sender<Result<SessionReply, EngineError>>,
+    },
     Shutdown,
+}
+
+/// An operation on an engine session.
+#[derive(Debug)]
+pub enum SessionOp {
+    /// A new, empty session.
+    Create(Tenant),
+    /// A session holding tokens, KV computed at its next request.
+    Restore(Tenant, Vec<u32>),
+    /// A copy-on-write fork.
+    Fork(SessionId),
+    /// Drop it.
+    Free(SessionId),
+    /// Offer its full blocks to the prefix cache.
+    Publish(SessionId),
+    /// Remove a span of its KV tokens.
+    Evict(SessionId, Range<usize>, EvictMode),
+    /// Its tokens and blocks.
+    Info(SessionId),
+}
+
+/// What a session operation gives back.
+#[derive(Debug)]
+pub enum SessionReply {
+    /// The new session.
+    Id(SessionId),
+    /// Done.
+    Done,
+    /// Tokens removed and recomputed.
+    Evicted { removed: usize, recomputed: usize },
+    /// The session's state.
+    Info(SessionState),
+}
+
+/// A session as the engine holds it.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    /// Its tokens in its KV (or all of them, for a dropped session).
+    pub kv_tokens: Vec<u32>,
+    /// The last sampled token, fed at its next request.
+    pub unfed: Option<u32>,
+    /// Its blocks.
+    pub blocks: SessionBlocks,
+}
+
+impl SessionState {
+    /// Every token of the session, the unfed one last.
+    pub fn tokens(&self) -> Vec<u32> {
+        let mut t = self.kv_tokens.clone();
+        t.extend(self.unfed);
+        t
+    }
 }
 
 /// The handlers' side of the engine thread.
@@ -84,6 +147,19 @@ impl EngineHandle {
             .map_err(|_| SubmitError::Stopped)?;
         match rrx.await {
             Ok(Ok(id)) => Ok((id, erx)),
+            Ok(Err(e)) => Err(SubmitError::Engine(e)),
+            Err(_) => Err(SubmitError::Stopped),
+        }
+    }
+
+    /// Runs a session operation on the engine thread.
+    pub async fn session(&self, op: SessionOp) -> Result<SessionReply, SubmitError> {
+        let (rtx, rrx) = oneshot::channel();
+        self.tx
+            .send(Command::Session { op, reply: rtx })
+            .map_err(|_| SubmitError::Stopped)?;
+        match rrx.await {
+            Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(SubmitError::Engine(e)),
             Err(_) => Err(SubmitError::Stopped),
         }
@@ -262,6 +338,9 @@ fn engine_main(
                         let _ = reply.send(Err(e));
                     }
                 },
+                Command::Session { op, reply } => {
+                    let _ = reply.send(session_op(&mut engine, op));
+                }
                 Command::Shutdown => stop = true,
             }
             next = rx.try_recv().ok();
@@ -344,6 +423,34 @@ fn engine_main(
     }
 }
 
+fn session_op(engine: &mut Engine, op: SessionOp) -> Result<SessionReply, EngineError> {
+    Ok(match op {
+        SessionOp::Create(t) => SessionReply::Id(engine.create_session(t)),
+        SessionOp::Restore(t, tokens) => SessionReply::Id(engine.restore_session(t, tokens)?),
+        SessionOp::Fork(s) => SessionReply::Id(engine.fork_session(s)?),
+        SessionOp::Free(s) => {
+            engine.free_session(s)?;
+            SessionReply::Done
+        }
+        SessionOp::Publish(s) => {
+            engine.publish_session(s)?;
+            SessionReply::Done
+        }
+        SessionOp::Evict(s, span, mode) => {
+            let r = engine.evict_session(s, span, mode)?;
+            SessionReply::Evicted {
+                removed: r.removed,
+                recomputed: r.recomputed,
+            }
+        }
+        SessionOp::Info(s) => SessionReply::Info(SessionState {
+            kv_tokens: engine.session_tokens(s)?.to_vec(),
+            unfed: engine.session_unfed(s)?,
+            blocks: engine.session_blocks(s)?,
+        }),
+    })
+}
+
 /// Gauges and counters from the engine's statistics.
 fn publish(engine: &Engine, metrics: &Metrics) {
     let s = engine.stats();
@@ -355,4 +462,6 @@ fn publish(engine: &Engine, metrics: &Metrics) {
     set_counter(&metrics.prompt_tokens, s.prompt_tokens);
     set_counter(&metrics.generation_tokens, s.generation_tokens);
     set_counter(&metrics.preemptions, s.preemptions);
+    metrics.sessions.set(s.sessions as i64);
+    set_counter(&metrics.session_drops, s.sessions_dropped);
 }

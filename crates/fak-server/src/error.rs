@@ -24,6 +24,9 @@ pub enum ServerError {
     /// The model did not load.
     #[error("{0}")]
     Load(String),
+    /// The state directory cannot be used.
+    #[error("--state-dir {}: {}", .0.display(), .1)]
+    State(std::path::PathBuf, #[source] std::io::Error),
     /// I/O of the runtime.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -107,6 +110,22 @@ impl ApiError {
         }
     }
 
+    /// 409: the resource is in use.
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError {
+            code: Some("conflict"),
+            ..ApiError::new(StatusCode::CONFLICT, "invalid_request_error", message)
+        }
+    }
+
+    /// 429: a limit other than the queue.
+    pub fn limited(message: impl Into<String>) -> ApiError {
+        ApiError {
+            code: Some("rate_limit_exceeded"),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", message)
+        }
+    }
+
     /// 413: body over the cap.
     pub fn too_large(limit: usize) -> ApiError {
         ApiError::new(
@@ -174,8 +193,23 @@ impl From<EngineError> for ApiError {
                 )
             },
             EngineError::BadSampling(b) => ApiError::bad_param(b.name, e.to_string()),
+            EngineError::SessionBusy(_) => ApiError::conflict(
+                "the session is in use by another request; retry when it is done",
+            ),
+            EngineError::UnknownSession(_) => ApiError::not_found("no such session"),
             _ if e.is_client_error() => ApiError::bad_request(e.to_string()),
             _ => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::engine_thread::SubmitError> for ApiError {
+    fn from(e: crate::engine_thread::SubmitError) -> ApiError {
+        match e {
+            crate::engine_thread::SubmitError::Engine(e) => e.into(),
+            crate::engine_thread::SubmitError::Stopped => {
+                ApiError::unavailable("the engine has stopped")
+            }
         }
     }
 }

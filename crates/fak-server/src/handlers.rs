@@ -27,10 +27,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::api::{self, ChatRequest, Common, CompletionRequest, Prompt};
-use crate::engine_thread::{EngineHandle, Loaded, SubmitError};
+use crate::engine_thread::{EngineHandle, Loaded};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::responses::{self, Kind, Shape};
+use crate::sessions::persist::Store;
+use crate::sessions::{Limits, Registry};
 use crate::ServerConfig;
 
 const LOADING: u8 = 0;
@@ -55,6 +57,8 @@ struct Inner {
     /// Wakes the shutdown future (a failed load ends the server).
     pub stop: tokio::sync::Notify,
     created: u64,
+    sessions: Arc<Registry>,
+    store: Option<Store>,
 }
 
 impl std::ops::Deref for AppState {
@@ -66,7 +70,12 @@ impl std::ops::Deref for AppState {
 
 impl AppState {
     /// State for a server that is loading its model.
-    pub fn new(cfg: ServerConfig, engine: EngineHandle, metrics: Arc<Metrics>) -> AppState {
+    pub fn new(
+        cfg: ServerConfig,
+        engine: EngineHandle,
+        metrics: Arc<Metrics>,
+        store: Option<Store>,
+    ) -> AppState {
         AppState {
             inner: Arc::new(Inner {
                 name: cfg.model_name(),
@@ -80,7 +89,31 @@ impl AppState {
                 created: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
+                sessions: Arc::new(Registry::default()),
+                store,
             }),
+        }
+    }
+
+    /// The engine thread.
+    pub(crate) fn engine(&self) -> &EngineHandle {
+        &self.inner.engine
+    }
+
+    /// The sessions.
+    pub(crate) fn sessions(&self) -> &Arc<Registry> {
+        &self.inner.sessions
+    }
+
+    /// The state directory, with `--state-dir`.
+    pub(crate) fn store(&self) -> Option<&Store> {
+        self.inner.store.as_ref()
+    }
+
+    /// Session limits.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_per_tenant: self.inner.cfg.max_sessions_per_tenant,
         }
     }
 
@@ -122,7 +155,7 @@ impl AppState {
         self.inner.stop.notified().await;
     }
 
-    fn ready(&self) -> Result<&Loaded, ApiError> {
+    pub(crate) fn ready(&self) -> Result<&Loaded, ApiError> {
         match self.inner.phase.load(Ordering::SeqCst) {
             READY => self
                 .inner
@@ -139,7 +172,7 @@ impl AppState {
 /// The tenant a request runs in: its API key, narrowed by `user` and
 /// `cache_salt`, so prefix-cache entries never cross between them.
 #[derive(Debug, Clone, Copy)]
-struct KeyTenant(u64);
+pub(crate) struct KeyTenant(pub(crate) u64);
 
 /// Every route.
 pub fn router(state: AppState) -> Router {
@@ -150,6 +183,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .merge(crate::sessions::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/health", get(health))
@@ -222,7 +256,10 @@ async fn models(State(st): State<AppState>) -> Result<Json<serde_json::Value>, A
     })))
 }
 
-fn body_bytes(st: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn body_bytes(
+    st: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(st.max_body_bytes)
@@ -294,7 +331,7 @@ fn tenant_of(key: KeyTenant, c: &Common) -> Tenant {
     Tenant(u64::from_le_bytes(b))
 }
 
-fn check_model(st: &AppState, c: &Common) -> Result<(), ApiError> {
+pub(crate) fn check_model(st: &AppState, c: &Common) -> Result<(), ApiError> {
     match &c.model {
         Some(m) if !m.is_empty() && m != st.name() => Err(ApiError::unknown_model(m, st.name())),
         _ => Ok(()),
@@ -423,12 +460,22 @@ async fn run(
         stream: c.stream,
         include_usage: c.include_usage(),
         model: st.name().to_string(),
+        session: None,
     };
     let (_, rx) = match st.inner.engine.submit(req, arrived).await {
         Ok(x) => x,
-        Err(SubmitError::Engine(e)) => return Err(e.into()),
-        Err(SubmitError::Stopped) => return Err(ApiError::unavailable("the engine has stopped")),
+        Err(e) => return Err(e.into()),
     };
+    respond(&l, shape, rx).await
+}
+
+/// Answers from a request's events in `shape`, as a stream or as one JSON
+/// object.
+pub(crate) async fn respond(
+    l: &Loaded,
+    shape: Shape,
+    rx: tokio::sync::mpsc::UnboundedReceiver<fak_engine::Event>,
+) -> Result<Response, ApiError> {
     if shape.stream {
         let stream = responses::sse(l.tok.clone(), shape, rx);
         Ok((

@@ -21,6 +21,7 @@ mod error;
 mod handlers;
 mod metrics;
 mod responses;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ pub use error::ServerError;
 
 /// Default cap on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+
+/// Default cap on sessions per API key.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
 
 /// Settings of `fak serve`.
 #[derive(Debug, Clone)]
@@ -63,6 +67,12 @@ pub struct ServerConfig {
     pub token_budget: usize,
     /// Element type of the KV cache.
     pub kv_type: fak_model::KvType,
+    /// Where sessions are saved (restored at start); `None`: not saved.
+    pub state_dir: Option<PathBuf>,
+    /// Most sessions one API key may hold.
+    pub max_sessions_per_tenant: usize,
+    /// Idle sessions unused this long are freed; `None`: kept.
+    pub session_ttl: Option<std::time::Duration>,
 }
 
 impl ServerConfig {
@@ -83,6 +93,9 @@ impl ServerConfig {
             block_size: fak_engine::DEFAULT_BLOCK_SIZE,
             token_budget: fak_engine::DEFAULT_TOKEN_BUDGET,
             kv_type: fak_model::KvType::F16,
+            state_dir: None,
+            max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,
+            session_ttl: None,
         }
     }
 
@@ -124,9 +137,16 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
         .await
         .map_err(|e| ServerError::Bind(addr.to_string(), e))?;
     let local = listener.local_addr().map_err(ServerError::Io)?;
+    let store = match &cfg.state_dir {
+        Some(dir) => Some(
+            sessions::persist::Store::open(dir, &cfg.model, &cfg.api_keys)
+                .map_err(|e| ServerError::State(dir.clone(), e))?,
+        ),
+        None => None,
+    };
     let metrics = Arc::new(metrics::Metrics::new());
     let (engine, loaded) = engine_thread::spawn(cfg.clone(), metrics.clone());
-    let state = handlers::AppState::new(cfg.clone(), engine.clone(), metrics);
+    let state = handlers::AppState::new(cfg.clone(), engine.clone(), metrics, store);
     let app = handlers::router(state.clone());
     eprintln!(
         "fak serve: listening on http://{local} (loading {})",
@@ -144,7 +164,12 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
                     info.n_blocks,
                     info.block_size
                 );
+                // Sessions are back before the first request is served.
+                sessions::restore(&st).await;
                 st.set_loaded(info);
+                if let Some(ttl) = st.session_ttl {
+                    tokio::spawn(sessions::sweep(st.clone(), ttl));
+                }
             }
             Ok(Err(e)) => {
                 eprintln!("fak: error: {e}");
@@ -166,6 +191,9 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
         .await
         .map_err(ServerError::Io)?;
     let failed = state.load_failure();
+    if failed.is_none() {
+        sessions::save_all(&state).await;
+    }
     engine.shutdown();
     match failed {
         Some(e) => Err(ServerError::Load(e)),

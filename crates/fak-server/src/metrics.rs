@@ -41,6 +41,8 @@ pub struct Metrics {
     pub prompt_tokens: Counter,
     pub generation_tokens: Counter,
     pub preemptions: Counter,
+    pub sessions: Gauge,
+    pub session_drops: Counter,
     pub success: Family<Reason, Counter>,
     pub ttft: Histogram,
     pub itl: Histogram,
@@ -61,6 +63,8 @@ impl Metrics {
         let prompt_tokens = Counter::default();
         let generation_tokens = Counter::default();
         let preemptions = Counter::default();
+        let sessions = Gauge::default();
+        let session_drops = Counter::default();
         let success = Family::<Reason, Counter>::default();
         // 1 ms .. ~65 s.
         let secs = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
@@ -112,6 +116,16 @@ impl Metrics {
             preemptions.clone(),
         );
         r.register(
+            "fak:sessions",
+            "Agent sessions held by the engine (resident or dropped)",
+            sessions.clone(),
+        );
+        r.register(
+            "fak:session_kv_drops",
+            "Idle sessions whose KV rows were dropped under pressure (recomputed at next use)",
+            session_drops.clone(),
+        );
+        r.register(
             "vllm:request_success",
             "Requests finished, by reason",
             success.clone(),
@@ -147,6 +161,8 @@ impl Metrics {
             prompt_tokens,
             generation_tokens,
             preemptions,
+            sessions,
+            session_drops,
             success,
             ttft,
             itl,

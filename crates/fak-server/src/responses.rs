@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -39,6 +39,16 @@ pub struct Shape {
     pub stream: bool,
     pub include_usage: bool,
     pub model: String,
+    /// A session turn's `"session": {"id", "tokens"}`, set before the
+    /// request's last event is passed on; added to the final object (or
+    /// the final chunk).
+    pub session: Option<Arc<OnceLock<Value>>>,
+}
+
+impl Shape {
+    fn session_json(&self) -> Option<Value> {
+        self.session.as_ref().and_then(|s| s.get().cloned())
+    }
 }
 
 fn now() -> u64 {
@@ -158,14 +168,18 @@ pub async fn collect(
                         "finish_reason": finish_name(reason),
                     }),
                 };
-                return Ok(json!({
+                let mut v = json!({
                     "id": new_id(shape.kind),
                     "object": match shape.kind { Kind::Chat => "chat.completion", Kind::Completion => "text_completion" },
                     "created": now(),
                     "model": shape.model,
                     "choices": [choice],
                     "usage": usage_json(&usage),
-                }));
+                });
+                if let Some(s) = shape.session_json() {
+                    v["session"] = s;
+                }
+                return Ok(v);
             }
             Event::Failed { error, .. } => return Err(error.into()),
             Event::Admitted { .. } => {}
@@ -183,6 +197,8 @@ struct Sse {
     done: bool,
     /// Bytes of text sent so far (completions' `text_offset`).
     sent: usize,
+    /// The request finished: the chunks from here on are the last ones.
+    finished: bool,
 }
 
 impl Sse {
@@ -202,6 +218,11 @@ impl Sse {
             v["usage"] = usage_json(u);
         } else if self.shape.include_usage {
             v["usage"] = Value::Null;
+        }
+        if self.finished {
+            if let Some(s) = self.shape.session_json() {
+                v["session"] = s;
+            }
         }
         Bytes::from(format!("data: {v}\n\n"))
     }
@@ -267,6 +288,7 @@ impl Sse {
                     let b = self.chunk(c, None);
                     self.out.push_back(b);
                 }
+                self.finished = true;
                 let c = self.text_choice("", None, Some(reason));
                 let b = self.chunk(c, None);
                 self.out.push_back(b);
@@ -306,6 +328,7 @@ pub fn sse(
         out: VecDeque::new(),
         done: false,
         sent: 0,
+        finished: false,
     };
     if s.shape.kind == Kind::Chat {
         let c = json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null});

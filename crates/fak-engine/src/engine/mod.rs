@@ -26,25 +26,27 @@
 //! it runs, what runs beside it, and whether it was preempted and
 //! recomputed never change its output.
 
+mod sessions;
 mod step;
 mod text;
 
+pub use sessions::{Residency, SessionBlocks};
+
 use std::collections::VecDeque;
-use std::ops::Range;
 use std::time::Instant;
 
-use fak_kv::Tenant;
 use fak_model::{Model, SeqId};
 use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::paged::PagedKvConfig;
 use crate::request::{
-    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, SessionId, Usage,
+    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, Usage,
     MAX_TOP_LOGPROBS,
 };
 use crate::sampling::Sampler;
-use crate::seqs::{EvictMode, EvictReport, PrefixCache, Sequences};
+use crate::seqs::{PrefixCache, Sequences};
 use crate::EngineError;
+use sessions::SessionSlot;
 use text::StopScanner;
 
 /// Default most tokens in one forward pass.
@@ -112,6 +114,9 @@ struct Live {
     seq: Option<SeqId>,
     /// Tokens the sequence held before this request (its session's).
     base: usize,
+    /// A dropped session's tokens, fed again before the prompt (kept so a
+    /// rollback can drop the session again as it was).
+    restore: Option<Vec<u32>>,
     /// Tokens this request appends before it samples: the session's unfed
     /// token, then the prompt (and, after a preemption, what it generated).
     input: Vec<u32>,
@@ -140,20 +145,6 @@ struct Slot {
     live: Option<Live>,
 }
 
-struct Session {
-    seq: SeqId,
-    tenant: Tenant,
-    /// The last sampled token of the session's last request.
-    unfed: Option<u32>,
-    /// The request appending to it now.
-    busy: Option<RequestId>,
-}
-
-struct SessionSlot {
-    generation: u32,
-    live: Option<Session>,
-}
-
 /// The request-lifecycle scheduler over one model and one paged KV cache.
 pub struct Engine<'m> {
     model: &'m Model,
@@ -173,6 +164,8 @@ pub struct Engine<'m> {
     /// Events produced outside `step` (cancellations), sent at the next.
     pending: Vec<Event>,
     stats: EngineStats,
+    /// Use counter of sessions (least recently used are dropped first).
+    uses: u64,
 }
 
 impl<'m> Engine<'m> {
@@ -214,6 +207,7 @@ impl<'m> Engine<'m> {
             next_ticket: 0,
             pending: Vec::new(),
             stats,
+            uses: 0,
         })
     }
 
@@ -238,6 +232,7 @@ impl<'m> Engine<'m> {
         EngineStats {
             running: self.running.len(),
             waiting: self.queue.len(),
+            sessions: self.sessions.iter().filter(|s| s.live.is_some()).count(),
             kv_usage: if p.capacity == 0 {
                 0.0
             } else {
@@ -264,20 +259,13 @@ impl<'m> Engine<'m> {
     /// [`EngineError::QueueFull`]; for a session
     /// [`EngineError::UnknownSession`] or [`EngineError::SessionBusy`].
     pub fn add(&mut self, req: Request) -> Result<RequestId, EngineError> {
-        let (base, unfed) = match req.context {
-            Context::Fresh => (0, None),
+        let (base, mut input, restore) = match req.context {
+            Context::Fresh => (0, Vec::new(), None),
             Context::Session(s) => {
-                let sess = self.session(s)?;
-                if sess.busy.is_some() {
-                    return Err(EngineError::SessionBusy(s));
-                }
-                if sess.tenant != req.tenant {
-                    return Err(EngineError::UnknownSession(s));
-                }
-                (self.seqs.tokens(sess.seq)?.len(), sess.unfed)
+                let i = self.session_input(s, req.tenant)?;
+                (i.base, i.feed, i.restore)
             }
         };
-        let mut input: Vec<u32> = unfed.into_iter().collect();
         input.extend_from_slice(&req.prompt);
         if input.is_empty() && (req.max_tokens > 0 || req.context == Context::Fresh) {
             return Err(EngineError::EmptyPrompt);
@@ -330,6 +318,7 @@ impl<'m> Engine<'m> {
             phase: Phase::Queued,
             seq: None,
             base,
+            restore,
             n_input: input.len(),
             input,
             fed: 0,
@@ -362,9 +351,7 @@ impl<'m> Engine<'m> {
             generation: entry.generation,
         };
         if let Context::Session(s) = context {
-            if let Some(sess) = self.session_mut(s) {
-                sess.busy = Some(id);
-            }
+            self.claim_session(s, id);
         }
         self.queue.push_back(slot);
         Ok(id)
@@ -399,142 +386,6 @@ impl<'m> Engine<'m> {
             .filter(|s| s.generation == id.generation)
             .and_then(|s| s.live.as_ref())
             .ok_or(EngineError::UnknownRequest(id))
-    }
-
-    /// A new, empty session in `tenant`'s cache namespace.
-    pub fn create_session(&mut self, tenant: Tenant) -> SessionId {
-        let seq = self.seqs.create(tenant);
-        self.insert_session(Session {
-            seq,
-            tenant,
-            unfed: None,
-            busy: None,
-        })
-    }
-
-    fn insert_session(&mut self, s: Session) -> SessionId {
-        let slot = match self.free_sessions.pop() {
-            Some(i) => i,
-            None => {
-                self.sessions.push(SessionSlot {
-                    generation: 0,
-                    live: None,
-                });
-                (self.sessions.len() - 1) as u32
-            }
-        };
-        let e = &mut self.sessions[slot as usize];
-        e.live = Some(s);
-        SessionId {
-            slot,
-            generation: e.generation,
-        }
-    }
-
-    fn session(&self, id: SessionId) -> Result<&Session, EngineError> {
-        self.sessions
-            .get(id.slot as usize)
-            .filter(|s| s.generation == id.generation)
-            .and_then(|s| s.live.as_ref())
-            .ok_or(EngineError::UnknownSession(id))
-    }
-
-    fn session_mut(&mut self, id: SessionId) -> Option<&mut Session> {
-        self.sessions
-            .get_mut(id.slot as usize)
-            .filter(|s| s.generation == id.generation)
-            .and_then(|s| s.live.as_mut())
-    }
-
-    fn idle_session(&self, id: SessionId) -> Result<&Session, EngineError> {
-        let s = self.session(id)?;
-        if s.busy.is_some() {
-            return Err(EngineError::SessionBusy(id));
-        }
-        Ok(s)
-    }
-
-    /// A copy-on-write fork of an idle session: shares every block,
-    /// computes nothing (O(blocks)).
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
-    pub fn fork_session(&mut self, src: SessionId) -> Result<SessionId, EngineError> {
-        let s = self.idle_session(src)?;
-        let (seq, tenant, unfed) = (s.seq, s.tenant, s.unfed);
-        let fork = self.seqs.fork(seq)?;
-        Ok(self.insert_session(Session {
-            seq: fork,
-            tenant,
-            unfed,
-            busy: None,
-        }))
-    }
-
-    /// Drops an idle session; its blocks go back to the pool (or the prefix
-    /// cache, if published).
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
-    pub fn free_session(&mut self, id: SessionId) -> Result<(), EngineError> {
-        let seq = self.idle_session(id)?.seq;
-        self.seqs.free(seq)?;
-        let e = &mut self.sessions[id.slot as usize];
-        e.live = None;
-        e.generation = e.generation.wrapping_add(1);
-        self.free_sessions.push(id.slot);
-        Ok(())
-    }
-
-    /// The tokens an idle session's KV holds (its last sampled token, fed
-    /// at its next request, is not among them).
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`].
-    pub fn session_tokens(&self, id: SessionId) -> Result<&[u32], EngineError> {
-        let seq = self.session(id)?.seq;
-        self.seqs.tokens(seq)
-    }
-
-    /// The session's last sampled token, not yet in its KV.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`].
-    pub fn session_unfed(&self, id: SessionId) -> Result<Option<u32>, EngineError> {
-        Ok(self.session(id)?.unfed)
-    }
-
-    /// Offers an idle session's full blocks to its tenant's prefix cache.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`].
-    pub fn publish_session(&mut self, id: SessionId) -> Result<(), EngineError> {
-        let seq = self.idle_session(id)?.seq;
-        self.seqs.publish(seq)
-    }
-
-    /// Removes tokens `span` from an idle session's KV; see [`EvictMode`].
-    /// No other session changes, forks included.
-    ///
-    /// # Errors
-    ///
-    /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`]; as
-    /// [`Sequences::evict`].
-    pub fn evict_session(
-        &mut self,
-        id: SessionId,
-        span: Range<usize>,
-        mode: EvictMode,
-    ) -> Result<EvictReport, EngineError> {
-        let seq = self.idle_session(id)?.seq;
-        let rep = self.seqs.evict(self.model, seq, span, mode)?;
-        self.stats.tokens_computed += rep.recomputed as u64;
-        Ok(rep)
     }
 
     /// Token counts of a live request so far.

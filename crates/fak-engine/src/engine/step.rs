@@ -91,6 +91,10 @@ impl Engine<'_> {
                     break;
                 }
                 Err(e) if out_of_blocks(&e) => {
+                    // Idle sessions' rows go first, then running requests.
+                    if self.drop_lru_session()? {
+                        continue;
+                    }
                     let youngest = self.running.iter().copied().max_by_key(|&s| {
                         self.slots[s as usize].live.as_ref().map_or(0, |l| l.ticket)
                     });
@@ -140,7 +144,7 @@ impl Engine<'_> {
             }
             let (seq, fresh) = match live.req.context {
                 Context::Fresh => (self.seqs.create(live.req.tenant), true),
-                Context::Session(s) => (self.session(s)?.seq, false),
+                Context::Session(s) => (self.session_seq(s)?, false),
             };
             let attachable = self.cfg.prefix_cache == PrefixCache::On
                 && (fresh || self.seqs.tokens(seq)?.is_empty());
@@ -154,7 +158,12 @@ impl Engine<'_> {
             let end = live.base + live.input.len();
             let needed = end.div_ceil(bs).saturating_sub(held / bs) + 1;
             let p = self.seqs.kv().stats();
-            let available = p.free + p.cached;
+            let mut available = p.free + p.cached;
+            // Idle sessions give up their rows, least recently used first.
+            while needed > available && self.drop_lru_session()? {
+                let p = self.seqs.kv().stats();
+                available = p.free + p.cached;
+            }
             if needed > available {
                 if fresh {
                     self.seqs.free(seq)?;
@@ -559,8 +568,14 @@ impl Engine<'_> {
             }
             Context::Session(s) => {
                 let rollback = how == Release::Rollback;
-                if let (Some(seq), true) = (live.seq, rollback) {
-                    self.seqs.truncate(seq, live.base)?;
+                match (live.restore, rollback) {
+                    (Some(tokens), true) => self.unrestore(s, tokens)?,
+                    (None, true) => {
+                        if let Some(seq) = live.seq {
+                            self.seqs.truncate(seq, live.base)?;
+                        }
+                    }
+                    _ => {}
                 }
                 if let Some(sess) = self.session_mut(s) {
                     sess.busy = None;

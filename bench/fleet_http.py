@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""The ``fak bench fleet`` workload over HTTP: A agents as A concurrent clients.
+
+Same workload and token stream as ``fak bench fleet`` and
+``bench/peers/llamacpp.py fleet`` (``bench/peers/workloads.py`` is the
+reference): a shared P-token prefix, then T turns per agent; each turn an
+agent sends R result ids (``stream[P + (t*A + a)*R + 1 ..]``, turn-major)
+and decodes D tokens greedily (``ignore_eos``). Agents never wait for each
+other: each client runs its T turns back to back.
+
+fak (``--engine fak``), through sessions::
+
+    POST /v1/sessions {"prompt": prefix ids}          the prefix, computed once
+    POST /v1/sessions/{root}/fork   x A               copy-on-write, no compute
+    POST /v1/sessions/{agent}/completions             per turn: {"prompt": R ids,
+         "max_tokens": D, "temperature": 0, "ignore_eos": true, "stream": true}
+    the last generated token of a turn is fed at the start of the next
+
+llama-server (``--engine llama-server``; start it with ``--parallel A`` and
+the same context per slot), one slot per agent::
+
+    POST /completion {"prompt": history + R ids, "id_slot": a, "cache_prompt": true,
+         "n_predict": D, "temperature": 0, "ignore_eos": true, "stream": true,
+         "return_tokens": true}
+    history = prefix + every earlier turn's R ids and D generated ids; the slot's
+    cache holds the history, so a turn computes its new tokens only (the prefix
+    is computed once per slot: llama-server cannot share it between slots)
+
+Measured: wall clock from the first request to the last turn's end
+(prefix and forks included), agent-turns/s = A*T / wall, TTFT per turn
+(request sent -> first streamed chunk carrying text or a token) and turn
+time, and the SHA-256 of every generated id as ``fak bench fleet`` and
+the llama.cpp peer compute it (fak's ids come from ``GET
+/v1/sessions/{id}?include=tokens`` after the clock stops; llama-server's
+from ``return_tokens``). The report is JSON (``fak-bench-fleet-http/1``)
+on stdout or ``--out``.
+
+    python3 bench/fleet_http.py --engine fak --url http://127.0.0.1:8080 \\
+        --n-vocab 49152 --prefix 1024 --turns 10 --agents 8 --decode 32 --result 64
+
+Only the standard library; the pure parts are tested by
+``bench/test_fleet_http.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import math
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+import workloads as wl  # noqa: E402
+
+SCHEMA = "fak-bench-fleet-http/1"
+ENGINES = ("fak", "llama-server")
+
+
+class BenchError(Exception):
+    """A request failed or a server answered something unexpected."""
+
+
+# ------------------------------------------------------------ pure parts
+
+
+def turn_ids(shape: wl.FleetShape, ids: list[int], turn: int, agent: int) -> list[int]:
+    """The R result ids agent ``agent`` sends at ``turn``."""
+    return shape.result_ids(ids, turn, agent)
+
+
+def fak_turn_body(shape: wl.FleetShape, ids: list[int], turn: int, agent: int) -> dict[str, Any]:
+    """Body of one fak session turn (``/v1/sessions/{id}/completions``)."""
+    return {
+        "prompt": turn_ids(shape, ids, turn, agent),
+        "max_tokens": shape.decode,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
+
+
+def llama_turn_body(
+    shape: wl.FleetShape, ids: list[int], history: list[int], turn: int, agent: int
+) -> dict[str, Any]:
+    """Body of one llama-server turn: the agent's whole history plus its new ids."""
+    return {
+        "prompt": history + turn_ids(shape, ids, turn, agent),
+        "id_slot": agent,
+        "cache_prompt": True,
+        "n_predict": shape.decode,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "return_tokens": True,
+    }
+
+
+def fak_generated(shape: wl.FleetShape, tokens: list[int]) -> list[list[int]]:
+    """An agent's generated ids per turn, from its session's token ids
+    (``prefix, then per turn R result ids and D generated ids``; the last
+    generated id, not fed yet, is the session's last token)."""
+    want = shape.prefix + shape.turns * (shape.result + shape.decode)
+    if len(tokens) != want:
+        raise BenchError(f"the session holds {len(tokens)} tokens, expected {want}")
+    out = []
+    for t in range(shape.turns):
+        o = shape.prefix + t * (shape.result + shape.decode) + shape.result
+        out.append(tokens[o : o + shape.decode])
+    return out
+
+
+def sse_events(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The ``data:`` payloads of a server-sent-event byte stream."""
+    buf = b""
+    for c in chunks:
+        buf += c.replace(b"\r\n", b"\n")
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            data = [ln[5:].lstrip() for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+            if data:
+                yield b"\n".join(data).decode()
+    tail = buf.strip()
+    if tail.startswith(b"data:"):
+        yield tail[5:].lstrip().decode()
+
+
+@dataclass
+class Chunk:
+    """What one streamed event carried."""
+
+    text: str = ""
+    tokens: list[int] = field(default_factory=list)
+    done: bool = False
+    error: str | None = None
+
+
+def parse_chunk(engine: str, data: str) -> Chunk:
+    """One event of either server's stream."""
+    if data == "[DONE]":
+        return Chunk(done=True)
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError as e:
+        raise BenchError(f"bad event {data[:80]!r}: {e}") from e
+    if "error" in obj:
+        return Chunk(error=json.dumps(obj["error"]), done=True)
+    if engine == "fak":
+        choices = obj.get("choices") or []
+        text = "".join(c.get("text") or "" for c in choices)
+        done = any(c.get("finish_reason") for c in choices)
+        return Chunk(text=text, done=done)
+    toks = obj.get("tokens") or []
+    return Chunk(text=obj.get("content") or "", tokens=list(toks), done=bool(obj.get("stop")))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    v = sorted(values)
+    if not v:
+        return 0.0
+    rank = min(max(math.ceil(q / 100.0 * len(v)), 1), len(v))
+    return v[rank - 1]
+
+
+def summary_ms(values_s: list[float]) -> dict[str, float]:
+    """min / p50 / p95 / max / mean in milliseconds."""
+    if not values_s:
+        return {"n": 0}
+    ms = [x * 1e3 for x in values_s]
+    return {
+        "n": len(ms),
+        "min": min(ms),
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "max": max(ms),
+        "mean": sum(ms) / len(ms),
+    }
+
+
+@dataclass
+class Turn:
+    """One agent turn as measured."""
+
+    agent: int
+    turn: int
+    ttft_s: float
+    turn_s: float
+    generated: list[int]
+
+
+def report(
+    engine: str,
+    url: str,
+    shape: wl.FleetShape,
+    n_vocab: int,
+    turns: list[Turn],
+    wall_s: float,
+    prefix_s: float,
+) -> dict[str, Any]:
+    """The run's JSON report; a generated-ids hash when the server gave ids."""
+    by_agent: list[list[list[int]]] = [[[] for _ in range(shape.turns)] for _ in range(shape.agents)]
+    for t in turns:
+        by_agent[t.agent][t.turn] = t.generated
+    have_ids = all(len(g) == shape.decode for per in by_agent for g in per)
+    done = len(turns)
+    return {
+        "schema": SCHEMA,
+        "engine": engine,
+        "url": url,
+        "workload": shape.as_dict(),
+        "n_vocab": n_vocab,
+        "token_stream": wl.FLEET_TOKEN_STREAM,
+        "turns_done": done,
+        "wall_s": wall_s,
+        "prefix_s": prefix_s,
+        "agent_turns_per_s": done / wall_s if wall_s > 0 else 0.0,
+        "ttft_ms": summary_ms([t.ttft_s for t in turns]),
+        "turn_ms": summary_ms([t.turn_s for t in turns]),
+        "generated_sha256": wl.generated_sha256(by_agent) if have_ids else None,
+    }
+
+
+# -------------------------------------------------------------- HTTP side
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection to the server."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float) -> None:
+        u = urllib.parse.urlsplit(url)
+        if u.scheme != "http" or not u.hostname:
+            raise BenchError(f"--url must be http://host:port, got {url!r}")
+        self.conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+        self.base = u.path.rstrip("/")
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.conn.request("POST", self.base + path, json.dumps(body), self.headers)
+        r = self.conn.getresponse()
+        raw = r.read()
+        if r.status != 200:
+            raise BenchError(f"POST {path}: HTTP {r.status}: {raw[:200]!r}")
+        return json.loads(raw)
+
+    def get(self, path: str) -> dict[str, Any]:
+        self.conn.request("GET", self.base + path, headers=self.headers)
+        r = self.conn.getresponse()
+        raw = r.read()
+        if r.status != 200:
+            raise BenchError(f"GET {path}: HTTP {r.status}: {raw[:200]!r}")
+        return json.loads(raw)
+
+    def stream(self, path: str, body: dict[str, Any]) -> Iterator[bytes]:
+        self.conn.request("POST", self.base + path, json.dumps(body), self.headers)
+        r = self.conn.getresponse()
+        if r.status != 200:
+            raise BenchError(f"POST {path}: HTTP {r.status}: {r.read()[:200]!r}")
+        while True:
+            piece = r.read1(65536)
+            if not piece:
+                return
+            yield piece
+
+
+def run_turn(engine: str, chunks: Iterator[bytes], t_sent: float, clock: Callable[[], float]) -> tuple[float, list[int]]:
+    """Reads one streamed turn; returns TTFT and the generated ids (if given)."""
+    ttft = None
+    gen: list[int] = []
+    for data in sse_events(chunks):
+        c = parse_chunk(engine, data)
+        if c.error:
+            raise BenchError(f"the server failed the turn: {c.error}")
+        if ttft is None and (c.text or c.tokens):
+            ttft = clock() - t_sent
+        gen.extend(c.tokens)
+        if c.done and engine == "llama-server":
+            break
+    if ttft is None:
+        ttft = clock() - t_sent
+    return ttft, gen
+
+
+def agent_loop(
+    engine: str, cl: Client, shape: wl.FleetShape, ids: list[int], agent: int, session: str | None, out: list[Turn]
+) -> None:
+    history = list(shape.prefix_ids(ids))
+    for t in range(shape.turns):
+        t0 = time.perf_counter()
+        if engine == "fak":
+            chunks = cl.stream(f"/v1/sessions/{session}/completions", fak_turn_body(shape, ids, t, agent))
+        else:
+            chunks = cl.stream("/completion", llama_turn_body(shape, ids, history, t, agent))
+        ttft, gen = run_turn(engine, chunks, t0, time.perf_counter)
+        out.append(Turn(agent, t, ttft, time.perf_counter() - t0, gen))
+        history += turn_ids(shape, ids, t, agent) + gen
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    shape = wl.FleetShape(args.prefix, args.turns, args.agents, args.decode, args.result)
+    shape.check()
+    ids = wl.lcg_ids(args.n_vocab, shape.stream_len())
+    mk = lambda: Client(args.url, args.api_key, args.timeout)  # noqa: E731
+    t_start = time.perf_counter()
+    sessions: list[str | None] = [None] * shape.agents
+    prefix_s = 0.0
+    if args.engine == "fak":
+        cl = mk()
+        root = cl.post("/v1/sessions", {"prompt": shape.prefix_ids(ids)})["id"]
+        prefix_s = time.perf_counter() - t_start
+        sessions = [cl.post(f"/v1/sessions/{root}/fork", {})["id"] for _ in range(shape.agents)]
+    results: list[list[Turn]] = [[] for _ in range(shape.agents)]
+    errors: list[BaseException] = []
+
+    def worker(a: int) -> None:
+        try:
+            agent_loop(args.engine, mk(), shape, ids, a, sessions[a], results[a])
+        except BaseException as e:  # noqa: BLE001 (reported after the join)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(a,)) for a in range(shape.agents)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall_s = time.perf_counter() - t_start
+    if errors:
+        raise BenchError(f"{len(errors)} agent(s) failed; first: {errors[0]}")
+    turns = [t for per in results for t in per]
+    if args.engine == "fak":
+        # The generated ids, from the sessions (after the clock stopped).
+        cl = mk()
+        for a, sid in enumerate(sessions):
+            info = cl.get(f"/v1/sessions/{sid}?include=tokens")
+            for t, g in enumerate(fak_generated(shape, info["token_ids"])):
+                for turn in results[a]:
+                    if turn.turn == t:
+                        turn.generated = g
+    return report(args.engine, args.url, shape, args.n_vocab, turns, wall_s, prefix_s)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", choices=ENGINES, required=True)
+    ap.add_argument("--url", required=True, help="http://host:port of the running server")
+    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--n-vocab", type=int, required=True, help="the model's vocabulary (49152: SmolLM2)")
+    ap.add_argument("--profile", choices=sorted(wl.PROFILES), default=None,
+                    help="the first shape of a fak bench fleet profile (flags below override)")
+    for name in ("prefix", "turns", "agents", "decode", "result"):
+        ap.add_argument(f"--{name}", type=int, default=None)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    ap.add_argument("--out", default=None, help="write the JSON report here (default: stdout)")
+    a = ap.parse_args(argv)
+    base = wl.PROFILES[a.profile][0] if a.profile else wl.PROFILES["probe"][0]
+    for name in ("prefix", "turns", "agents", "decode", "result"):
+        if getattr(a, name) is None:
+            setattr(a, name, getattr(base, name))
+    if a.n_vocab < 1:
+        ap.error("--n-vocab must be positive")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        rep = run(args)
+    except (BenchError, OSError, wl.WorkloadError) as e:
+        print(f"fleet_http: error: {e}", file=sys.stderr)
+        return 1
+    text = json.dumps(rep, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

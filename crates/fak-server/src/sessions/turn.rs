@@ -1,0 +1,162 @@
+//! One turn on a session: the tokens new chat messages add (rendered
+//! incrementally through the chat template), and the bookkeeping when the
+//! engine's request ends.
+//!
+//! ```text
+//!   stored messages m0..mk  +  new messages n0..nj
+//!   text(m0..mk)  ⊑  text(m0..mk, n0)  ⊑  ...  ⊑  text(all) + generation prompt
+//!   └ already in the session ┘└ "message k+1" ┘      └ "message k+j+2" (the reply's) ┘
+//!   the reply is generated; the template's end of that turn (after the
+//!   end-of-generation token, e.g. "\n") is owed and added at the next turn
+//! ```
+//!
+//! The session's tokens are what it was fed and what it generated, never a
+//! re-tokenization of the conversation, so a turn costs only its new
+//! tokens.
+
+use fak_tokenizer::{AddSpecial, ChatMessage, EncodeOptions};
+
+use super::lineage::Origin;
+use super::Record;
+use crate::engine_thread::Loaded;
+use crate::error::ApiError;
+
+/// Tokens a turn appends before generating, span by span.
+pub struct Delta {
+    pub pieces: Vec<(Vec<u32>, Origin)>,
+    /// The conversation as the template saw it (live stored + new).
+    pub conversation: Vec<ChatMessage>,
+}
+
+impl Delta {
+    /// Every token, in order.
+    pub fn tokens(&self) -> Vec<u32> {
+        self.pieces
+            .iter()
+            .flat_map(|(t, _)| t.iter().copied())
+            .collect()
+    }
+}
+
+fn live_messages(rec: &Record) -> Vec<ChatMessage> {
+    rec.messages
+        .iter()
+        .filter(|m| !m.evicted)
+        .map(|m| ChatMessage {
+            role: m.role.clone(),
+            content: m.content.clone(),
+        })
+        .collect()
+}
+
+fn render(l: &Loaded, msgs: &[ChatMessage], gen: bool) -> Result<String, ApiError> {
+    let Some(t) = &l.template else {
+        return Err(ApiError::bad_request(
+            "this model has no chat template; use the session's /completions",
+        ));
+    };
+    if msgs.is_empty() && !gen {
+        return Ok(String::new());
+    }
+    t.render(msgs, gen)
+        .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))
+}
+
+/// The tokens `new` messages add to the session `rec` (and, with `gen`,
+/// the template's generation prompt, counted as the reply's message).
+///
+/// # Errors
+///
+/// 400 when the model has no template or the template is not incremental
+/// (a longer conversation does not extend the shorter one's text).
+pub fn chat_delta(
+    l: &Loaded,
+    rec: &Record,
+    new: &[ChatMessage],
+    gen: bool,
+) -> Result<Delta, ApiError> {
+    let mut conversation = live_messages(rec);
+    let mut text = render(l, &conversation, false)?;
+    let mut texts: Vec<(String, Origin)> = Vec::new();
+    if let Some((close, k)) = &rec.close {
+        texts.push((close.clone(), Origin::Message { k: *k }));
+    }
+    let base = rec.messages.len();
+    for (i, m) in new.iter().enumerate() {
+        conversation.push(m.clone());
+        let next = render(l, &conversation, false)?;
+        texts.push((extend(&text, &next)?, Origin::Message { k: base + i }));
+        text = next;
+    }
+    if gen {
+        let next = render(l, &conversation, true)?;
+        texts.push((
+            extend(&text, &next)?,
+            Origin::Message {
+                k: base + new.len(),
+            },
+        ));
+    }
+    let mut empty = rec.tokens == 0;
+    let mut pieces = Vec::new();
+    for (t, origin) in texts {
+        if t.is_empty() {
+            continue;
+        }
+        let add = if empty {
+            AddSpecial::FromMetadata
+        } else {
+            AddSpecial::Never
+        };
+        let ids = l.tok.encode(
+            &t,
+            EncodeOptions {
+                add,
+                ..Default::default()
+            },
+        );
+        empty &= ids.is_empty();
+        pieces.push((ids, origin));
+    }
+    Ok(Delta {
+        pieces,
+        conversation,
+    })
+}
+
+fn extend(before: &str, after: &str) -> Result<String, ApiError> {
+    after
+        .strip_prefix(before)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "the chat template does not render this conversation incrementally \
+                 (the longer conversation does not start with the shorter one's text)",
+            )
+        })
+}
+
+/// What the template puts after the reply's text (the end of its turn),
+/// less the end-of-generation token already in the session.
+pub fn close_after(
+    l: &Loaded,
+    conversation: &[ChatMessage],
+    reply: &str,
+    eog: Option<u32>,
+) -> Option<String> {
+    let gen = render(l, conversation, true).ok()?;
+    let mut all = conversation.to_vec();
+    all.push(ChatMessage {
+        role: "assistant".into(),
+        content: reply.to_string(),
+    });
+    let full = render(l, &all, false).ok()?;
+    let mut close = full.strip_prefix(&gen)?.strip_prefix(reply)?;
+    if let Some(t) = eog {
+        let eog_text = l.tok.decode(&[t]);
+        if !eog_text.is_empty() {
+            close = close.strip_prefix(eog_text.as_str()).unwrap_or(close);
+        }
+    }
+    (!close.is_empty()).then(|| close.to_string())
+}
