@@ -475,7 +475,7 @@ mod tests {
             p.display()
         );
         let mut m = Model::load(&p).expect("load");
-        m.set_threads(2);
+        m.set_threads(2).expect("two threads");
         m
     }
 
