@@ -325,6 +325,65 @@ impl ThreadPool {
         self.chunks(data, chunk_len, ChunkOrder::Claimed, f)
     }
 
+    /// As [`ThreadPool::run_chunks_dynamic_mut`] over several slices in one
+    /// job: part `i` is `parts[i].0` cut into chunks of `parts[i].1`
+    /// elements (`0`: one chunk), and `f(i, chunk_index, chunk)` runs once
+    /// for every chunk of every part, the chunks claimed in order (part 0's
+    /// first) from one shared counter. One job instead of one per part
+    /// saves a fork and a join per part: the products of a decode step that
+    /// share their input (q, k and v; gate and up) run as one.
+    pub fn run_parts_dynamic_mut<T, F, const N: usize>(
+        &self,
+        parts: &mut [(&mut [T], usize); N],
+        f: F,
+    ) -> Result<(), PoolError>
+    where
+        T: Send,
+        F: Fn(usize, usize, &mut [T]) + Sync,
+    {
+        // (base, len, chunk_len, first global chunk index) per part, on the
+        // stack: a decode step allocates nothing.
+        let mut total = 0usize;
+        let layout: [(SendPtr<T>, usize, usize, usize); N] = std::array::from_fn(|i| {
+            let data = &mut parts[i].0;
+            let len = data.len();
+            let chunk_len = match parts[i].1 {
+                0 => len.max(1),
+                c => c,
+            };
+            let first = total;
+            total += len.div_ceil(chunk_len);
+            (SendPtr(parts[i].0.as_mut_ptr()), len, chunk_len, first)
+        });
+        if total == 0 {
+            return Ok(());
+        }
+        let next = AtomicUsize::new(0);
+        let layout = &layout;
+        self.run(|_, _| loop {
+            let g = next.fetch_add(1, Ordering::Relaxed);
+            if g >= total {
+                break;
+            }
+            // The part holding global chunk `g`: the last whose first
+            // index is at most `g` (parts with no chunks are skipped, as
+            // the next part starts at the same index).
+            let i = layout.partition_point(|p| p.3 <= g) - 1;
+            let (base, len, chunk_len, first) = &layout[i];
+            let c = g - first;
+            let start = c * chunk_len;
+            let end = (start + chunk_len).min(*len);
+            // SAFETY: `start < end <= len` (chunk `c` exists in part `i`:
+            // `g` is below the next part's first index), so the range lies
+            // inside part `i`'s slice, which stays mutably borrowed for the
+            // whole `run`. `fetch_add` hands out every global index once and
+            // each maps to one (part, chunk), so no two live `&mut` slices
+            // overlap.
+            let chunk = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), end - start) };
+            f(i, c, chunk);
+        })
+    }
+
     /// The body of the two chunked runs.
     fn chunks<T, F>(
         &self,
@@ -382,9 +441,9 @@ enum ChunkOrder {
 
 /// A raw pointer to a `Send` element type that may be shared with workers.
 struct SendPtr<T>(*mut T);
-// SAFETY: only used by `run_chunks_mut` and `run_chunks_dynamic_mut`, which
-// hand out disjoint chunks of a `&mut [T]` with `T: Send` to different
-// threads.
+// SAFETY: only used by `run_chunks_mut`, `run_chunks_dynamic_mut` and
+// `run_parts_dynamic_mut`, which hand out disjoint chunks of `&mut [T]`s
+// with `T: Send` to different threads.
 unsafe impl<T: Send> Sync for SendPtr<T> {}
 
 /// Runs every index on the calling thread, catching panics like `run`.

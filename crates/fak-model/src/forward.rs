@@ -19,9 +19,9 @@ use crate::attention::{attention_chunk, AttnBuffers, Run};
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::{BatchError, ModelError};
 use crate::kv::KvStore;
-use crate::matmul::QuantActs;
+use crate::matmul::{Product, QuantActs};
 use crate::ops;
-use crate::weights::Model;
+use crate::weights::{Model, Weight};
 
 /// Logits for the tokens of a batch that asked for them.
 #[derive(Debug, Clone, Default)]
@@ -224,15 +224,35 @@ impl Model {
                 kops::rms_norm(&x[t * d..(t + 1) * d], &layer.attn_norm, cfg.rms_eps, ht);
             })?;
             acts.quantize(&self.pool, layer.wq.ty, h, d, &layer.wq.name)?;
-            self.matmul_q(&layer.wq, acts, q)?;
-            if layer.wk.ty != layer.wq.ty {
-                acts.quantize(&self.pool, layer.wk.ty, h, d, &layer.wk.name)?;
+            if same_acts(&layer.wq, &layer.wk) && same_acts(&layer.wq, &layer.wv) {
+                self.matmul_many(
+                    acts,
+                    &mut [
+                        Product {
+                            w: &layer.wq,
+                            out: &mut *q,
+                        },
+                        Product {
+                            w: &layer.wk,
+                            out: &mut *k,
+                        },
+                        Product {
+                            w: &layer.wv,
+                            out: &mut *v,
+                        },
+                    ],
+                )?;
+            } else {
+                self.matmul_q(&layer.wq, acts, q)?;
+                if layer.wk.ty != layer.wq.ty {
+                    acts.quantize(&self.pool, layer.wk.ty, h, d, &layer.wk.name)?;
+                }
+                self.matmul_q(&layer.wk, acts, k)?;
+                if layer.wv.ty != layer.wk.ty {
+                    acts.quantize(&self.pool, layer.wv.ty, h, d, &layer.wv.name)?;
+                }
+                self.matmul_q(&layer.wv, acts, v)?;
             }
-            self.matmul_q(&layer.wk, acts, k)?;
-            if layer.wv.ty != layer.wk.ty {
-                acts.quantize(&self.pool, layer.wv.ty, h, d, &layer.wv.name)?;
-            }
-            self.matmul_q(&layer.wv, acts, v)?;
             add_bias(q, layer.bq.as_deref());
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
@@ -316,11 +336,27 @@ impl Model {
                 kops::rms_norm(&x[t * d..(t + 1) * d], &layer.ffn_norm, cfg.rms_eps, ht);
             })?;
             acts.quantize(&self.pool, layer.w_gate.ty, h, d, &layer.w_gate.name)?;
-            self.matmul_q(&layer.w_gate, acts, gate)?;
-            if layer.w_up.ty != layer.w_gate.ty {
-                acts.quantize(&self.pool, layer.w_up.ty, h, d, &layer.w_up.name)?;
+            if same_acts(&layer.w_gate, &layer.w_up) {
+                self.matmul_many(
+                    acts,
+                    &mut [
+                        Product {
+                            w: &layer.w_gate,
+                            out: &mut *gate,
+                        },
+                        Product {
+                            w: &layer.w_up,
+                            out: &mut *up,
+                        },
+                    ],
+                )?;
+            } else {
+                self.matmul_q(&layer.w_gate, acts, gate)?;
+                if layer.w_up.ty != layer.w_gate.ty {
+                    acts.quantize(&self.pool, layer.w_up.ty, h, d, &layer.w_up.name)?;
+                }
+                self.matmul_q(&layer.w_up, acts, up)?;
             }
-            self.matmul_q(&layer.w_up, acts, up)?;
             let up_all: &[f32] = up;
             self.rows_mut(gate, cfg.n_ff, |t, g| {
                 kops::swiglu(g, &up_all[t * cfg.n_ff..(t + 1) * cfg.n_ff]);
@@ -407,6 +443,12 @@ impl Model {
         }
         Ok(())
     }
+}
+
+/// Whether `a` and `b` take the same quantized activations (one
+/// [`QuantActs`] then serves both products).
+fn same_acts(a: &Weight, b: &Weight) -> bool {
+    fak_kernels::vec_dot_type(a.ty) == fak_kernels::vec_dot_type(b.ty)
 }
 
 fn add_bias(x: &mut [f32], b: Option<&[f32]>) {

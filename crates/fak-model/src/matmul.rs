@@ -211,17 +211,7 @@ impl Model {
         out: &mut [f32],
     ) -> Result<(), ModelError> {
         let n_tok = acts.n_tok();
-        if acts.n_in != w.n_in || out.len() != n_tok * w.n_out {
-            return Err(BatchError::Shape {
-                tensor: w.name.clone(),
-                n_tok,
-                n_in: acts.n_in,
-                out_len: out.len(),
-                n_out: w.n_out,
-                w_in: w.n_in,
-            }
-            .into());
-        }
+        check_shape(w, acts, out)?;
         if n_tok == 0 || w.n_out == 0 {
             return Ok(());
         }
@@ -267,6 +257,79 @@ impl Model {
             self.rows_mut(out, n_out, |t, dst| {
                 gather_row(&scratch, rows_per_chunk, n_tok, t, dst);
             })?;
+        }
+        Ok(())
+    }
+
+    /// Several products over the same quantized activations, as one pool
+    /// job: every product's row chunks (as [`Model::matmul_q`] cuts them)
+    /// are claimed from one counter, so a decode step forks and joins once
+    /// for q, k and v (and once for gate and up) instead of once per
+    /// matrix. Each element is the same single `vec_dot` as in
+    /// [`Model::matmul_q`], so the results are the same bits.
+    ///
+    /// Every weight's dot-product type must be `acts`' (the caller groups
+    /// them). Products that [`Model::matmul_q`] would split by tokens, or a
+    /// one-thread pool, run one after the other through it instead.
+    pub(crate) fn matmul_many<const N: usize>(
+        &self,
+        acts: &QuantActs,
+        products: &mut [Product<'_>; N],
+    ) -> Result<(), ModelError> {
+        let n_tok = acts.n_tok();
+        let threads = self.pool.n_threads();
+        let fused = threads > 1
+            && n_tok > 0
+            && products
+                .iter()
+                .all(|p| p.w.n_out > 0 && !splits_by_tokens(p.w, n_tok, threads));
+        if !fused {
+            for p in products.iter_mut() {
+                self.matmul_q(p.w, acts, p.out)?;
+            }
+            return Ok(());
+        }
+        for p in products.iter() {
+            check_shape(p.w, acts, p.out)?;
+        }
+        let rows_per_chunk: [usize; N] = std::array::from_fn(|i| {
+            products[i]
+                .w
+                .n_out
+                .div_ceil(threads * CHUNKS_PER_THREAD)
+                .next_multiple_of(ROW_TILE)
+        });
+        let weights: [&Weight; N] = std::array::from_fn(|i| products[i].w);
+        let run = |parts: &mut [(&mut [f32], usize); N]| -> Result<(), ModelError> {
+            let first_err = FirstError::new();
+            self.pool.run_parts_dynamic_mut(parts, |i, c, chunk| {
+                let (w, rpc) = (weights[i], rows_per_chunk[i]);
+                let rows = chunk.len() / n_tok;
+                first_err.record(self.matmul_rows(w, acts.rows(0..n_tok), c * rpc, chunk, rows));
+            })?;
+            first_err.into_result()
+        };
+        if n_tok == 1 {
+            // One token: each chunk's `[1, rows]` layout is the output's,
+            // so nothing is allocated or copied.
+            let mut parts = products.each_mut().map(|p| (&mut *p.out, 0));
+            for (part, &r) in parts.iter_mut().zip(&rows_per_chunk) {
+                part.1 = r;
+            }
+            return run(&mut parts);
+        }
+        // Several tokens: chunks go to a scratch per product (`[n_tok, rows]`
+        // each), then every token row takes its piece of each chunk.
+        let mut scratch: [Vec<f32>; N] =
+            std::array::from_fn(|i| vec![0.0f32; n_tok * products[i].w.n_out]);
+        let mut parts = scratch.each_mut().map(|b| (b.as_mut_slice(), 0));
+        for (part, &r) in parts.iter_mut().zip(&rows_per_chunk) {
+            part.1 = r * n_tok;
+        }
+        run(&mut parts)?;
+        for ((p, buf), &rpc) in products.iter_mut().zip(&scratch).zip(&rows_per_chunk) {
+            let n_out = p.w.n_out;
+            self.rows_mut(p.out, n_out, |t, dst| gather_row(buf, rpc, n_tok, t, dst))?;
         }
         Ok(())
     }
@@ -337,6 +400,32 @@ impl Model {
             },
         )
     }
+}
+
+/// One product of [`Model::matmul_many`]: a weight and its output
+/// (`[n_tok, w.n_out]`, row-major).
+pub(crate) struct Product<'a> {
+    /// The weight matrix.
+    pub(crate) w: &'a Weight,
+    /// Its output rows.
+    pub(crate) out: &'a mut [f32],
+}
+
+/// `out` must be `[acts.n_tok(), w.n_out]` and `acts` rows of `w.n_in`.
+fn check_shape(w: &Weight, acts: &QuantActs, out: &[f32]) -> Result<(), ModelError> {
+    let n_tok = acts.n_tok();
+    if acts.n_in != w.n_in || out.len() != n_tok * w.n_out {
+        return Err(BatchError::Shape {
+            tensor: w.name.clone(),
+            n_tok,
+            n_in: acts.n_in,
+            out_len: out.len(),
+            n_out: w.n_out,
+            w_in: w.n_in,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Whether a product of `w` over `n_tok` tokens on `threads` threads

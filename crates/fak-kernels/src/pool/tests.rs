@@ -259,4 +259,37 @@ proptest! {
             prop_assert_eq!(*x, 1 + (i / eff) as u32);
         }
     }
+
+    /// Every element of every part is visited once, by the chunk that
+    /// holds it, with the part's index (parts may be empty or whole).
+    #[test]
+    fn run_parts_dynamic_mut_covers_each_element_once(
+        n_threads in 1usize..6,
+        shapes in proptest::array::uniform4((0usize..120, 0usize..40)),
+    ) {
+        let pool = ThreadPool::new(n_threads).unwrap();
+        let mut bufs: [Vec<u32>; 4] = std::array::from_fn(|i| vec![0; shapes[i].0]);
+        let [b0, b1, b2, b3] = &mut bufs;
+        let mut parts = [
+            (b0.as_mut_slice(), shapes[0].1),
+            (b1.as_mut_slice(), shapes[1].1),
+            (b2.as_mut_slice(), shapes[2].1),
+            (b3.as_mut_slice(), shapes[3].1),
+        ];
+        pool.run_parts_dynamic_mut(&mut parts, |i, c, chunk| {
+            if c % 3 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            for x in chunk.iter_mut() {
+                *x += 1 + (1000 * i + c) as u32;
+            }
+        })
+        .unwrap();
+        for (i, (b, &(len, cl))) in bufs.iter().zip(&shapes).enumerate() {
+            let eff = if cl == 0 { len.max(1) } else { cl };
+            for (e, x) in b.iter().enumerate() {
+                prop_assert_eq!(*x, 1 + (1000 * i + e / eff) as u32);
+            }
+        }
+    }
 }
