@@ -227,8 +227,7 @@ fn block<K, const WB: usize, const AB: usize, const R: usize, const T: usize>(
     // and number data, valid when all-zero.
     let (mut wi, mut ai): ([K::WI; R], [K::AI; T]) = unsafe { std::mem::zeroed() };
     for r in 0..R {
-        // SAFETY (this and the calls below): this function runs with AVX2,
-        // FMA and F16C enabled.
+        // SAFETY: this function runs with AVX2, FMA and F16C enabled.
         wi[r] = unsafe { K::w_info(&w[r][b]) };
     }
     for t in 0..T {
@@ -724,9 +723,9 @@ fn q8_k_quants(b: &[u8; 292], s: usize) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn chunk4<const OFF: usize, const N: usize>(b: &[u8; N], s: usize) -> __m256i {
-    // SAFETY: `OFF + 128 <= N` (checked at compile time below), and the
-    // offset `32 · (s % 4)` is at most 96, so the 32 bytes are inside `b`.
     const { assert!(OFF + 128 <= N) };
+    // SAFETY: `OFF + 128 <= N` (checked at compile time above), and the
+    // offset `32 · (s % 4)` is at most 96, so the 32 bytes are inside `b`.
     unsafe { _mm256_loadu_si256(b.as_ptr().add(OFF + 32 * (s % 4)).cast()) }
 }
 
