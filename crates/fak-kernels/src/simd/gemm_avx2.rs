@@ -534,6 +534,13 @@ pub(crate) struct Q5_1Dot;
 /// The shared parts of the signed formats with Q8_0 activations
 /// (`d` f16 at byte 0 of both blocks, activation quants at 2); the caller
 /// adds `w_step`, which builds the 32 signed weight values.
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! signed_q8_0 {
     ($wb:literal) => {
         const STEPS: usize = 1;
@@ -616,6 +623,13 @@ unsafe impl BlockDot<22, 34> for Q5_0Dot {
 /// activations (`d`, `m` f16 at bytes 0 and 2 of the weight block; `d`,
 /// `s` f16 at 0 and 2 of the activation block, quants at 4). The min term
 /// `m · s` goes into `extra`.
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! unsigned_q8_1 {
     ($wb:literal) => {
         const STEPS: usize = 1;
@@ -812,6 +826,13 @@ pub(crate) struct Q5KDot;
 pub(crate) struct Q6KDot;
 
 /// The shared parts of Q4_K/Q5_K (`sumi += sc[s] · (q_s · y_s)`).
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! k_mins {
     ($wb:literal) => {
         const STEPS: usize = 8;
