@@ -5,6 +5,8 @@
 //! (`--json`) goes to stdout; progress and timings go to stderr. A stdout
 //! closed by its reader (`fak ... | head -1`) ends the command with exit 0.
 
+#![forbid(unsafe_code)]
+
 /// `println!` that hands back the write error instead of panicking on it
 /// (Rust ignores SIGPIPE, so a closed pipe is an `EPIPE` error here; see
 /// [`is_broken_pipe`]).

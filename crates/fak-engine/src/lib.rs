@@ -9,6 +9,8 @@
 //! prefill chunks and decode tokens, O(blocks) forks, prefix reuse through
 //! the radix index, and exact span eviction.
 
+#![forbid(unsafe_code)]
+
 mod engine;
 mod fleet;
 mod generate;

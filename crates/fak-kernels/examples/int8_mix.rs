@@ -178,6 +178,7 @@ mod x86 {
         let mut s = [_mm256_setzero_si256(); T];
         for _ in 0..reps {
             for (k, wb) in p.w8.iter().enumerate() {
+                // SAFETY: `wb` is 32 readable bytes, the unaligned load's size.
                 let w = unsafe { _mm256_loadu_si256(wb.as_ptr().cast()) };
                 let aw = _mm256_sign_epi8(w, w);
                 for (st, xq) in s.iter_mut().zip(&p.xq) {
@@ -208,6 +209,7 @@ mod x86 {
                 let mut lo = [_mm256_setzero_si256(); T];
                 let mut hi = [_mm256_setzero_si256(); T];
                 for (kk, wb) in block.iter().enumerate() {
+                    // SAFETY: `wb` is 32 readable bytes, the unaligned load's size.
                     let u = unsafe { _mm256_loadu_si256(wb.as_ptr().cast()) };
                     let ul = _mm256_and_si256(u, low);
                     let uh = _mm256_and_si256(_mm256_srli_epi16::<4>(u), low);
@@ -253,7 +255,10 @@ mod x86 {
         let mut s = [_mm256_setzero_si256(); T];
         for _ in 0..reps {
             for (k, [h0, h1]) in p.w16.iter().enumerate() {
+                // SAFETY: `h0` and `h1` are 16 i16 = 32 readable bytes each,
+                // the unaligned load's size.
                 let w0 = unsafe { _mm256_loadu_si256(h0.as_ptr().cast()) };
+                // SAFETY: as above.
                 let w1 = unsafe { _mm256_loadu_si256(h1.as_ptr().cast()) };
                 i16_step(w0, w1, k, p, &mut s);
             }
@@ -271,7 +276,10 @@ mod x86 {
         let mut s = [_mm256_setzero_si256(); T];
         for _ in 0..reps {
             for (k, [h0, h1]) in p.w8h.iter().enumerate() {
+                // SAFETY: `h0` and `h1` are 16 readable bytes each, the
+                // unaligned load's size.
                 let w0 = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(h0.as_ptr().cast()) });
+                // SAFETY: as above.
                 let w1 = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(h1.as_ptr().cast()) });
                 i16_step(w0, w1, k, p, &mut s);
             }

@@ -84,146 +84,42 @@ fn with_isa(isa: Isa, ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32,
     }
 }
 
-/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_f32`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_f32(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::F32, n, w, a)
+/// The per-type entry points: each is [`vec_dot`] with its type fixed,
+/// on [`isa()`]'s kernel, its doc naming its scalar reference.
+macro_rules! per_type_vec_dot {
+    ($($name:ident: $ty:ident, $what:literal;)*) => {$(
+        #[doc = concat!($what, ".")]
+        ///
+        /// Runs on [`isa()`]'s kernel; the scalar reference is
+        #[doc = concat!("[`crate::scalar::", stringify!($name), "`].")]
+        ///
+        /// # Errors
+        ///
+        /// As [`vec_dot`].
+        pub fn $name(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+            with_isa(isa(), GgmlType::$ty, n, w, a)
+        }
+    )*};
 }
 
-/// F16 · F16 (`w`, `a`: `n` little-endian f16s each).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_f16`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_f16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::F16, n, w, a)
-}
-
-/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_bf16`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_bf16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::BF16, n, w, a)
-}
-
-/// Q4_0 weights · Q8_0 activations (`w`: `n / 32 * 18` bytes, `a`: `n / 32 * 34` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q4_0_q8_0`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q4_0, n, w, a)
-}
-
-/// Q4_1 weights · Q8_1 activations (`w`: `n / 32 * 20` bytes, `a`: `n / 32 * 36` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q4_1_q8_1`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q4_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q4_1, n, w, a)
-}
-
-/// Q5_0 weights · Q8_0 activations (`w`: `n / 32 * 22` bytes, `a`: `n / 32 * 34` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q5_0_q8_0`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q5_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q5_0, n, w, a)
-}
-
-/// Q5_1 weights · Q8_1 activations (`w`: `n / 32 * 24` bytes, `a`: `n / 32 * 36` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q5_1_q8_1`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q5_1, n, w, a)
-}
-
-/// Q8_0 weights · Q8_0 activations (`w`, `a`: `n / 32 * 34` bytes each).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q8_0_q8_0`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q8_0, n, w, a)
-}
-
-/// Q4_K weights · Q8_K activations (`w`: `n / 256 * 144` bytes, `a`: `n / 256 * 292` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q4_k_q8_k`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q4_K, n, w, a)
-}
-
-/// Q5_K weights · Q8_K activations (`w`: `n / 256 * 176` bytes, `a`: `n / 256 * 292` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q5_k_q8_k`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q5_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q5_K, n, w, a)
-}
-
-/// Q6_K weights · Q8_K activations (`w`: `n / 256 * 210` bytes, `a`: `n / 256 * 292` bytes).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q6_k_q8_k`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q6_K, n, w, a)
-}
-
-/// Q8_K weights · Q8_K activations (`w`, `a`: `n / 256 * 292` bytes each).
-///
-/// Runs on [`isa()`]'s kernel; the scalar reference is
-/// [`crate::scalar::vec_dot_q8_k_q8_k`].
-///
-/// # Errors
-///
-/// As [`vec_dot`].
-pub fn vec_dot_q8_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
-    with_isa(isa(), GgmlType::Q8_K, n, w, a)
+per_type_vec_dot! {
+    vec_dot_f32: F32, "F32 · F32 (`w`, `a`: `n` little-endian `f32`s each)";
+    vec_dot_f16: F16, "F16 · F16 (`w`, `a`: `n` little-endian f16s each)";
+    vec_dot_bf16: BF16, "BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each)";
+    vec_dot_q4_0_q8_0: Q4_0,
+        "Q4_0 weights · Q8_0 activations (`w`: `n / 32 * 18` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_q4_1_q8_1: Q4_1,
+        "Q4_1 weights · Q8_1 activations (`w`: `n / 32 * 20` bytes, `a`: `n / 32 * 36` bytes)";
+    vec_dot_q5_0_q8_0: Q5_0,
+        "Q5_0 weights · Q8_0 activations (`w`: `n / 32 * 22` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_q5_1_q8_1: Q5_1,
+        "Q5_1 weights · Q8_1 activations (`w`: `n / 32 * 24` bytes, `a`: `n / 32 * 36` bytes)";
+    vec_dot_q8_0_q8_0: Q8_0, "Q8_0 weights · Q8_0 activations (`w`, `a`: `n / 32 * 34` bytes each)";
+    vec_dot_q4_k_q8_k: Q4_K,
+        "Q4_K weights · Q8_K activations (`w`: `n / 256 * 144` bytes, `a`: `n / 256 * 292` bytes)";
+    vec_dot_q5_k_q8_k: Q5_K,
+        "Q5_K weights · Q8_K activations (`w`: `n / 256 * 176` bytes, `a`: `n / 256 * 292` bytes)";
+    vec_dot_q6_k_q8_k: Q6_K,
+        "Q6_K weights · Q8_K activations (`w`: `n / 256 * 210` bytes, `a`: `n / 256 * 292` bytes)";
+    vec_dot_q8_k_q8_k: Q8_K, "Q8_K weights · Q8_K activations (`w`, `a`: `n / 256 * 292` bytes each)";
 }

@@ -1,10 +1,11 @@
-//! The row operations of `fak_kernels::ops` agree with their scalar twins on
-//! every ISA this CPU can run, and the scalar twins agree bit for bit with
-//! the forward pass's original scalar code (copied below).
+//! The row operations of `fak_kernels::ops`: their scalar twins and every
+//! ISA this CPU can run agree with naive f64 references written from each
+//! operation's definition (tolerances: [`reference_tol`]'s doc), and the
+//! SIMD kernels agree with the scalar twins.
 //!
 //! Inputs are fresh random rows (three fixed seeds plus one new seed per
-//! run, printed on failure) of the lengths in [`LENGTHS`]. Tolerances, per
-//! element unless stated:
+//! run, printed on failure) of the lengths in [`LENGTHS`]. Tolerances of
+//! SIMD against the scalar twins, per element unless stated:
 //!
 //! ```text
 //!   dot_f32_f16   |simd - scalar| ≤ 1e-5 · Σ|q_i·k_i|            (whole dot)
@@ -65,112 +66,246 @@ fn close(got: &[f32], want: &[f32], rel: f64, abs: f64, what: &str) {
     }
 }
 
-/// The forward pass's original scalar code (crates/fak-model: `ops.rs` and
-/// the inner loops of `attend`), copied verbatim as the bit-exact reference
-/// for the scalar twins.
-mod original {
+/// Naive f64 references, written from each operation's definition (not
+/// from the kernels): every input is widened to f64 first, so the only
+/// differences from the true result are f64 roundings (~1e-16 relative),
+/// far below the f32 tolerances in [`reference_tol`].
+mod reference {
     use super::f16_to_f32;
 
-    pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-        let sum: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
-        let mean = (sum / x.len() as f64) as f32;
-        let scale = 1.0f32 / (mean + eps).sqrt();
-        for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-            *o = (v * scale) * g;
-        }
+    pub fn dot(q: &[f32], k: &[u16]) -> f64 {
+        q.iter()
+            .zip(k)
+            .map(|(&a, &b)| f64::from(a) * f64::from(f16_to_f32(b)))
+            .sum()
     }
 
-    pub fn softmax(x: &mut [f32]) {
-        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f64;
-        for v in x.iter_mut() {
-            *v = (*v - max).exp();
-            sum += *v as f64;
-        }
-        let inv = (1.0 / sum) as f32;
-        for v in x.iter_mut() {
-            *v *= inv;
-        }
+    /// `out + Σ_r w[r] · v_r` (one row `v_r` of `n` values every `stride`).
+    pub fn axpy_rows(w: &[f32], v: &[u16], stride: usize, out: &[f32]) -> Vec<f64> {
+        (0..out.len())
+            .map(|i| {
+                let sum: f64 = w
+                    .iter()
+                    .enumerate()
+                    .map(|(r, &wr)| f64::from(wr) * f64::from(f16_to_f32(v[r * stride + i])))
+                    .sum();
+                f64::from(out[i]) + sum
+            })
+            .collect()
     }
 
-    pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-        for (g, &u) in gate.iter_mut().zip(up) {
-            let s = *g / (1.0 + (-*g).exp());
-            *g = s * u;
-        }
+    pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f64> {
+        let mean = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len() as f64;
+        let scale = 1.0 / (mean + f64::from(eps)).sqrt();
+        x.iter()
+            .zip(w)
+            .map(|(&v, &g)| f64::from(v) * scale * f64::from(g))
+            .collect()
     }
 
-    pub fn add_assign(x: &mut [f32], y: &[f32]) {
-        for (a, &b) in x.iter_mut().zip(y) {
-            *a += b;
-        }
+    pub fn softmax(x: &[f32]) -> Vec<f64> {
+        let max = x
+            .iter()
+            .map(|&v| f64::from(v))
+            .fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = x.iter().map(|&v| (f64::from(v) - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        e.iter().map(|v| v / sum).collect()
     }
 
-    /// `attend`'s score loop body (before `* scale`), on f16 bits.
-    pub fn dot(qh: &[f32], kr: &[u16]) -> f32 {
-        let mut acc = 0.0f32;
-        for (a, b) in qh.iter().zip(kr) {
-            acc += a * f16_to_f32(*b);
-        }
-        acc
+    /// `silu(g) · u = g / (1 + e^-g) · u`.
+    pub fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f64> {
+        gate.iter()
+            .zip(up)
+            .map(|(&g, &u)| {
+                let g = f64::from(g);
+                g / (1.0 + (-g).exp()) * f64::from(u)
+            })
+            .collect()
     }
 
-    /// `attend`'s value loop body.
-    pub fn axpy(w: f32, vr: &[u16], oh: &mut [f32]) {
-        for (o, b) in oh.iter_mut().zip(vr) {
-            *o += w * f16_to_f32(*b);
+    pub fn add(x: &[f32], y: &[f32]) -> Vec<f64> {
+        x.iter()
+            .zip(y)
+            .map(|(&a, &b)| f64::from(a) + f64::from(b))
+            .collect()
+    }
+}
+
+/// The f32 unit roundoff, 2^-24.
+const U: f64 = 1.0 / 16_777_216.0;
+
+/// The tolerances against [`reference`], per element, from the rounding
+/// steps each f32 implementation takes (`u` = 2^-24; `γ(m) = m·u / (1 -
+/// m·u)`, the bound on an m-term f32 sum in any order):
+///
+/// ```text
+///   dot_f32_f16     γ(n + 1) · Σ|q_i·k_i|                   (whole dot)
+///   axpy_f16(_rows) γ(2·(rows + 1)) · (|out| + Σ_r |w_r·v_r|)
+///   rms_norm        8u · |ref|           (sum of squares in f64, then
+///                                        ≤ 6 f32 roundings)
+///   softmax         (|x_i - max| + 64)·u · |ref| + 2e-7·|ref| + 1e-38
+///                   (x_i - max rounded in f32 is amplified by exp; exp
+///                   ≤ 1e-7, the sum and scale a few u); masked → exactly 0
+///   swiglu          (1e-7 + 4u) · |ref| + 1e-38
+///   add_assign      exact: the f64 sum rounded to f32
+/// ```
+fn reference_tol(m: usize) -> f64 {
+    let mu = m as f64 * U;
+    mu / (1.0 - mu)
+}
+
+/// `|got - want| ≤ tol[i]` for every element, with the worst `err / tol`
+/// returned; `want` and `tol` are f64.
+fn near(got: &[f32], want: &[f64], tol: impl Fn(usize) -> f64, what: &str) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut worst = 0.0f64;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let (err, t) = ((f64::from(g) - w).abs(), tol(i));
+        assert!(
+            err <= t,
+            "{what}[{i}]: got {g}, want {w}, err {err:e} > {t:e}"
+        );
+        if t > 0.0 {
+            worst = worst.max(err / t);
         }
     }
+    worst
 }
 
 fn bits(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
 }
 
+/// The scalar twins and every ISA's kernels against the f64 references,
+/// within [`reference_tol`]'s bounds, on random rows of every length in
+/// [`LENGTHS`]. Prints the worst `error / tolerance` per operation.
 #[test]
-fn scalar_twins_match_forward_pass_code_bit_for_bit() {
-    for seed in seeds() {
-        let mut rng = StdRng::seed_from_u64(seed);
-        for n in LENGTHS {
-            let q = f32s(&mut rng, n, -2.0, 2.0);
-            let k = f16s(&mut rng, n, -2.0, 2.0);
-            assert_eq!(
-                scalar::dot_f32_f16(&q, &k).to_bits(),
-                original::dot(&q, &k).to_bits(),
-                "dot n={n} seed={seed}"
-            );
-            let mut a = q.clone();
-            let mut b = q.clone();
-            scalar::axpy_f16(0.37, &k, &mut a);
-            original::axpy(0.37, &k, &mut b);
-            assert_eq!(bits(&a), bits(&b), "axpy n={n} seed={seed}");
+fn every_path_matches_the_f64_reference() {
+    // Path 0 is the scalar twins; then every ISA through its dispatcher.
+    let paths: Vec<Option<Isa>> = std::iter::once(None)
+        .chain(Isa::available().into_iter().map(Some))
+        .collect();
+    let mut worst = [0.0f64; 6];
+    for &path in &paths {
+        let name = path.map_or("scalar twin".to_string(), |i| i.to_string());
+        for seed in seeds() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in LENGTHS {
+                let what = |op: &str| format!("{name} {op} n={n} seed={seed}");
 
-            let w = f32s(&mut rng, n, -2.0, 2.0);
-            let mut a = vec![0.0; n];
-            let mut b = vec![0.0; n];
-            scalar::rms_norm(&q, &w, 1e-5, &mut a);
-            original::rms_norm(&q, &w, 1e-5, &mut b);
-            assert_eq!(bits(&a), bits(&b), "rms_norm n={n} seed={seed}");
+                let q = f32s(&mut rng, n, -2.0, 2.0);
+                let k = f16s(&mut rng, n, -2.0, 2.0);
+                let got = match path {
+                    None => scalar::dot_f32_f16(&q, &k),
+                    Some(isa) => ops::dot_f32_f16_with_isa(isa, &q, &k),
+                };
+                let mag: f64 = q
+                    .iter()
+                    .zip(&k)
+                    .map(|(&a, &b)| (f64::from(a) * f64::from(f16_to_f32(b))).abs())
+                    .sum();
+                let tol = reference_tol(n + 1) * mag;
+                worst[0] = worst[0].max(near(
+                    &[got],
+                    &[reference::dot(&q, &k)],
+                    |_| tol,
+                    &what("dot"),
+                ));
 
-            let mut a = f32s(&mut rng, n, -30.0, 30.0);
-            let mut b = a.clone();
-            scalar::softmax(&mut a);
-            original::softmax(&mut b);
-            assert_eq!(bits(&a), bits(&b), "softmax n={n} seed={seed}");
+                // axpy_f16: one row; axpy_f16_rows: 5 rows at a stride.
+                let a = rng.gen_range(-1.0f32..1.0);
+                let out0 = f32s(&mut rng, n, -3.0, 3.0);
+                let mut got = out0.clone();
+                match path {
+                    None => scalar::axpy_f16(a, &k, &mut got),
+                    Some(isa) => ops::axpy_f16_with_isa(isa, a, &k, &mut got),
+                }
+                let want = reference::axpy_rows(&[a], &k, n, &out0);
+                let tol = |i: usize| {
+                    let t = f64::from(a) * f64::from(f16_to_f32(k[i]));
+                    reference_tol(4) * (f64::from(out0[i]).abs() + t.abs())
+                };
+                worst[1] = worst[1].max(near(&got, &want, tol, &what("axpy_f16")));
 
-            let up = f32s(&mut rng, n, -3.0, 3.0);
-            let mut a = f32s(&mut rng, n, -20.0, 20.0);
-            let mut b = a.clone();
-            scalar::swiglu(&mut a, &up);
-            original::swiglu(&mut b, &up);
-            assert_eq!(bits(&a), bits(&b), "swiglu n={n} seed={seed}");
+                let (rows, stride) = (5usize, n + 3);
+                let w = f32s(&mut rng, rows, -1.0, 1.0);
+                let v = f16s(&mut rng, rows * stride, -3.0, 3.0);
+                let mut got = out0.clone();
+                match path {
+                    None => scalar::axpy_f16_rows(&w, &v, stride, rows, &mut got),
+                    Some(isa) => ops::axpy_f16_rows_with_isa(isa, &w, &v, stride, rows, &mut got),
+                }
+                let want = reference::axpy_rows(&w, &v, stride, &out0);
+                let tol = |i: usize| {
+                    let terms: f64 = (0..rows)
+                        .map(|r| (f64::from(w[r]) * f64::from(f16_to_f32(v[r * stride + i]))).abs())
+                        .sum();
+                    reference_tol(2 * (rows + 1)) * (f64::from(out0[i]).abs() + terms)
+                };
+                worst[1] = worst[1].max(near(&got, &want, tol, &what("axpy_f16_rows")));
 
-            let mut a = up.clone();
-            let mut b = up.clone();
-            scalar::add_assign(&mut a, &w);
-            original::add_assign(&mut b, &w);
-            assert_eq!(bits(&a), bits(&b), "add_assign n={n} seed={seed}");
+                let x = f32s(&mut rng, n, -3.0, 3.0);
+                let g = f32s(&mut rng, n, -2.0, 2.0);
+                let mut got = vec![0.0; n];
+                match path {
+                    None => scalar::rms_norm(&x, &g, 1e-6, &mut got),
+                    Some(isa) => ops::rms_norm_with_isa(isa, &x, &g, 1e-6, &mut got),
+                }
+                let want = reference::rms_norm(&x, &g, 1e-6);
+                let tol = |i: usize| 8.0 * U * want[i].abs();
+                worst[2] = worst[2].max(near(&got, &want, tol, &what("rms_norm")));
+
+                let x = scores(&mut rng, n);
+                let mut got = x.clone();
+                match path {
+                    None => scalar::softmax(&mut got),
+                    Some(isa) => ops::softmax_with_isa(isa, &mut got),
+                }
+                let want = reference::softmax(&x);
+                let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let tol = |i: usize| {
+                    let spread = f64::from(x[i]) - f64::from(max);
+                    if spread == f64::NEG_INFINITY {
+                        0.0 // masked: exactly 0
+                    } else {
+                        ((spread.abs() + 64.0) * U + 2e-7) * want[i].abs() + 1e-38
+                    }
+                };
+                worst[3] = worst[3].max(near(&got, &want, tol, &what("softmax")));
+
+                let up = f32s(&mut rng, n, -3.0, 3.0);
+                let gate = f32s(&mut rng, n, -25.0, 25.0);
+                let mut got = gate.clone();
+                match path {
+                    None => scalar::swiglu(&mut got, &up),
+                    Some(isa) => ops::swiglu_with_isa(isa, &mut got, &up),
+                }
+                let want = reference::swiglu(&gate, &up);
+                let tol = |i: usize| (1e-7 + 4.0 * U) * want[i].abs() + 1e-38;
+                worst[4] = worst[4].max(near(&got, &want, tol, &what("swiglu")));
+
+                let y = f32s(&mut rng, n, -1e3, 1e3);
+                let x0 = f32s(&mut rng, n, -1e3, 1e3);
+                let mut got = x0.clone();
+                match path {
+                    None => scalar::add_assign(&mut got, &y),
+                    Some(isa) => ops::add_assign_with_isa(isa, &mut got, &y),
+                }
+                let want: Vec<f32> = reference::add(&x0, &y).iter().map(|&v| v as f32).collect();
+                assert_eq!(bits(&got), bits(&want), "{}", what("add_assign"));
+            }
         }
+    }
+    let names = [
+        "dot_f32_f16",
+        "axpy_f16(_rows)",
+        "rms_norm",
+        "softmax",
+        "swiglu",
+    ];
+    for (op, w) in names.iter().zip(worst) {
+        println!("{op}: worst |got - f64 reference| / tolerance = {w:.3}");
     }
 }
 

@@ -85,6 +85,8 @@
 //! assert_eq!(copies[0].n_tokens, 1);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod manager;
 mod pool;

@@ -20,6 +20,8 @@
 //! product whatever the batch holds, and attention walks each token's own
 //! sequence in position order.
 
+#![forbid(unsafe_code)]
+
 mod attention;
 mod batch;
 mod error;

@@ -15,6 +15,8 @@
 //!
 //! JSON stays in this crate: the engine speaks token ids and typed events.
 
+#![forbid(unsafe_code)]
+
 mod api;
 mod engine_thread;
 mod error;

@@ -18,6 +18,8 @@
 //! ids  ─► token_bytes (GPT-2 byte map undone) ─► UTF-8 (StreamDecoder / decode)
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod bpe;
 mod chat;
 mod error;

@@ -210,7 +210,7 @@ pub(crate) unsafe fn dot_f32_f16_rows_group(
     let mut g0 = 0;
     while g0 < g_all {
         let (qg, og) = (&q[g0 * n..], &mut out[g0 * out_stride..]);
-        // SAFETY (each arm): the caller's bounds, for queries g0.. .
+        // SAFETY: in every arm, the caller's bounds, for queries g0.. .
         let done = unsafe {
             match g_all - g0 {
                 1 => rows_group::<1>(qg, n, k, stride, n_rows, og, out_stride),

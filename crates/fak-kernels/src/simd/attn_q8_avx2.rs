@@ -59,18 +59,20 @@ unsafe fn block(data: &[BlockQ8_0], stride: usize, r: usize, b: usize) -> &Block
 unsafe fn key_tile(rows: &KvRowsQ8<'_>, r: usize, nb: usize, tile: &mut [__m256; 32 * MAX_BLOCKS]) {
     let (data, stride) = (rows.data, rows.stride);
     for b in 0..nb {
-        // SAFETY (all block reads): rows r..r + 8, blocks < nb, are inside
-        // `data` (caller).
         // Plain loops: `array::from_fn` closures are left un-inlined in
         // `target_feature` code.
         let mut ds = [0u16; 8];
         for (j, d) in ds.iter_mut().enumerate() {
+            // SAFETY: rows r..r + 8, blocks < nb, are inside `data` (caller).
             *d = unsafe { block(data, stride, r + j, b).d };
         }
+        // SAFETY: `ds` is 8 u16 = 16 readable bytes, the unaligned load's size.
         let dv = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(ds.as_ptr().cast()) });
         for c in 0..4 {
             let mut raw = [_mm_setzero_si128(); 8];
             for (j, x) in raw.iter_mut().enumerate() {
+                // SAFETY: the block is in bounds (as above), and `c * 8 + 8
+                // <= 32` bytes of its `qs` are read.
                 *x = unsafe {
                     let qs = block(data, stride, r + j, b).qs.as_ptr().add(c * 8);
                     _mm_cvtepi8_epi16(_mm_loadl_epi64(qs.cast()))

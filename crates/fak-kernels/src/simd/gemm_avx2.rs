@@ -227,8 +227,7 @@ fn block<K, const WB: usize, const AB: usize, const R: usize, const T: usize>(
     // and number data, valid when all-zero.
     let (mut wi, mut ai): ([K::WI; R], [K::AI; T]) = unsafe { std::mem::zeroed() };
     for r in 0..R {
-        // SAFETY (this and the calls below): this function runs with AVX2,
-        // FMA and F16C enabled.
+        // SAFETY: this function runs with AVX2, FMA and F16C enabled.
         wi[r] = unsafe { K::w_info(&w[r][b]) };
     }
     for t in 0..T {
@@ -535,6 +534,13 @@ pub(crate) struct Q5_1Dot;
 /// The shared parts of the signed formats with Q8_0 activations
 /// (`d` f16 at byte 0 of both blocks, activation quants at 2); the caller
 /// adds `w_step`, which builds the 32 signed weight values.
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! signed_q8_0 {
     ($wb:literal) => {
         const STEPS: usize = 1;
@@ -617,6 +623,13 @@ unsafe impl BlockDot<22, 34> for Q5_0Dot {
 /// activations (`d`, `m` f16 at bytes 0 and 2 of the weight block; `d`,
 /// `s` f16 at 0 and 2 of the activation block, quants at 4). The min term
 /// `m · s` goes into `extra`.
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! unsigned_q8_1 {
     ($wb:literal) => {
         const STEPS: usize = 1;
@@ -724,9 +737,9 @@ fn q8_k_quants(b: &[u8; 292], s: usize) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn chunk4<const OFF: usize, const N: usize>(b: &[u8; N], s: usize) -> __m256i {
-    // SAFETY: `OFF + 128 <= N` (checked at compile time below), and the
-    // offset `32 · (s % 4)` is at most 96, so the 32 bytes are inside `b`.
     const { assert!(OFF + 128 <= N) };
+    // SAFETY: `OFF + 128 <= N` (checked at compile time above), and the
+    // offset `32 · (s % 4)` is at most 96, so the 32 bytes are inside `b`.
     unsafe { _mm256_loadu_si256(b.as_ptr().add(OFF + 32 * (s % 4)).cast()) }
 }
 
@@ -813,6 +826,13 @@ pub(crate) struct Q5KDot;
 pub(crate) struct Q6KDot;
 
 /// The shared parts of Q4_K/Q5_K (`sumi += sc[s] · (q_s · y_s)`).
+///
+/// # Safety
+///
+/// It expands to [`BlockDot`] methods: each `unsafe fn` it makes has the
+/// trait method's contract (the CPU must support AVX2, FMA and F16C, which
+/// its `target_feature` list enables) and reads only inside its fixed-size
+/// block arguments.
 macro_rules! k_mins {
     ($wb:literal) => {
         const STEPS: usize = 8;

@@ -373,7 +373,7 @@ pub(super) unsafe fn gemm_tiles<
         let col = gi * 8;
         for t0 in (0..full).step_by(T) {
             let a: [&[[u8; A]]; T] = std::array::from_fn(|t| arow(t0 + t));
-            // SAFETY (and below): the caller's CPU guarantee.
+            // SAFETY: the caller's CPU guarantee (also for `tile1` below).
             let y = unsafe { K::tile(group, a) };
             for (t, v) in y.into_iter().enumerate() {
                 store(out, (t0 + t) * g.out_stride + col, v);
@@ -398,6 +398,7 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q8_0 => unsafe { gemm_tiles::<Q8, Q8_0_BYTES, AB, TILE_TOKENS>(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
-        PackedFormat::Q4K | PackedFormat::Q6K => super::packed_k_avx2::gemm(g, out),
+        // SAFETY: this function runs with AVX2, FMA and F16C.
+        PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_avx2::gemm(g, out) },
     }
 }

@@ -277,8 +277,8 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {
-            // SAFETY (this and the calls below): this function runs
-            // with AVX2, FMA and F16C enabled.
+            // SAFETY: this function runs with AVX2, FMA and F16C enabled
+            // (also for the calls below).
             let sc = pair16(unsafe { S::scales(wb, j) });
             for k0 in (0..S::SUB_STEPS).step_by(S::I16_STEPS) {
                 let mut s = [_mm256_setzero_si256(); T];
@@ -347,8 +347,8 @@ fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
             let mut s = [_mm256_setzero_si256(); T];
             for kk in 0..S::SUB_STEPS {
                 let k = j * S::SUB_STEPS + kk;
-                // SAFETY (this and the calls below): this function runs
-                // with AVX2, FMA and F16C enabled.
+                // SAFETY: this function runs with AVX2, FMA and F16C
+                // enabled (also for the calls below).
                 let u = unsafe { S::step(wb, k) };
                 for t in 0..T {
                     let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
@@ -407,9 +407,10 @@ impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE> for KV<S> {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        // SAFETY (both arms): this function runs with every feature the
-        // VNNI tiles need.
+        // SAFETY: this function runs with every feature the VNNI tiles
+        // need.
         PackedFormat::Q4K => unsafe { gemm_tiles::<KV<Q4K>, { q4k::BYTES }, AB, TILE>(g, out) },
+        // SAFETY: as above.
         PackedFormat::Q6K => unsafe { gemm_tiles::<KV<Q6K>, { q6k::BYTES }, AB, TILE>(g, out) },
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
@@ -424,10 +425,11 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        // SAFETY (both arms): this function runs with AVX2, FMA and F16C.
+        // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q4K => unsafe {
             gemm_tiles::<K<Q4K>, { q4k::BYTES }, AB, TILE_TOKENS>(g, out)
         },
+        // SAFETY: as above.
         PackedFormat::Q6K => unsafe {
             gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB, TILE_TOKENS>(g, out)
         },
