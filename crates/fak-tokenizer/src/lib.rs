@@ -23,6 +23,7 @@ mod chat;
 mod error;
 mod gguf;
 mod pretok;
+mod spm;
 mod stream;
 mod tokenizer;
 mod unicode;
@@ -32,5 +33,7 @@ pub use chat::{ChatMessage, ChatTemplate, TemplateLimit, TEMPLATE_FUEL, TEMPLATE
 pub use error::TokenizerError;
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;
-pub use tokenizer::{AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig};
+pub use tokenizer::{
+    AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig, VocabKind,
+};
 pub use vocab::{SpecialTokenIds, TokenType};

@@ -1,6 +1,9 @@
-//! [`Tokenizer`]: text ⇄ token ids for byte-level BPE vocabularies.
+//! [`Tokenizer`]: text ⇄ token ids for byte-level BPE and SentencePiece
+//! (SPM) vocabularies.
 //!
-//! Encoding runs in three stages, mirroring llama.cpp's `llama_tokenize`:
+//! Encoding runs in three stages, mirroring llama.cpp's `llama_tokenize`
+//! (shown for BPE; an SPM vocab skips the pre-tokenizer and merges each
+//! fragment by token score, see [`crate::spm`]):
 //!
 //! ```text
 //! "<|im_start|>user\nhi 42"
@@ -14,13 +17,25 @@
 //!
 //! plus BOS/EOS when the vocab asks for them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::bpe::Bpe;
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreTokenizer, Splitter};
+use crate::spm::{escape_spaces, Spm};
 use crate::vocab::{attrs_from_types, derive, piece_bytes, Attr, SpecialTokenIds};
+
+/// The tokenizer family (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VocabKind {
+    /// `gpt2`: byte-level BPE with ranked merges and a pre-tokenizer.
+    #[default]
+    Bpe,
+    /// `llama`: SentencePiece-style, merged by token score, `▁` for spaces,
+    /// `<0xNN>` byte fallback.
+    Spm,
+}
 
 /// How special-token text in the input is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -60,13 +75,23 @@ pub struct EncodeOptions {
 /// fills it from GGUF metadata.
 #[derive(Clone, Debug, Default)]
 pub struct TokenizerConfig {
-    /// Token texts in GPT-2 byte-character form; index = id. Empty texts
-    /// are replaced by `[EMPTY_<id>]` like llama.cpp does.
+    /// The tokenizer family.
+    pub kind: VocabKind,
+    /// Token texts (BPE: GPT-2 byte-character form; SPM: `▁` for spaces);
+    /// index = id. Empty texts are replaced by `[EMPTY_<id>]` like
+    /// llama.cpp does.
     pub tokens: Vec<String>,
+    /// `tokenizer.ggml.scores` (SPM merge priority, higher first); missing
+    /// entries count as 0.0. Unused by BPE.
+    pub scores: Vec<f32>,
+    /// Whether a space is put before the text (SPM: before each text
+    /// fragment that starts the input or follows a special token), and
+    /// stripped again from the first token when decoding.
+    pub add_space_prefix: bool,
     /// `tokenizer.ggml.token_type` per token (see
     /// [`TokenType`](crate::TokenType)); empty means all normal.
     pub token_types: Vec<i32>,
-    /// Ranked merges, `"left right"`; rank = index.
+    /// Ranked merges, `"left right"`; rank = index. Unused by SPM.
     pub merges: Vec<String>,
     /// Split rules.
     pub pre: PreTokenizer,
@@ -80,16 +105,28 @@ pub struct TokenizerConfig {
     pub add_eos: AddToken,
 }
 
-/// A byte-level BPE tokenizer. Immutable once built; share it freely.
+/// The merge engine of a vocabulary family.
+enum Engine {
+    /// Byte-level BPE behind a pre-tokenizer.
+    Bpe { bpe: Box<Bpe>, splitter: Splitter },
+    /// SentencePiece-style merging by score.
+    Spm {
+        spm: Box<Spm>,
+        lookup: HashMap<String, u32>,
+    },
+}
+
+/// A BPE or SPM tokenizer. Immutable once built; share it freely.
 pub struct Tokenizer {
+    kind: VocabKind,
+    add_space_prefix: bool,
     texts: Vec<String>,
     attrs: Vec<Attr>,
     /// All tokens' detokenized bytes, concatenated.
     piece_data: Vec<u8>,
     /// `piece_data[piece_offsets[i]..piece_offsets[i + 1]]` is token `i`'s.
     piece_offsets: Vec<usize>,
-    bpe: Bpe,
-    splitter: Splitter,
+    engine: Engine,
     /// Ids matched as whole tokens before BPE, longest text first.
     specials: Vec<u32>,
     ids: SpecialTokenIds,
@@ -137,9 +174,6 @@ impl Tokenizer {
                 }
             })
             .collect();
-        let bpe = Bpe::new(&texts, &cfg.merges, cfg.merge_policy)?;
-        let splitter = Splitter::new(cfg.pre)?;
-
         let in_range = |id: Option<u32>| id.filter(|&i| (i as usize) < n);
         let s = cfg.special;
         let ids = SpecialTokenIds {
@@ -158,6 +192,19 @@ impl Tokenizer {
             fim_sep: in_range(s.fim_sep),
         };
         let derived = derive(&texts, attrs_from_types(&cfg.token_types, n), ids);
+        let engine = match cfg.kind {
+            VocabKind::Bpe => Engine::Bpe {
+                bpe: Box::new(Bpe::new(&texts, &cfg.merges, cfg.merge_policy)?),
+                splitter: Splitter::new(cfg.pre)?,
+            },
+            VocabKind::Spm => {
+                let lookup = unique_lookup(&texts)?;
+                Engine::Spm {
+                    spm: Box::new(Spm::new(n, &cfg.scores, &lookup, derived.ids.unk)),
+                    lookup,
+                }
+            }
+        };
 
         let mut specials: Vec<u32> = (0..n)
             .filter(|&i| derived.attrs.get(i).is_some_and(|a| a.is_special()))
@@ -172,17 +219,18 @@ impl Tokenizer {
         let mut piece_offsets = Vec::with_capacity(n + 1);
         for (t, &a) in texts.iter().zip(&derived.attrs) {
             piece_offsets.push(piece_data.len());
-            piece_bytes(t, a, &mut piece_data);
+            piece_bytes(t, a, cfg.kind, &mut piece_data);
         }
         piece_offsets.push(piece_data.len());
 
         Ok(Tokenizer {
+            kind: cfg.kind,
+            add_space_prefix: cfg.add_space_prefix,
             texts,
             attrs: derived.attrs,
             piece_data,
             piece_offsets,
-            bpe,
-            splitter,
+            engine,
             specials,
             ids: derived.ids,
             eog: derived.eog,
@@ -199,13 +247,20 @@ impl Tokenizer {
         if add && self.add_bos == AddToken::Add {
             out.extend(self.ids.bos);
         }
+        // SPM: a space prefix before text that starts the input or follows
+        // a special token (llama.cpp's `is_prev_special`).
+        let mut prev_special = true;
         for frag in self.partition(text, opts.special) {
             match frag {
-                Fragment::Token(id) => out.push(id),
+                Fragment::Token(id) => {
+                    out.push(id);
+                    prev_special = true;
+                }
                 Fragment::Text(r) => {
                     if let Some(s) = text.get(r) {
-                        self.encode_plain(s, &mut out);
+                        self.encode_plain(s, prev_special, &mut out);
                     }
+                    prev_special = false;
                 }
             }
         }
@@ -215,10 +270,24 @@ impl Tokenizer {
         out
     }
 
-    /// Pre-tokenizes and BPE-merges text that holds no special tokens.
-    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
-        for word in self.splitter.split(text) {
-            self.bpe.encode_word(word.as_bytes(), out);
+    /// Tokenizes text that holds no special tokens: BPE pre-tokenizes and
+    /// merges by rank; SPM escapes spaces (after the space prefix, if
+    /// `prefix`) and merges by score.
+    fn encode_plain(&self, text: &str, prefix: bool, out: &mut Vec<u32>) {
+        match &self.engine {
+            Engine::Bpe { bpe, splitter } => {
+                for word in splitter.split(text) {
+                    bpe.encode_word(word.as_bytes(), out);
+                }
+            }
+            Engine::Spm { spm, lookup } => {
+                let mut s = String::with_capacity(text.len() * 3 + 3);
+                if self.add_space_prefix && prefix {
+                    escape_spaces(" ", &mut s);
+                }
+                escape_spaces(text, &mut s);
+                spm.encode(&s, lookup, out);
+            }
         }
     }
 
@@ -271,6 +340,11 @@ impl Tokenizer {
         frags
     }
 
+    /// The tokenizer family.
+    pub fn kind(&self) -> VocabKind {
+        self.kind
+    }
+
     /// Number of tokens in the vocab.
     pub fn n_vocab(&self) -> usize {
         self.texts.len()
@@ -318,26 +392,55 @@ impl Tokenizer {
         }
     }
 
-    /// The vocab text of `id` (GPT-2 byte-character form), if in range.
+    /// The vocab text of `id` (BPE: GPT-2 byte-character form; SPM: `▁`
+    /// for spaces), if in range.
     pub fn token_text(&self, id: u32) -> Option<&str> {
         self.texts.get(id as usize).map(String::as_str)
     }
 
     /// The vocab id whose text is exactly `text`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.bpe.lookup(text)
+        match &self.engine {
+            Engine::Bpe { bpe, .. } => bpe.lookup(text),
+            Engine::Spm { lookup, .. } => lookup.get(text).copied(),
+        }
     }
 
-    /// Concatenated bytes of `ids`, as lossy UTF-8. Special tokens render
-    /// as their text; llama.cpp's space clean-up (off for smollm/qwen2) is
-    /// not applied.
+    /// Concatenated bytes of `ids`, as lossy UTF-8, like llama.cpp's
+    /// `llama_detokenize(remove_special = false, unparse_special = true)`:
+    /// special tokens render as their text, and with a space prefix
+    /// (`add_space_prefix`) one leading space of the first token is
+    /// dropped. llama.cpp's space clean-up (off for smollm, qwen2 and SPM
+    /// vocabs) is not applied.
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::with_capacity(ids.len() * 4);
-        for &id in ids {
-            bytes.extend_from_slice(self.token_bytes(id));
+        for (i, &id) in ids.iter().enumerate() {
+            let piece = self.token_bytes(id);
+            let piece = match piece.split_first() {
+                Some((b' ', rest)) if i == 0 && self.add_space_prefix => rest,
+                _ => piece,
+            };
+            bytes.extend_from_slice(piece);
         }
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// Text → id for every token; an error on two tokens with the same text.
+fn unique_lookup(texts: &[String]) -> Result<HashMap<String, u32>, TokenizerError> {
+    let mut map: HashMap<String, u32> = HashMap::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        let id = u32::try_from(i).map_err(|_| TokenizerError::VocabTooLarge { n: texts.len() })?;
+        if let Some(&first) = map.get(t.as_str()) {
+            return Err(TokenizerError::DuplicateToken {
+                text: t.clone(),
+                first,
+                second: id,
+            });
+        }
+        map.insert(t.clone(), id);
+    }
+    Ok(map)
 }
 
 #[cfg(test)]

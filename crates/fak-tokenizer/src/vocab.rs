@@ -11,6 +11,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::spm::unescape_into;
+use crate::tokenizer::VocabKind;
 use crate::unicode::char_to_byte;
 
 /// `tokenizer.ggml.token_type` values.
@@ -293,12 +295,14 @@ pub(crate) fn derive(texts: &[String], mut attrs: Vec<Attr>, mut ids: SpecialTok
 
 /// The bytes token `text` with attributes `attr` detokenizes to, like
 /// llama.cpp's `token_to_piece(special = true)`: special tokens as their
-/// text, normal tokens through the GPT-2 byte map (a character outside the
-/// map passes through as its UTF-8), byte tokens as their byte, unused and
-/// undefined tokens as nothing.
-pub(crate) fn piece_bytes(text: &str, attr: Attr, out: &mut Vec<u8>) {
+/// text, normal tokens through the GPT-2 byte map (BPE; a character outside
+/// the map passes through as its UTF-8) or with `▁` as a space (SPM), byte
+/// tokens as their byte, unused and undefined tokens as nothing.
+pub(crate) fn piece_bytes(text: &str, attr: Attr, kind: VocabKind, out: &mut Vec<u8>) {
     if attr.is_special() {
         out.extend_from_slice(text.as_bytes());
+    } else if attr.has(Attr::NORMAL) && kind == VocabKind::Spm {
+        unescape_into(text, out);
     } else if attr.has(Attr::NORMAL) {
         let mut buf = [0u8; 4];
         for c in text.chars() {
@@ -372,16 +376,18 @@ mod tests {
     #[test]
     fn pieces_by_attribute() {
         let mut out = Vec::new();
-        piece_bytes("ĠhelloĊ", Attr(Attr::NORMAL), &mut out);
+        piece_bytes("ĠhelloĊ", Attr(Attr::NORMAL), VocabKind::Bpe, &mut out);
         assert_eq!(out, b" hello\n");
         out.clear();
-        piece_bytes("<|im_end|>", Attr(Attr::CONTROL), &mut out);
+        piece_bytes("<|im_end|>", Attr(Attr::CONTROL), VocabKind::Bpe, &mut out);
         assert_eq!(out, b"<|im_end|>");
         out.clear();
-        piece_bytes("<0xE4>", Attr(Attr::BYTE), &mut out);
+        piece_bytes("<0xE4>", Attr(Attr::BYTE), VocabKind::Spm, &mut out);
         assert_eq!(out, [0xE4]);
         out.clear();
-        piece_bytes("[PAD1]", Attr(0), &mut out);
+        piece_bytes("[PAD1]", Attr(0), VocabKind::Bpe, &mut out);
         assert!(out.is_empty());
+        piece_bytes("▁hello", Attr(Attr::NORMAL), VocabKind::Spm, &mut out);
+        assert_eq!(out, b" hello");
     }
 }
