@@ -11,13 +11,14 @@
 //! | `bos_token_id` ... `fim_sep_token_id` | special ids (BPE: BOS/EOS default to 11; SPM: BOS 1, EOS 2, UNK 0; defaults only if in range) |
 //! | `add_bos_token`, `add_eos_token` | override the default (BPE: per pre-tokenizer; SPM: BOS yes, EOS no) |
 //! | `add_space_prefix` | SPM space prefix (default true for SPM, false for BPE) |
+//! | `general.name`, `general.architecture` | llama.cpp's per-model whitespace stripping around special tokens (Phi-3, jina, modern-bert) |
 
 use fak_gguf::GgufFile;
 
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 use crate::tokenizer::{Tokenizer, TokenizerConfig, VocabKind};
-use crate::vocab::SpecialTokenIds;
+use crate::vocab::{SpecialStrip, SpecialTokenIds};
 
 /// llama.cpp's BOS/EOS default for BPE vocabs that name none.
 const BPE_DEFAULT_BOS_EOS: u32 = 11;
@@ -63,11 +64,13 @@ impl TokenizerConfig {
                 pre: PreTokenizer::Default,
                 merges: MergePolicy::RankedMerges,
                 add_bos: AddToken::Add,
+                clean_spaces: false,
             },
             (VocabKind::Bpe, None) => PreSettings {
                 pre: PreTokenizer::Default,
                 merges: MergePolicy::RankedMerges,
                 add_bos: AddToken::Omit,
+                clean_spaces: true,
             },
             (VocabKind::Bpe, Some(name)) => {
                 PreTokenizer::from_ggml_name(name).ok_or_else(|| {
@@ -155,6 +158,14 @@ impl TokenizerConfig {
                 None => default,
             })
         };
+        let name_of = |key: &str| -> Result<String, TokenizerError> {
+            Ok(f.get_str(key)?.unwrap_or("").to_string())
+        };
+        let strip = SpecialStrip::from_names(
+            &name_of("general.name")?,
+            &name_of("tokenizer.ggml.pre")?,
+            &name_of("general.architecture")?,
+        );
         let add_space_prefix = f
             .get_bool("tokenizer.ggml.add_space_prefix")?
             .unwrap_or(kind == VocabKind::Spm);
@@ -170,6 +181,8 @@ impl TokenizerConfig {
             special,
             add_bos: flag("tokenizer.ggml.add_bos_token", settings.add_bos)?,
             add_eos: flag("tokenizer.ggml.add_eos_token", AddToken::Omit)?,
+            strip,
+            clean_spaces: settings.clean_spaces,
         })
     }
 }

@@ -39,4 +39,4 @@ pub use stream::StreamDecoder;
 pub use tokenizer::{
     AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig, VocabKind,
 };
-pub use vocab::{SpecialTokenIds, TokenType};
+pub use vocab::{SpecialStrip, SpecialTokenIds, TokenType};

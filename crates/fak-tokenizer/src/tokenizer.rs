@@ -24,7 +24,9 @@ use crate::bpe::Bpe;
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreTokenizer, Splitter};
 use crate::spm::{escape_spaces, Spm};
-use crate::vocab::{attrs_from_types, derive, piece_bytes, Attr, SpecialTokenIds};
+use crate::vocab::{
+    apply_strip, attrs_from_types, derive, piece_bytes, Attr, SpecialStrip, SpecialTokenIds,
+};
 
 /// The tokenizer family (`tokenizer.ggml.model`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -103,6 +105,10 @@ pub struct TokenizerConfig {
     pub add_bos: AddToken,
     /// Whether [`AddSpecial::FromMetadata`] adds EOS.
     pub add_eos: AddToken,
+    /// Whitespace stripping around matched special tokens.
+    pub strip: SpecialStrip,
+    /// Whether [`Tokenizer::decode`] applies llama.cpp's `clean_spaces`.
+    pub clean_spaces: bool,
 }
 
 /// The merge engine of a vocabulary family.
@@ -120,6 +126,7 @@ enum Engine {
 pub struct Tokenizer {
     kind: VocabKind,
     add_space_prefix: bool,
+    clean_spaces: bool,
     texts: Vec<String>,
     attrs: Vec<Attr>,
     /// All tokens' detokenized bytes, concatenated.
@@ -191,7 +198,8 @@ impl Tokenizer {
             fim_rep: in_range(s.fim_rep),
             fim_sep: in_range(s.fim_sep),
         };
-        let derived = derive(&texts, attrs_from_types(&cfg.token_types, n), ids);
+        let mut derived = derive(&texts, attrs_from_types(&cfg.token_types, n), ids);
+        apply_strip(&texts, &mut derived.attrs, cfg.strip);
         let engine = match cfg.kind {
             VocabKind::Bpe => Engine::Bpe {
                 bpe: Box::new(Bpe::new(&texts, &cfg.merges, cfg.merge_policy)?),
@@ -226,6 +234,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             kind: cfg.kind,
             add_space_prefix: cfg.add_space_prefix,
+            clean_spaces: cfg.clean_spaces,
             texts,
             attrs: derived.attrs,
             piece_data,
@@ -314,6 +323,7 @@ impl Tokenizer {
             {
                 continue;
             }
+            let (lstrip, rstrip) = (attr.lstrip(), attr.rstrip());
             let mut next = Vec::with_capacity(frags.len() + 2);
             for f in frags {
                 let Fragment::Text(r) = f else {
@@ -323,13 +333,27 @@ impl Tokenizer {
                 let Some(hay) = text.get(r.clone()) else {
                     continue;
                 };
+                let hb = hay.as_bytes();
                 let mut last = 0;
-                for (at, _) in hay.match_indices(needle.as_str()) {
-                    if at > last {
-                        next.push(Fragment::Text(r.start + last..r.start + at));
+                while let Some(rel) = hay.get(last..).and_then(|h| h.find(needle.as_str())) {
+                    let at = last + rel;
+                    let mut left_end = at;
+                    if lstrip {
+                        while left_end > last && hb.get(left_end - 1).is_some_and(|&b| c_isspace(b))
+                        {
+                            left_end -= 1;
+                        }
+                    }
+                    if left_end > last {
+                        next.push(Fragment::Text(r.start + last..r.start + left_end));
                     }
                     next.push(Fragment::Token(id));
                     last = at + needle.len();
+                    if rstrip {
+                        while hb.get(last).is_some_and(|&b| c_isspace(b)) {
+                            last += 1;
+                        }
+                    }
                 }
                 if last < hay.len() {
                     next.push(Fragment::Text(r.start + last..r.end));
@@ -410,8 +434,8 @@ impl Tokenizer {
     /// `llama_detokenize(remove_special = false, unparse_special = true)`:
     /// special tokens render as their text, and with a space prefix
     /// (`add_space_prefix`) one leading space of the first token is
-    /// dropped. llama.cpp's space clean-up (off for smollm, qwen2 and SPM
-    /// vocabs) is not applied.
+    /// dropped, and where the vocab asks for it (`clean_spaces`: most BPE
+    /// vocabs, not smollm, qwen2 or SPM) llama.cpp's space clean-up runs.
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::with_capacity(ids.len() * 4);
         for (i, &id) in ids.iter().enumerate() {
@@ -422,8 +446,66 @@ impl Tokenizer {
             };
             bytes.extend_from_slice(piece);
         }
+        if self.clean_spaces {
+            bytes = clean_spaces(&bytes);
+        }
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// llama.cpp's `clean_spaces` passes over detokenized bytes: drop the
+/// space in `" ?"`, `" !"`, `" ."`, `" ,"`; turn `" ' "` into `"'"`; drop
+/// the space before `'s`, `'m`, `'re`, `'ve`.
+fn clean_spaces(text: &[u8]) -> Vec<u8> {
+    let Some((&first, _)) = text.split_first() else {
+        return Vec::new();
+    };
+    // Pass 1.
+    let mut p1: Vec<u8> = vec![first];
+    for (i, &x) in text.iter().enumerate().skip(1) {
+        if text.get(i - 1) == Some(&b' ') && matches!(x, b'?' | b'!' | b'.' | b',') {
+            p1.pop();
+        }
+        p1.push(x);
+    }
+    // Pass 2: llama.cpp blanks the skipped space in place, so a later
+    // look-behind sees a NUL there, not a space.
+    let mut src = p1;
+    let mut p2: Vec<u8> = src.first().copied().into_iter().collect();
+    let mut i = 1;
+    while let Some(&x) = src.get(i) {
+        if x == b'\'' && src.get(i - 1) == Some(&b' ') && src.get(i + 1) == Some(&b' ') {
+            p2.pop();
+            i += 1;
+            if let Some(b) = src.get_mut(i) {
+                *b = 0;
+            }
+        }
+        p2.push(x);
+        i += 1;
+    }
+    // Pass 3.
+    let mut out: Vec<u8> = p2.first().copied().into_iter().collect();
+    for (i, &x) in p2.iter().enumerate().skip(1) {
+        if p2.get(i - 1) == Some(&b' ') && x == b'\'' {
+            match (p2.get(i + 1), p2.get(i + 2)) {
+                (Some(b's' | b'm'), _) => {
+                    out.pop();
+                }
+                (Some(b'r'), Some(b'e')) | (Some(b'v'), Some(b'e')) => {
+                    out.pop();
+                }
+                _ => {}
+            }
+        }
+        out.push(x);
+    }
+    out
+}
+
+/// C's `isspace` in the "C" locale (what llama.cpp strips around tokens).
+fn c_isspace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
 /// Text → id for every token; an error on two tokens with the same text.
@@ -518,6 +600,19 @@ mod tests {
                 proptest::prop_assert!(ids.iter().all(|&i| (i as usize) < t.n_vocab()));
             }
         }
+    }
+
+    #[test]
+    fn clean_spaces_follows_llama_cpp() {
+        let c = |s: &str| String::from_utf8(clean_spaces(s.as_bytes())).expect("utf8");
+        assert_eq!(c("a , b . c ? d !"), "a, b. c? d!");
+        assert_eq!(c("x ' y"), "x'y");
+        assert_eq!(
+            c("it 's I 'm we 're you 've I 'll he 'd don 't"),
+            "it's I'm we're you've I 'll he 'd don 't"
+        );
+        assert_eq!(c(" ,"), ",", "a leading space goes too, as in llama.cpp");
+        assert_eq!(c(""), "");
     }
 
     #[test]

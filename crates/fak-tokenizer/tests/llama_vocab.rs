@@ -113,10 +113,21 @@ fn claimed_vocabs_pass_every_llama_cpp_case() {
                     "{name} {text:?}\n   want {want:?}\n    got {got:?}"
                 ));
             }
-            // No case holds special-token text, so decoding gives it back.
-            let back = t.decode(&got);
-            if back != *text {
-                failures.push(format!("{name} {text:?}: decodes to {back:?}"));
+            // No case holds special-token text, so the pieces give it back
+            // (less the SPM space prefix; `decode` itself also applies
+            // clean_spaces and is checked against llama_detokenize below).
+            let mut bytes: Vec<u8> = got
+                .iter()
+                .flat_map(|&id| t.token_bytes(id).to_vec())
+                .collect();
+            if kind == VocabKind::Spm && bytes.first() == Some(&b' ') {
+                bytes.remove(0);
+            }
+            if bytes != text.as_bytes() {
+                failures.push(format!(
+                    "{name} {text:?}: pieces give {:?}",
+                    String::from_utf8_lossy(&bytes)
+                ));
             }
         }
         report.push(format!("{name}: {passed}/{}", cases.len()));
@@ -286,4 +297,91 @@ fn short_scores_array_is_refused() {
         Tokenizer::from_gguf(&f),
         Err(TokenizerError::ScoreCount { got: 1, want: 2 })
     ));
+}
+
+/// Vocabs with seeded-random goldens from `bench/peers/gen_vocab_golden.py`.
+const GOLDEN: &[&str] = &["llama-spm", "phi-3", "llama-bpe"];
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2).expect("hex pair"), 16).expect("hex"))
+        .collect()
+}
+
+fn ids_of(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .expect("id array")
+        .iter()
+        .map(|x| u32::try_from(x.as_u64().expect("id")).expect("u32 id"))
+        .collect()
+}
+
+#[test]
+fn corpus_and_seeded_random_strings_match_llama_cpp() {
+    use sha2::{Digest, Sha256};
+    let plain = EncodeOptions {
+        special: SpecialTokens::Plain,
+        add: AddSpecial::FromMetadata,
+    };
+    for &name in GOLDEN {
+        let gpath = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(format!("vocab-golden-{name}.json"));
+        let text = std::fs::read_to_string(&gpath).unwrap_or_else(|e| {
+            panic!("{}: {e} (bench/peers/gen_vocab_golden.py)", gpath.display())
+        });
+        let g: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", gpath.display()));
+        let path = vocab_path(name);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let sha: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            sha,
+            g["vocab_sha256"].as_str().expect("sha"),
+            "{name}: vocab file differs from the golden's"
+        );
+        let t = load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let cases = g["cases"].as_array().expect("cases");
+        let random = cases
+            .iter()
+            .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with("random_")))
+            .count();
+        assert_eq!(random, 300, "{name}: seeded random strings");
+        let mut failures = Vec::new();
+        for c in cases {
+            let cname = c["name"].as_str().expect("name");
+            let input = c["text"].as_str().expect("text");
+            let want = ids_of(&c["ids"]);
+            let got = t.encode(input, EncodeOptions::default());
+            if got != want {
+                failures.push(format!(
+                    "{cname} parse-special {input:?}\n   want {want:?}\n    got {got:?}"
+                ));
+            }
+            let want_plain = ids_of(&c["ids_plain"]);
+            let got_plain = t.encode(input, plain);
+            if got_plain != want_plain {
+                failures.push(format!(
+                    "{cname} plain {input:?}\n   want {want_plain:?}\n    got {got_plain:?}"
+                ));
+            }
+            let detok = unhex(c["detok_hex"].as_str().expect("detok_hex"));
+            if t.decode(&want).as_bytes() != detok.as_slice() {
+                failures.push(format!(
+                    "{cname}: decode {:?} != {:?}",
+                    t.decode(&want),
+                    String::from_utf8_lossy(&detok)
+                ));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{name}: {} failures\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
 }
