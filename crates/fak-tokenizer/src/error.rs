@@ -20,10 +20,22 @@ pub enum TokenizerError {
     },
 
     /// `tokenizer.ggml.model` names a tokenizer family fak does not implement.
-    #[error("tokenizer model {model:?} is not supported (only byte-level BPE, \"gpt2\")")]
+    #[error("tokenizer model {model:?} ({family}) is not supported; fak supports \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece)")]
     UnsupportedModel {
         /// The value of `tokenizer.ggml.model`.
         model: String,
+        /// llama.cpp's name for that family (`WPM`, `UGM`, `RWKV`, ...), or
+        /// `unknown tokenizer family`.
+        family: &'static str,
+    },
+
+    /// `tokenizer.ggml.scores` is shorter than the vocabulary.
+    #[error("tokenizer.ggml.scores has {got} entries but the vocabulary has {want}")]
+    ScoreCount {
+        /// Entries in the scores array.
+        got: usize,
+        /// Entries in the vocabulary.
+        want: usize,
     },
 
     /// `tokenizer.ggml.pre` names a pre-tokenizer fak does not implement.

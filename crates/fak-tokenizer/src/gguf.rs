@@ -3,21 +3,43 @@
 //!
 //! | key (`tokenizer.ggml.*`) | use |
 //! |---|---|
-//! | `model` | must be `gpt2` (byte-level BPE) |
-//! | `pre` | pre-tokenizer; absent means llama.cpp's `default` |
-//! | `tokens`, `token_type`, `merges` | vocab, types, ranked merges |
-//! | `bos_token_id` ... `fim_sep_token_id` | special ids (BOS/EOS default to 11 like llama.cpp's BPE loader, if in range) |
-//! | `add_bos_token`, `add_eos_token` | override the pre-tokenizer's default |
+//! | `model` | `gpt2` (byte-level BPE) or `llama` (SentencePiece); anything else is refused by name |
+//! | `pre` | BPE pre-tokenizer; absent means llama.cpp's `default`; ignored for SPM |
+//! | `tokens`, `token_type` | vocab, types |
+//! | `merges` | BPE ranked merges (required for BPE) |
+//! | `scores` | SPM merge scores (absent: all 0.0) |
+//! | `bos_token_id` ... `fim_sep_token_id` | special ids (BPE: BOS/EOS default to 11; SPM: BOS 1, EOS 2, UNK 0; defaults only if in range) |
+//! | `add_bos_token`, `add_eos_token` | override the default (BPE: per pre-tokenizer; SPM: BOS yes, EOS no) |
+//! | `add_space_prefix` | SPM space prefix (default true for SPM, false for BPE) |
+//! | `general.name`, `general.architecture` | llama.cpp's per-model whitespace stripping around special tokens (Phi-3, jina, modern-bert) |
 
 use fak_gguf::GgufFile;
 
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
-use crate::tokenizer::{Tokenizer, TokenizerConfig};
-use crate::vocab::SpecialTokenIds;
+use crate::tokenizer::{Tokenizer, TokenizerConfig, VocabKind};
+use crate::vocab::{SpecialStrip, SpecialTokenIds};
 
 /// llama.cpp's BOS/EOS default for BPE vocabs that name none.
 const BPE_DEFAULT_BOS_EOS: u32 = 11;
+/// llama.cpp's SPM defaults: BOS, EOS, unknown.
+const SPM_DEFAULT_BOS: u32 = 1;
+const SPM_DEFAULT_EOS: u32 = 2;
+const SPM_DEFAULT_UNK: u32 = 0;
+
+/// The llama.cpp family of a `tokenizer.ggml.model` value fak does not
+/// implement, for the error message.
+fn unsupported_family(model: &str) -> &'static str {
+    match model {
+        "bert" => "WPM, WordPiece",
+        "t5" => "UGM, Unigram",
+        "rwkv" => "RWKV",
+        "plamo2" => "PLaMo-2",
+        "no_vocab" | "none" => "no vocabulary",
+        "gemma4" | "hybriddna" | "whitespace" => "llama.cpp BPE variant",
+        _ => "unknown tokenizer family",
+    }
+}
 
 fn required<'a, T: ?Sized>(v: Option<&'a T>, key: &'static str) -> Result<&'a T, TokenizerError> {
     v.ok_or(TokenizerError::MissingKey { key })
@@ -27,23 +49,37 @@ impl TokenizerConfig {
     /// The tokenizer description stored in a GGUF file.
     pub fn from_gguf(f: &GgufFile) -> Result<TokenizerConfig, TokenizerError> {
         let model = required(f.get_str("tokenizer.ggml.model")?, "tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(TokenizerError::UnsupportedModel {
-                model: model.to_string(),
-            });
-        }
-        let settings = match f.get_str("tokenizer.ggml.pre")? {
-            None => PreSettings {
+        let kind = match model {
+            "gpt2" => VocabKind::Bpe,
+            "llama" => VocabKind::Spm,
+            _ => {
+                return Err(TokenizerError::UnsupportedModel {
+                    model: model.to_string(),
+                    family: unsupported_family(model),
+                })
+            }
+        };
+        let settings = match (kind, f.get_str("tokenizer.ggml.pre")?) {
+            (VocabKind::Spm, _) => PreSettings {
+                pre: PreTokenizer::Default,
+                merges: MergePolicy::RankedMerges,
+                add_bos: AddToken::Add,
+                clean_spaces: false,
+            },
+            (VocabKind::Bpe, None) => PreSettings {
                 pre: PreTokenizer::Default,
                 merges: MergePolicy::RankedMerges,
                 add_bos: AddToken::Omit,
+                clean_spaces: true,
             },
-            Some(name) => PreTokenizer::from_ggml_name(name).ok_or_else(|| {
-                TokenizerError::UnsupportedPreTokenizer {
-                    name: name.to_string(),
-                    known: PreTokenizer::known_names(),
-                }
-            })?,
+            (VocabKind::Bpe, Some(name)) => {
+                PreTokenizer::from_ggml_name(name).ok_or_else(|| {
+                    TokenizerError::UnsupportedPreTokenizer {
+                        name: name.to_string(),
+                        known: PreTokenizer::known_names(),
+                    }
+                })?
+            }
         };
         let tokens = required(
             f.get_str_array("tokenizer.ggml.tokens")?,
@@ -54,18 +90,39 @@ impl TokenizerConfig {
             .get_i32_array("tokenizer.ggml.token_type")?
             .map(<[i32]>::to_vec)
             .unwrap_or_default();
-        let merges = required(
-            f.get_str_array("tokenizer.ggml.merges")?,
-            "tokenizer.ggml.merges",
-        )?
-        .to_vec();
+        let merges = match kind {
+            VocabKind::Bpe => required(
+                f.get_str_array("tokenizer.ggml.merges")?,
+                "tokenizer.ggml.merges",
+            )?
+            .to_vec(),
+            VocabKind::Spm => Vec::new(),
+        };
+        let scores = f
+            .get_f32_array("tokenizer.ggml.scores")?
+            .map(<[f32]>::to_vec)
+            .unwrap_or_default();
+        if !scores.is_empty() && scores.len() < tokens.len() {
+            return Err(TokenizerError::ScoreCount {
+                got: scores.len(),
+                want: tokens.len(),
+            });
+        }
 
         let n = tokens.len() as u64;
-        let default_id = (u64::from(BPE_DEFAULT_BOS_EOS) < n).then_some(BPE_DEFAULT_BOS_EOS);
-        let mut special = SpecialTokenIds {
-            bos: default_id,
-            eos: default_id,
-            ..Default::default()
+        let default = |id: u32| (u64::from(id) < n).then_some(id);
+        let mut special = match kind {
+            VocabKind::Bpe => SpecialTokenIds {
+                bos: default(BPE_DEFAULT_BOS_EOS),
+                eos: default(BPE_DEFAULT_BOS_EOS),
+                ..Default::default()
+            },
+            VocabKind::Spm => SpecialTokenIds {
+                bos: default(SPM_DEFAULT_BOS),
+                eos: default(SPM_DEFAULT_EOS),
+                unk: default(SPM_DEFAULT_UNK),
+                ..Default::default()
+            },
         };
         type Slot = fn(&mut SpecialTokenIds) -> &mut Option<u32>;
         let slots: [(&str, Slot); 16] = [
@@ -101,8 +158,22 @@ impl TokenizerConfig {
                 None => default,
             })
         };
+        let name_of = |key: &str| -> Result<String, TokenizerError> {
+            Ok(f.get_str(key)?.unwrap_or("").to_string())
+        };
+        let strip = SpecialStrip::from_names(
+            &name_of("general.name")?,
+            &name_of("tokenizer.ggml.pre")?,
+            &name_of("general.architecture")?,
+        );
+        let add_space_prefix = f
+            .get_bool("tokenizer.ggml.add_space_prefix")?
+            .unwrap_or(kind == VocabKind::Spm);
         Ok(TokenizerConfig {
+            kind,
             tokens,
+            scores,
+            add_space_prefix,
             token_types,
             merges,
             pre: settings.pre,
@@ -110,6 +181,8 @@ impl TokenizerConfig {
             special,
             add_bos: flag("tokenizer.ggml.add_bos_token", settings.add_bos)?,
             add_eos: flag("tokenizer.ggml.add_eos_token", AddToken::Omit)?,
+            strip,
+            clean_spaces: settings.clean_spaces,
         })
     }
 }

@@ -1,5 +1,5 @@
-//! Byte-level BPE tokenization and chat templates, built from GGUF metadata
-//! and checked token-for-token against llama.cpp.
+//! Byte-level BPE and SentencePiece tokenization and chat templates, built
+//! from GGUF metadata and checked token-for-token against llama.cpp.
 //!
 //! * [`Tokenizer`]: text → ids ([`Tokenizer::encode`], special tokens parsed
 //!   like llama.cpp's CLI) and ids → bytes/text ([`Tokenizer::token_bytes`],
@@ -10,8 +10,11 @@
 //!
 //! Supported: `tokenizer.ggml.model = "gpt2"` with the pre-tokenizers in
 //! [`PreTokenizer`] (llama.cpp's `default`, GPT-2, SmolLM/StarCoder, Qwen2
-//! and Llama 3 groups). See `docs/tokenizer.md` for the pipeline and the
-//! llama.cpp behaviours reproduced.
+//! and Llama 3 groups), and `"llama"` (SentencePiece, [`VocabKind::Spm`]:
+//! score-ordered merges, `▁` spaces, byte fallback). Other families are
+//! refused with [`TokenizerError::UnsupportedModel`]. See
+//! `docs/tokenizer.md` for the pipeline and the llama.cpp behaviours
+//! reproduced.
 //!
 //! ```text
 //! text ─► special tokens cut out ─► pre-tokenizer words ─► BPE per word ─► ids
@@ -25,6 +28,7 @@ mod chat;
 mod error;
 mod gguf;
 mod pretok;
+mod spm;
 mod stream;
 mod tokenizer;
 mod unicode;
@@ -34,5 +38,7 @@ pub use chat::{ChatMessage, ChatTemplate, TemplateLimit, TEMPLATE_FUEL, TEMPLATE
 pub use error::TokenizerError;
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;
-pub use tokenizer::{AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig};
-pub use vocab::{SpecialTokenIds, TokenType};
+pub use tokenizer::{
+    AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig, VocabKind,
+};
+pub use vocab::{SpecialStrip, SpecialTokenIds, TokenType};

@@ -87,6 +87,9 @@ pub struct PreSettings {
     pub merges: MergePolicy,
     /// `add_bos` before `tokenizer.ggml.add_bos_token` overrides it.
     pub add_bos: AddToken,
+    /// llama.cpp's `clean_spaces` (`clean_up_tokenization_spaces`) for
+    /// detokenizing: true for BPE unless the pre-tokenizer turns it off.
+    pub clean_spaces: bool,
 }
 
 /// `tokenizer.ggml.pre` values accepted, with their pre-tokenizer.
@@ -137,6 +140,20 @@ const NAMES: &[(&str, PreTokenizer)] = &[
     ("smaug-bpe", PreTokenizer::Llama3),
 ];
 
+/// Names in [`NAMES`] for which llama.cpp turns `clean_spaces` off.
+const NO_CLEAN_SPACES: &[&str] = &[
+    "qwen2",
+    "deepseek-r1-qwen",
+    "kormo",
+    "f2llmv2",
+    "command-r",
+    "smollm",
+    "trillion",
+    "granite-docling",
+    "hunyuan",
+    "solar-open",
+];
+
 /// Names in [`NAMES`] that also set `ignore_merges` and `add_bos`.
 const LLAMA3_FAMILY: &[&str] = &[
     "llama3",
@@ -168,6 +185,7 @@ impl PreTokenizer {
             } else {
                 AddToken::Omit
             },
+            clean_spaces: !NO_CLEAN_SPACES.contains(&name),
         })
     }
 

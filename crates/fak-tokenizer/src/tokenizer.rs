@@ -1,6 +1,9 @@
-//! [`Tokenizer`]: text ⇄ token ids for byte-level BPE vocabularies.
+//! [`Tokenizer`]: text ⇄ token ids for byte-level BPE and SentencePiece
+//! (SPM) vocabularies.
 //!
-//! Encoding runs in three stages, mirroring llama.cpp's `llama_tokenize`:
+//! Encoding runs in three stages, mirroring llama.cpp's `llama_tokenize`
+//! (shown for BPE; an SPM vocab skips the pre-tokenizer and merges each
+//! fragment by token score, see [`crate::spm`]):
 //!
 //! ```text
 //! "<|im_start|>user\nhi 42"
@@ -14,13 +17,27 @@
 //!
 //! plus BOS/EOS when the vocab asks for them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::bpe::Bpe;
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreTokenizer, Splitter};
-use crate::vocab::{attrs_from_types, derive, piece_bytes, Attr, SpecialTokenIds};
+use crate::spm::{escape_spaces, Spm};
+use crate::vocab::{
+    apply_strip, attrs_from_types, derive, piece_bytes, Attr, SpecialStrip, SpecialTokenIds,
+};
+
+/// The tokenizer family (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VocabKind {
+    /// `gpt2`: byte-level BPE with ranked merges and a pre-tokenizer.
+    #[default]
+    Bpe,
+    /// `llama`: SentencePiece-style, merged by token score, `▁` for spaces,
+    /// `<0xNN>` byte fallback.
+    Spm,
+}
 
 /// How special-token text in the input is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -60,13 +77,23 @@ pub struct EncodeOptions {
 /// fills it from GGUF metadata.
 #[derive(Clone, Debug, Default)]
 pub struct TokenizerConfig {
-    /// Token texts in GPT-2 byte-character form; index = id. Empty texts
-    /// are replaced by `[EMPTY_<id>]` like llama.cpp does.
+    /// The tokenizer family.
+    pub kind: VocabKind,
+    /// Token texts (BPE: GPT-2 byte-character form; SPM: `▁` for spaces);
+    /// index = id. Empty texts are replaced by `[EMPTY_<id>]` like
+    /// llama.cpp does.
     pub tokens: Vec<String>,
+    /// `tokenizer.ggml.scores` (SPM merge priority, higher first); missing
+    /// entries count as 0.0. Unused by BPE.
+    pub scores: Vec<f32>,
+    /// Whether a space is put before the text (SPM: before each text
+    /// fragment that starts the input or follows a special token), and
+    /// stripped again from the first token when decoding.
+    pub add_space_prefix: bool,
     /// `tokenizer.ggml.token_type` per token (see
     /// [`TokenType`](crate::TokenType)); empty means all normal.
     pub token_types: Vec<i32>,
-    /// Ranked merges, `"left right"`; rank = index.
+    /// Ranked merges, `"left right"`; rank = index. Unused by SPM.
     pub merges: Vec<String>,
     /// Split rules.
     pub pre: PreTokenizer,
@@ -78,18 +105,35 @@ pub struct TokenizerConfig {
     pub add_bos: AddToken,
     /// Whether [`AddSpecial::FromMetadata`] adds EOS.
     pub add_eos: AddToken,
+    /// Whitespace stripping around matched special tokens.
+    pub strip: SpecialStrip,
+    /// Whether [`Tokenizer::decode`] applies llama.cpp's `clean_spaces`.
+    pub clean_spaces: bool,
 }
 
-/// A byte-level BPE tokenizer. Immutable once built; share it freely.
+/// The merge engine of a vocabulary family.
+enum Engine {
+    /// Byte-level BPE behind a pre-tokenizer.
+    Bpe { bpe: Box<Bpe>, splitter: Splitter },
+    /// SentencePiece-style merging by score.
+    Spm {
+        spm: Box<Spm>,
+        lookup: HashMap<String, u32>,
+    },
+}
+
+/// A BPE or SPM tokenizer. Immutable once built; share it freely.
 pub struct Tokenizer {
+    kind: VocabKind,
+    add_space_prefix: bool,
+    clean_spaces: bool,
     texts: Vec<String>,
     attrs: Vec<Attr>,
     /// All tokens' detokenized bytes, concatenated.
     piece_data: Vec<u8>,
     /// `piece_data[piece_offsets[i]..piece_offsets[i + 1]]` is token `i`'s.
     piece_offsets: Vec<usize>,
-    bpe: Bpe,
-    splitter: Splitter,
+    engine: Engine,
     /// Ids matched as whole tokens before BPE, longest text first.
     specials: Vec<u32>,
     ids: SpecialTokenIds,
@@ -137,9 +181,6 @@ impl Tokenizer {
                 }
             })
             .collect();
-        let bpe = Bpe::new(&texts, &cfg.merges, cfg.merge_policy)?;
-        let splitter = Splitter::new(cfg.pre)?;
-
         let in_range = |id: Option<u32>| id.filter(|&i| (i as usize) < n);
         let s = cfg.special;
         let ids = SpecialTokenIds {
@@ -157,7 +198,21 @@ impl Tokenizer {
             fim_rep: in_range(s.fim_rep),
             fim_sep: in_range(s.fim_sep),
         };
-        let derived = derive(&texts, attrs_from_types(&cfg.token_types, n), ids);
+        let mut derived = derive(&texts, attrs_from_types(&cfg.token_types, n), ids);
+        apply_strip(&texts, &mut derived.attrs, cfg.strip);
+        let engine = match cfg.kind {
+            VocabKind::Bpe => Engine::Bpe {
+                bpe: Box::new(Bpe::new(&texts, &cfg.merges, cfg.merge_policy)?),
+                splitter: Splitter::new(cfg.pre)?,
+            },
+            VocabKind::Spm => {
+                let lookup = unique_lookup(&texts)?;
+                Engine::Spm {
+                    spm: Box::new(Spm::new(n, &cfg.scores, &lookup, derived.ids.unk)),
+                    lookup,
+                }
+            }
+        };
 
         let mut specials: Vec<u32> = (0..n)
             .filter(|&i| derived.attrs.get(i).is_some_and(|a| a.is_special()))
@@ -172,17 +227,19 @@ impl Tokenizer {
         let mut piece_offsets = Vec::with_capacity(n + 1);
         for (t, &a) in texts.iter().zip(&derived.attrs) {
             piece_offsets.push(piece_data.len());
-            piece_bytes(t, a, &mut piece_data);
+            piece_bytes(t, a, cfg.kind, &mut piece_data);
         }
         piece_offsets.push(piece_data.len());
 
         Ok(Tokenizer {
+            kind: cfg.kind,
+            add_space_prefix: cfg.add_space_prefix,
+            clean_spaces: cfg.clean_spaces,
             texts,
             attrs: derived.attrs,
             piece_data,
             piece_offsets,
-            bpe,
-            splitter,
+            engine,
             specials,
             ids: derived.ids,
             eog: derived.eog,
@@ -199,13 +256,20 @@ impl Tokenizer {
         if add && self.add_bos == AddToken::Add {
             out.extend(self.ids.bos);
         }
+        // SPM: a space prefix before text that starts the input or follows
+        // a special token (llama.cpp's `is_prev_special`).
+        let mut prev_special = true;
         for frag in self.partition(text, opts.special) {
             match frag {
-                Fragment::Token(id) => out.push(id),
+                Fragment::Token(id) => {
+                    out.push(id);
+                    prev_special = true;
+                }
                 Fragment::Text(r) => {
                     if let Some(s) = text.get(r) {
-                        self.encode_plain(s, &mut out);
+                        self.encode_plain(s, prev_special, &mut out);
                     }
+                    prev_special = false;
                 }
             }
         }
@@ -215,10 +279,24 @@ impl Tokenizer {
         out
     }
 
-    /// Pre-tokenizes and BPE-merges text that holds no special tokens.
-    fn encode_plain(&self, text: &str, out: &mut Vec<u32>) {
-        for word in self.splitter.split(text) {
-            self.bpe.encode_word(word.as_bytes(), out);
+    /// Tokenizes text that holds no special tokens: BPE pre-tokenizes and
+    /// merges by rank; SPM escapes spaces (after the space prefix, if
+    /// `prefix`) and merges by score.
+    fn encode_plain(&self, text: &str, prefix: bool, out: &mut Vec<u32>) {
+        match &self.engine {
+            Engine::Bpe { bpe, splitter } => {
+                for word in splitter.split(text) {
+                    bpe.encode_word(word.as_bytes(), out);
+                }
+            }
+            Engine::Spm { spm, lookup } => {
+                let mut s = String::with_capacity(text.len() * 3 + 3);
+                if self.add_space_prefix && prefix {
+                    escape_spaces(" ", &mut s);
+                }
+                escape_spaces(text, &mut s);
+                spm.encode(&s, lookup, out);
+            }
         }
     }
 
@@ -245,6 +323,7 @@ impl Tokenizer {
             {
                 continue;
             }
+            let (lstrip, rstrip) = (attr.lstrip(), attr.rstrip());
             let mut next = Vec::with_capacity(frags.len() + 2);
             for f in frags {
                 let Fragment::Text(r) = f else {
@@ -254,13 +333,27 @@ impl Tokenizer {
                 let Some(hay) = text.get(r.clone()) else {
                     continue;
                 };
+                let hb = hay.as_bytes();
                 let mut last = 0;
-                for (at, _) in hay.match_indices(needle.as_str()) {
-                    if at > last {
-                        next.push(Fragment::Text(r.start + last..r.start + at));
+                while let Some(rel) = hay.get(last..).and_then(|h| h.find(needle.as_str())) {
+                    let at = last + rel;
+                    let mut left_end = at;
+                    if lstrip {
+                        while left_end > last && hb.get(left_end - 1).is_some_and(|&b| c_isspace(b))
+                        {
+                            left_end -= 1;
+                        }
+                    }
+                    if left_end > last {
+                        next.push(Fragment::Text(r.start + last..r.start + left_end));
                     }
                     next.push(Fragment::Token(id));
                     last = at + needle.len();
+                    if rstrip {
+                        while hb.get(last).is_some_and(|&b| c_isspace(b)) {
+                            last += 1;
+                        }
+                    }
                 }
                 if last < hay.len() {
                     next.push(Fragment::Text(r.start + last..r.end));
@@ -269,6 +362,11 @@ impl Tokenizer {
             frags = next;
         }
         frags
+    }
+
+    /// The tokenizer family.
+    pub fn kind(&self) -> VocabKind {
+        self.kind
     }
 
     /// Number of tokens in the vocab.
@@ -318,26 +416,113 @@ impl Tokenizer {
         }
     }
 
-    /// The vocab text of `id` (GPT-2 byte-character form), if in range.
+    /// The vocab text of `id` (BPE: GPT-2 byte-character form; SPM: `▁`
+    /// for spaces), if in range.
     pub fn token_text(&self, id: u32) -> Option<&str> {
         self.texts.get(id as usize).map(String::as_str)
     }
 
     /// The vocab id whose text is exactly `text`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.bpe.lookup(text)
+        match &self.engine {
+            Engine::Bpe { bpe, .. } => bpe.lookup(text),
+            Engine::Spm { lookup, .. } => lookup.get(text).copied(),
+        }
     }
 
-    /// Concatenated bytes of `ids`, as lossy UTF-8. Special tokens render
-    /// as their text; llama.cpp's space clean-up (off for smollm/qwen2) is
-    /// not applied.
+    /// Concatenated bytes of `ids`, as lossy UTF-8, like llama.cpp's
+    /// `llama_detokenize(remove_special = false, unparse_special = true)`:
+    /// special tokens render as their text, and with a space prefix
+    /// (`add_space_prefix`) one leading space of the first token is
+    /// dropped, and where the vocab asks for it (`clean_spaces`: most BPE
+    /// vocabs, not smollm, qwen2 or SPM) llama.cpp's space clean-up runs.
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::with_capacity(ids.len() * 4);
-        for &id in ids {
-            bytes.extend_from_slice(self.token_bytes(id));
+        for (i, &id) in ids.iter().enumerate() {
+            let piece = self.token_bytes(id);
+            let piece = match piece.split_first() {
+                Some((b' ', rest)) if i == 0 && self.add_space_prefix => rest,
+                _ => piece,
+            };
+            bytes.extend_from_slice(piece);
+        }
+        if self.clean_spaces {
+            bytes = clean_spaces(&bytes);
         }
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// llama.cpp's `clean_spaces` passes over detokenized bytes: drop the
+/// space in `" ?"`, `" !"`, `" ."`, `" ,"`; turn `" ' "` into `"'"`; drop
+/// the space before `'s`, `'m`, `'re`, `'ve`.
+fn clean_spaces(text: &[u8]) -> Vec<u8> {
+    let Some((&first, _)) = text.split_first() else {
+        return Vec::new();
+    };
+    // Pass 1.
+    let mut p1: Vec<u8> = vec![first];
+    for (i, &x) in text.iter().enumerate().skip(1) {
+        if text.get(i - 1) == Some(&b' ') && matches!(x, b'?' | b'!' | b'.' | b',') {
+            p1.pop();
+        }
+        p1.push(x);
+    }
+    // Pass 2: llama.cpp blanks the skipped space in place, so a later
+    // look-behind sees a NUL there, not a space.
+    let mut src = p1;
+    let mut p2: Vec<u8> = src.first().copied().into_iter().collect();
+    let mut i = 1;
+    while let Some(&x) = src.get(i) {
+        if x == b'\'' && src.get(i - 1) == Some(&b' ') && src.get(i + 1) == Some(&b' ') {
+            p2.pop();
+            i += 1;
+            if let Some(b) = src.get_mut(i) {
+                *b = 0;
+            }
+        }
+        p2.push(x);
+        i += 1;
+    }
+    // Pass 3.
+    let mut out: Vec<u8> = p2.first().copied().into_iter().collect();
+    for (i, &x) in p2.iter().enumerate().skip(1) {
+        if p2.get(i - 1) == Some(&b' ') && x == b'\'' {
+            match (p2.get(i + 1), p2.get(i + 2)) {
+                (Some(b's' | b'm'), _) => {
+                    out.pop();
+                }
+                (Some(b'r'), Some(b'e')) | (Some(b'v'), Some(b'e')) => {
+                    out.pop();
+                }
+                _ => {}
+            }
+        }
+        out.push(x);
+    }
+    out
+}
+
+/// C's `isspace` in the "C" locale (what llama.cpp strips around tokens).
+fn c_isspace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+/// Text → id for every token; an error on two tokens with the same text.
+fn unique_lookup(texts: &[String]) -> Result<HashMap<String, u32>, TokenizerError> {
+    let mut map: HashMap<String, u32> = HashMap::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        let id = u32::try_from(i).map_err(|_| TokenizerError::VocabTooLarge { n: texts.len() })?;
+        if let Some(&first) = map.get(t.as_str()) {
+            return Err(TokenizerError::DuplicateToken {
+                text: t.clone(),
+                first,
+                second: id,
+            });
+        }
+        map.insert(t.clone(), id);
+    }
+    Ok(map)
 }
 
 #[cfg(test)]
@@ -415,6 +600,19 @@ mod tests {
                 proptest::prop_assert!(ids.iter().all(|&i| (i as usize) < t.n_vocab()));
             }
         }
+    }
+
+    #[test]
+    fn clean_spaces_follows_llama_cpp() {
+        let c = |s: &str| String::from_utf8(clean_spaces(s.as_bytes())).expect("utf8");
+        assert_eq!(c("a , b . c ? d !"), "a, b. c? d!");
+        assert_eq!(c("x ' y"), "x'y");
+        assert_eq!(
+            c("it 's I 'm we 're you 've I 'll he 'd don 't"),
+            "it's I'm we're you've I 'll he 'd don 't"
+        );
+        assert_eq!(c(" ,"), ",", "a leading space goes too, as in llama.cpp");
+        assert_eq!(c(""), "");
     }
 
     #[test]

@@ -11,6 +11,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::spm::unescape_into;
+use crate::tokenizer::VocabKind;
 use crate::unicode::char_to_byte;
 
 /// `tokenizer.ggml.token_type` values.
@@ -58,6 +60,10 @@ impl Attr {
     const CONTROL: u8 = 1 << 2;
     const USER_DEFINED: u8 = 1 << 3;
     const BYTE: u8 = 1 << 4;
+    /// Whitespace before the token is dropped when it is matched.
+    const LSTRIP: u8 = 1 << 5;
+    /// Whitespace after the token is dropped when it is matched.
+    const RSTRIP: u8 = 1 << 6;
     // Unused and undefined tokens have no bit that matters here.
 
     fn from_type(t: TokenType) -> Attr {
@@ -84,6 +90,85 @@ impl Attr {
     /// Tokens matched as a whole before BPE (in some mode).
     pub fn is_special(self) -> bool {
         self.has(Self::CONTROL | Self::UNKNOWN | Self::USER_DEFINED)
+    }
+
+    /// Whether whitespace right before a match of this token is dropped.
+    pub fn lstrip(self) -> bool {
+        self.has(Self::LSTRIP)
+    }
+
+    /// Whether whitespace right after a match of this token is dropped.
+    pub fn rstrip(self) -> bool {
+        self.has(Self::RSTRIP)
+    }
+
+    fn set(&mut self, bits: u8, on: bool) {
+        if on {
+            self.0 |= bits;
+        } else {
+            self.0 &= !bits;
+        }
+    }
+}
+
+/// llama.cpp's per-model whitespace stripping around special tokens
+/// (chosen by `general.name`, `tokenizer.ggml.pre`, `general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SpecialStrip {
+    /// No stripping.
+    #[default]
+    None,
+    /// Phi-3: whitespace after every special token (and `</s>`) is
+    /// dropped, except after `<unk>`, `<s>` and `<|endoftext|>`.
+    Phi3,
+    /// Whitespace before `<mask>` is dropped (jina-v2, nomic-bert-moe).
+    MaskLstrip,
+    /// Whitespace before `[MASK]` is dropped (modern-bert).
+    BracketMaskLstrip,
+}
+
+impl SpecialStrip {
+    /// The rule llama.cpp picks for these metadata values (any may be "").
+    pub fn from_names(model_name: &str, pre: &str, arch: &str) -> SpecialStrip {
+        let name = model_name.to_lowercase();
+        let any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
+        if any(pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
+            || any(arch, &["nomic-bert-moe", "jina-bert-v3"])
+        {
+            SpecialStrip::MaskLstrip
+        } else if any(&name, &["phi-3", "phi3"]) {
+            SpecialStrip::Phi3
+        } else if name.contains("modern-bert") {
+            SpecialStrip::BracketMaskLstrip
+        } else {
+            SpecialStrip::None
+        }
+    }
+}
+
+/// Sets the strip bits of `rule` (after [`derive`], like llama.cpp).
+/// Tokens the rule names but the vocab lacks are skipped.
+pub(crate) fn apply_strip(texts: &[String], attrs: &mut [Attr], rule: SpecialStrip) {
+    let set_named = |attrs: &mut [Attr], name: &str, bits: u8, on: bool| {
+        if let Some(i) = texts.iter().position(|t| t == name) {
+            if let Some(a) = attrs.get_mut(i) {
+                a.set(bits, on);
+            }
+        }
+    };
+    match rule {
+        SpecialStrip::None => {}
+        SpecialStrip::MaskLstrip => set_named(attrs, "<mask>", Attr::LSTRIP, true),
+        SpecialStrip::BracketMaskLstrip => set_named(attrs, "[MASK]", Attr::LSTRIP, true),
+        SpecialStrip::Phi3 => {
+            for a in attrs.iter_mut().filter(|a| a.is_special()) {
+                a.set(Attr::RSTRIP, true);
+            }
+            set_named(attrs, "</s>", Attr::RSTRIP, true);
+            for name in ["<unk>", "<s>", "<|endoftext|>"] {
+                set_named(attrs, name, Attr::RSTRIP, false);
+            }
+        }
     }
 }
 
@@ -293,12 +378,14 @@ pub(crate) fn derive(texts: &[String], mut attrs: Vec<Attr>, mut ids: SpecialTok
 
 /// The bytes token `text` with attributes `attr` detokenizes to, like
 /// llama.cpp's `token_to_piece(special = true)`: special tokens as their
-/// text, normal tokens through the GPT-2 byte map (a character outside the
-/// map passes through as its UTF-8), byte tokens as their byte, unused and
-/// undefined tokens as nothing.
-pub(crate) fn piece_bytes(text: &str, attr: Attr, out: &mut Vec<u8>) {
+/// text, normal tokens through the GPT-2 byte map (BPE; a character outside
+/// the map passes through as its UTF-8) or with `▁` as a space (SPM), byte
+/// tokens as their byte, unused and undefined tokens as nothing.
+pub(crate) fn piece_bytes(text: &str, attr: Attr, kind: VocabKind, out: &mut Vec<u8>) {
     if attr.is_special() {
         out.extend_from_slice(text.as_bytes());
+    } else if attr.has(Attr::NORMAL) && kind == VocabKind::Spm {
+        unescape_into(text, out);
     } else if attr.has(Attr::NORMAL) {
         let mut buf = [0u8; 4];
         for c in text.chars() {
@@ -372,16 +459,18 @@ mod tests {
     #[test]
     fn pieces_by_attribute() {
         let mut out = Vec::new();
-        piece_bytes("ĠhelloĊ", Attr(Attr::NORMAL), &mut out);
+        piece_bytes("ĠhelloĊ", Attr(Attr::NORMAL), VocabKind::Bpe, &mut out);
         assert_eq!(out, b" hello\n");
         out.clear();
-        piece_bytes("<|im_end|>", Attr(Attr::CONTROL), &mut out);
+        piece_bytes("<|im_end|>", Attr(Attr::CONTROL), VocabKind::Bpe, &mut out);
         assert_eq!(out, b"<|im_end|>");
         out.clear();
-        piece_bytes("<0xE4>", Attr(Attr::BYTE), &mut out);
+        piece_bytes("<0xE4>", Attr(Attr::BYTE), VocabKind::Spm, &mut out);
         assert_eq!(out, [0xE4]);
         out.clear();
-        piece_bytes("[PAD1]", Attr(0), &mut out);
+        piece_bytes("[PAD1]", Attr(0), VocabKind::Bpe, &mut out);
         assert!(out.is_empty());
+        piece_bytes("▁hello", Attr(Attr::NORMAL), VocabKind::Spm, &mut out);
+        assert_eq!(out, b" hello");
     }
 }
