@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Paired single-stream comparison of fak and llama.cpp on one model.
+
+    bench/single_pairs.py MODEL --threads T --pairs N [--out DIR]
+
+Runs `fak bench model --reps 1 --json` and `llama-bench -p 256 -n 32 -r 1
+-o json` alternately, N times each (fak first in every pair), and prints
+each pair's decode and prefill-256 ratios and their medians. Pairing keeps
+the ratio meaningful on a machine whose speed drifts (shared VMs): each
+ratio compares two runs seconds apart. Every run's JSON and a summary
+(`pairs-t{T}.json`) are written to DIR (default $FAK_BENCH_OUT or
+/tmp/fak-bench). The peer binary is bench/.venv/llama.cpp-build/bin/llama-bench
+(bench/peers/build-server.sh builds it) or $LLAMA_BENCH.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_fak(fak, model, threads):
+    out = subprocess.run(
+        [fak, "bench", "model", "-m", model, "-t", str(threads), "--reps", "1", "--json"],
+        capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    return d, d["decode"]["tok_s"], d["prefill"][-1]["tok_s"]
+
+
+def run_llama(lb, model, threads):
+    out = subprocess.run(
+        [lb, "-m", model, "-t", str(threads), "-p", "256", "-n", "32", "-r", "1", "-o", "json"],
+        capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    pp = next(r["avg_ts"] for r in d if r["n_prompt"] == 256 and r["n_gen"] == 0)
+    tg = next(r["avg_ts"] for r in d if r["n_gen"] == 32 and r["n_prompt"] == 0)
+    return d, tg, pp
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--fak", default=str(ROOT / "target/release/fak"))
+    ap.add_argument("--llama-bench", default=os.environ.get(
+        "LLAMA_BENCH", str(ROOT / "bench/.venv/llama.cpp-build/bin/llama-bench")))
+    ap.add_argument("--out", default=os.environ.get("FAK_BENCH_OUT", "/tmp/fak-bench"))
+    a = ap.parse_args()
+    for exe in (a.fak, a.llama_bench):
+        if not Path(exe).exists():
+            sys.exit(f"single_pairs: {exe} is missing (build fak with cargo build --release; "
+                     "llama-bench with bench/peers/build-server.sh)")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = []
+    for i in range(a.pairs):
+        fd, fdec, fpp = run_fak(a.fak, a.model, a.threads)
+        ld, ldec, lpp = run_llama(a.llama_bench, a.model, a.threads)
+        (out / f"pair{i}-fak-t{a.threads}.json").write_text(json.dumps(fd, indent=1))
+        (out / f"pair{i}-llamacpp-t{a.threads}.json").write_text(json.dumps(ld, indent=1))
+        p = {"fak_decode_tok_s": fdec, "llamacpp_decode_tok_s": ldec,
+             "fak_prefill256_tok_s": fpp, "llamacpp_prefill256_tok_s": lpp,
+             "decode_ratio": fdec / ldec, "prefill_ratio": fpp / lpp}
+        pairs.append(p)
+        print(f"pair {i}: decode fak {fdec:.2f} llama.cpp {ldec:.2f} tok/s (x{p['decode_ratio']:.2f}) | "
+              f"prefill 256 fak {fpp:.1f} llama.cpp {lpp:.1f} tok/s (x{p['prefill_ratio']:.2f})", flush=True)
+    med = lambda k: statistics.median(p[k] for p in pairs)
+    summary = {"schema": "fak-single-pairs/1", "model": Path(a.model).name, "threads": a.threads,
+               "pairs": pairs, "median": {k: med(k) for k in pairs[0]}, "cpu": fd.get("cpu"), "isa": fd.get("isa")}
+    (out / f"pairs-t{a.threads}.json").write_text(json.dumps(summary, indent=1))
+    m = summary["median"]
+    print(f"medians ({a.pairs} pairs, {a.threads} threads): decode fak {m['fak_decode_tok_s']:.2f} vs "
+          f"llama.cpp {m['llamacpp_decode_tok_s']:.2f} tok/s, pairwise x{m['decode_ratio']:.2f}; "
+          f"prefill 256 fak {m['fak_prefill256_tok_s']:.1f} vs {m['llamacpp_prefill256_tok_s']:.1f}, "
+          f"pairwise x{m['prefill_ratio']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
