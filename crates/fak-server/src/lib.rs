@@ -22,6 +22,7 @@ mod handlers;
 mod metrics;
 mod responses;
 mod sessions;
+mod structured;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
