@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod constraint;
 mod engine;
 mod fleet;
 mod generate;
@@ -20,6 +21,7 @@ mod request;
 mod sampling;
 mod seqs;
 
+pub use constraint::Constraint;
 pub use engine::{Engine, EngineConfig, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET};
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
@@ -123,6 +125,15 @@ pub enum EngineError {
     /// The agent is in the middle of a turn.
     #[error("agent {0} is busy with a turn")]
     AgentBusy(u32),
+    /// A constraint that does not compile (bad schema, regex or grammar).
+    #[error("the constraint does not compile: {0}")]
+    BadConstraint(String),
+    /// Constraints need the tokenizer's vocabulary.
+    #[error("constrained decoding needs an engine with a tokenizer")]
+    ConstraintNeedsTokenizer,
+    /// The grammar failed while generating.
+    #[error("the constraint failed while generating: {0}")]
+    ConstraintFailed(String),
     /// An eviction span that is empty or not inside the sequence.
     #[error("span {start}..{end} is empty or not inside a sequence of {len} tokens")]
     BadSpan {
@@ -149,6 +160,8 @@ impl EngineError {
                 | EngineError::BadSampling(_)
                 | EngineError::BadLogprobs { .. }
                 | EngineError::StopStringsNeedTokenizer
+                | EngineError::BadConstraint(_)
+                | EngineError::ConstraintNeedsTokenizer
                 | EngineError::RequestTooLarge { .. }
         )
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use fak_kv::Tenant;
 
+use crate::constraint::Constraint;
 use crate::sampling::SamplingParams;
 use crate::EngineError;
 
@@ -110,6 +111,9 @@ pub struct Request {
     pub tenant: Tenant,
     /// Fresh sequence or an existing session.
     pub context: Context,
+    /// A grammar the output must match (compiled at
+    /// [`Engine::add`](crate::Engine::add); `None`: free text).
+    pub constraint: Option<Constraint>,
 }
 
 impl Request {
@@ -123,6 +127,7 @@ impl Request {
             logprobs: Logprobs::Off,
             tenant: Tenant(0),
             context: Context::Fresh,
+            constraint: None,
         }
     }
 }
@@ -278,4 +283,8 @@ pub struct EngineStats {
     /// Idle sessions whose KV rows were dropped under pressure (or on
     /// request); their tokens are recomputed at their next request.
     pub sessions_dropped: u64,
+    /// Token masks computed for constrained requests.
+    pub constraint_masks: u64,
+    /// Time spent computing them (and applying them to the logits).
+    pub constraint_mask_time: Duration,
 }

@@ -72,6 +72,8 @@ pub struct Common {
     /// llama-server's extension: generate `max_tokens` whatever comes.
     #[serde(default)]
     pub ignore_eos: bool,
+    /// Structured output (`structured::response_format`).
+    pub response_format: Option<serde_json::Value>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -272,6 +274,11 @@ impl Common {
             token_ids: Vec::new(),
             strings: strings.into_iter().filter(|s| !s.is_empty()).collect(),
         })
+    }
+
+    /// The constraint `response_format` asks for.
+    pub fn constraint(&self) -> Result<Option<fak_engine::Constraint>, ApiError> {
+        crate::structured::response_format(self.response_format.as_ref())
     }
 
     /// Whether the stream ends with a usage chunk.

@@ -197,6 +197,7 @@ impl From<EngineError> for ApiError {
                 "the session is in use by another request; retry when it is done",
             ),
             EngineError::UnknownSession(_) => ApiError::not_found("no such session"),
+            EngineError::BadConstraint(_) => ApiError::bad_param("response_format", e.to_string()),
             _ if e.is_client_error() => ApiError::bad_request(e.to_string()),
             _ => ApiError::internal(e.to_string()),
         }

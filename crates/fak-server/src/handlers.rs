@@ -368,6 +368,7 @@ fn prepare(
         logprobs,
         tenant: tenant_of(key, c),
         context: Context::Fresh,
+        constraint: c.constraint()?,
     })
 }
 

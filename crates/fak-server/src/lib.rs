@@ -24,6 +24,7 @@ mod handlers;
 mod metrics;
 mod responses;
 mod sessions;
+mod structured;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

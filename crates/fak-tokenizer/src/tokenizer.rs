@@ -416,6 +416,15 @@ impl Tokenizer {
         }
     }
 
+    /// Whether `id` is a control (or unknown) token: one that text only
+    /// produces when special tokens are parsed (`<|im_end|>`, BOS, ...).
+    /// False for out-of-range ids.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.attrs
+            .get(id as usize)
+            .is_some_and(|a| a.is_parse_only())
+    }
+
     /// The vocab text of `id` (BPE: GPT-2 byte-character form; SPM: `▁`
     /// for spaces), if in range.
     pub fn token_text(&self, id: u32) -> Option<&str> {

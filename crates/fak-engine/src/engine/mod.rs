@@ -38,6 +38,7 @@ use std::time::Instant;
 use fak_model::{Model, SeqId};
 use fak_tokenizer::{StreamDecoder, Tokenizer};
 
+use crate::constraint::{ConstraintState, Grammars};
 use crate::paged::PagedKvConfig;
 use crate::request::{
     Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, Usage,
@@ -129,6 +130,8 @@ struct Live {
     /// The last sampled token, not yet fed.
     unfed: Option<u32>,
     sampler: Sampler,
+    /// The grammar the output must match, if any.
+    constraint: Option<ConstraintState>,
     decoder: StreamDecoder,
     scanner: StopScanner,
     /// Prompt tokens reused (first admission).
@@ -166,6 +169,10 @@ pub struct Engine<'m> {
     stats: EngineStats,
     /// Use counter of sessions (least recently used are dropped first).
     uses: u64,
+    /// The constraint compiler, built at the first constrained request.
+    grammars: Option<Grammars>,
+    /// Logits of a constrained request, masked (reused between samples).
+    masked: Vec<f32>,
 }
 
 impl<'m> Engine<'m> {
@@ -208,6 +215,8 @@ impl<'m> Engine<'m> {
             pending: Vec::new(),
             stats,
             uses: 0,
+            grammars: None,
+            masked: Vec::new(),
         })
     }
 
@@ -256,7 +265,8 @@ impl<'m> Engine<'m> {
     /// [`EngineError::BadSampling`], [`EngineError::BadLogprobs`],
     /// [`EngineError::StopStringsNeedTokenizer`],
     /// [`EngineError::ContextOverflow`], [`EngineError::RequestTooLarge`],
-    /// [`EngineError::QueueFull`]; for a session
+    /// [`EngineError::QueueFull`], [`EngineError::BadConstraint`],
+    /// [`EngineError::ConstraintNeedsTokenizer`]; for a session
     /// [`EngineError::UnknownSession`] or [`EngineError::SessionBusy`].
     pub fn add(&mut self, req: Request) -> Result<RequestId, EngineError> {
         let (base, mut input, restore) = match req.context {
@@ -314,6 +324,10 @@ impl<'m> Engine<'m> {
                 return Err(EngineError::QueueFull { max_waiting: max });
             }
         }
+        let constraint = match &req.constraint {
+            None => None,
+            Some(c) => Some(self.grammars()?.compile(c)?),
+        };
         let live = Live {
             phase: Phase::Queued,
             seq: None,
@@ -325,6 +339,7 @@ impl<'m> Engine<'m> {
             generated: Vec::new(),
             unfed: None,
             sampler: Sampler::new(req.sampling),
+            constraint,
             decoder: StreamDecoder::new(),
             scanner: StopScanner::new(&req.stop.strings),
             cached: 0,
@@ -378,6 +393,18 @@ impl<'m> Engine<'m> {
             text: String::new(),
         });
         Ok(())
+    }
+
+    /// The constraint compiler, built on first use (a token trie over the
+    /// whole vocabulary).
+    fn grammars(&mut self) -> Result<&Grammars, EngineError> {
+        let tok = self.tok.ok_or(EngineError::ConstraintNeedsTokenizer)?;
+        if self.grammars.is_none() {
+            self.grammars = Some(Grammars::new(tok, self.model.config().n_vocab)?);
+        }
+        self.grammars
+            .as_ref()
+            .ok_or(EngineError::ConstraintNeedsTokenizer)
     }
 
     fn live(&self, id: RequestId) -> Result<&Live, EngineError> {

@@ -42,6 +42,8 @@ struct Item {
 struct Picked {
     token: Option<u32>,
     logprobs: Option<StepLogprobs>,
+    /// The request's constraint failed to give a mask.
+    error: Option<EngineError>,
 }
 
 fn out_of_blocks(e: &EngineError) -> bool {
@@ -346,6 +348,8 @@ impl Engine<'_> {
             .collect();
         let mut picked: Vec<Picked> = plan.iter().map(|_| Picked::default()).collect();
         let slots = &mut self.slots;
+        let masked = &mut self.masked;
+        let stats = &mut self.stats;
         self.seqs.step_with(self.model, &items, |k, logits| {
             let (Some(item), Some(out)) = (plan.get(k), picked.get_mut(k)) else {
                 return;
@@ -361,6 +365,22 @@ impl Engine<'_> {
                 return;
             };
             on_logits(id, logits);
+            let logits = match live.constraint.as_mut() {
+                None => logits,
+                Some(c) => {
+                    let t0 = std::time::Instant::now();
+                    masked.clear();
+                    masked.extend_from_slice(logits);
+                    let r = c.apply(masked);
+                    stats.constraint_masks += 1;
+                    stats.constraint_mask_time += t0.elapsed();
+                    if let Err(e) = r {
+                        out.error = Some(e);
+                        return;
+                    }
+                    &masked[..]
+                }
+            };
             out.token = live.sampler.sample(logits);
             if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, out.token) {
                 out.logprobs = Some(logprobs(logits, t, n));
@@ -416,6 +436,9 @@ impl Engine<'_> {
         if max_tokens == 0 {
             return self.finish(slot, FinishReason::Length, events);
         }
+        if let Some(e) = picked.error {
+            return self.fail(slot, e, events);
+        }
         let Some(token) = picked.token else {
             return self.fail(slot, EngineError::NoLogits, events);
         };
@@ -437,13 +460,20 @@ impl Engine<'_> {
             return Ok(());
         };
         let id = RequestId { slot, generation };
-        if live.req.stop.eog == StopAt::EndOfGeneration && tok.is_some_and(|t| t.is_eog(token)) {
+        let eog = tok.is_some_and(|t| t.is_eog(token));
+        // A constrained request ends at the end token its grammar allowed.
+        if eog && (live.req.stop.eog == StopAt::EndOfGeneration || live.constraint.is_some()) {
             live.unfed = Some(token);
             return self.finish(slot, FinishReason::EndOfGeneration, events);
         }
         if live.req.stop.token_ids.contains(&token) {
             live.unfed = Some(token);
             return self.finish(slot, FinishReason::StopToken(token), events);
+        }
+        if let Some(c) = live.constraint.as_mut() {
+            if let Err(e) = c.consume(token) {
+                return self.fail(slot, e, events);
+            }
         }
         live.generated.push(token);
         live.sampler.accept(token);

@@ -94,6 +94,7 @@ async fn append(
         logprobs: fak_engine::Logprobs::Off,
         tenant: tenant(owner),
         context: Context::Session(id),
+        constraint: None,
     };
     let (_, mut rx) = st.engine().submit(req, Instant::now()).await?;
     while let Some(ev) = rx.recv().await {
@@ -399,6 +400,7 @@ fn request(
         logprobs,
         tenant: tenant(claim.record.owner),
         context: Context::Session(claim.engine),
+        constraint: c.constraint()?,
     })
 }
 
