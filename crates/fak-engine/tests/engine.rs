@@ -5,37 +5,18 @@
 //! the same request run alone in a roomy engine.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::OnceLock;
 
 use fak_engine::{
     Context, Engine, EngineConfig, EngineError, Event, FinishReason, Logprobs, PagedKvConfig,
     PrefixCache, Request, RequestId, SamplingParams, StepLogprobs, StopAt, StopRules, Tenant,
     Usage,
 };
-use fak_model::{KvType, Model};
-use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
+use fak_model::KvType;
+use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
-        assert!(
-            p.exists(),
-            "{} is missing: run scripts/fetch-models.sh",
-            p.display()
-        );
-        let mut m = Model::load(&p).expect("load");
-        m.set_threads(2).expect("threads");
-        m
-    })
-}
+mod common;
 
-fn tok() -> &'static Tokenizer {
-    static T: OnceLock<Tokenizer> = OnceLock::new();
-    T.get_or_init(|| Tokenizer::from_gguf(model().gguf()).expect("tokenizer"))
-}
+use common::{model, tok};
 
 fn ids(seed: u64, n: usize) -> Vec<u32> {
     let nv = model().config().n_vocab as u64;

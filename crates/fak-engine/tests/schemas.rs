@@ -4,37 +4,17 @@
 //! generator uses; the HTTP test in tests/openai checks served outputs
 //! with the `jsonschema` Python package.
 
-use std::path::Path;
-use std::sync::OnceLock;
-
 use fak_engine::{
     Constraint, Engine, EngineConfig, Event, FinishReason, PagedKvConfig, PrefixCache, Request,
     RequestId, SamplingParams,
 };
-use fak_model::{KvType, Model};
-use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
+use fak_model::KvType;
+use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 use serde_json::{json, Map, Value};
 
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
-        assert!(
-            p.exists(),
-            "{} is missing: run scripts/fetch-models.sh",
-            p.display()
-        );
-        let mut m = Model::load(&p).expect("load");
-        m.set_threads(2).expect("threads");
-        m
-    })
-}
+mod common;
 
-fn tok() -> &'static Tokenizer {
-    static T: OnceLock<Tokenizer> = OnceLock::new();
-    T.get_or_init(|| Tokenizer::from_gguf(model().gguf()).expect("tokenizer"))
-}
+use common::{model, tok};
 
 /// A small LCG, so the schemas are the same on every run.
 struct Lcg(u64);
