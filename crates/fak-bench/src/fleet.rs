@@ -128,6 +128,8 @@ pub struct RunResult {
     pub peak_rss_mb: f64,
     pub generated_sha256: String,
     pub status: String,
+    /// Measured time per phase (forward-pass clocks).
+    pub phases: crate::phases::Phases,
 }
 
 /// One workload's row of the report.
@@ -211,8 +213,10 @@ fn run_shape(
         },
         tenant: Tenant(0),
     };
-    let t0 = Instant::now();
+    // The clock starts once the fleet exists (KV allocated), as the peer's
+    // starts after its context is created.
     let mut fleet = Fleet::new(model, cfg)?;
+    let t0 = Instant::now();
     let root = match reuse {
         Reuse::Fork => Some(fleet.prefix(&prefix)?),
         Reuse::None => None,
@@ -274,6 +278,7 @@ fn run_shape(
         peak_rss_mb: peak_rss_mb(),
         generated_sha256: hex(&h.finalize()),
         status: "ok".into(),
+        phases: crate::phases::Phases::new(&c.forward, wall_s),
     })
 }
 
@@ -356,6 +361,7 @@ impl FleetReport {
                 r.result.ttft_ms_p50,
                 r.result.ttft_ms_p95
             );
+            let _ = writeln!(out, "      {}", r.result.phases.line());
             if let Some(ab) = &r.ablation {
                 let _ = writeln!(
                     out,

@@ -33,6 +33,7 @@ mod header;
 mod ids;
 mod load;
 pub mod peak;
+pub mod phases;
 pub mod project;
 pub mod single;
 pub mod stats;

@@ -673,6 +673,28 @@ fn bench_fleet_json_counts_reuse() {
     assert_eq!(r["ablation"]["tokens_reused"], 0);
     assert_eq!(r["generated_sha256"], r["ablation"]["generated_sha256"]);
     assert!(r["agent_turns_per_s"].as_f64().expect("rate") > 0.0);
+    // The measured phases: 2 agents × 2 turns × 2 decode steps, the
+    // prefix and each turn's results in ingest passes; the passes' time
+    // plus the time outside them is the wall time.
+    let ph = &r["phases"];
+    let secs = |k: &Value| k.as_f64().expect("seconds");
+    assert!(ph["ingest"]["passes"].as_u64().expect("passes") >= 1);
+    assert!(ph["decode"]["passes"].as_u64().expect("passes") >= 1);
+    assert_eq!(
+        ph["ingest"]["tokens"].as_u64().expect("tokens")
+            + ph["decode"]["tokens"].as_u64().expect("tokens"),
+        r["tokens_computed"].as_u64().expect("computed")
+    );
+    for kind in ["ingest", "decode"] {
+        let p = &ph[kind];
+        let parts = secs(&p["matmul_s"]) + secs(&p["attention_s"]) + secs(&p["other_s"]);
+        assert!((parts - secs(&p["total_s"])).abs() < 1e-6, "{kind}: {p}");
+        assert!(secs(&p["matmul_s"]) > 0.0, "{kind}: {p}");
+    }
+    let inside = secs(&ph["ingest"]["total_s"]) + secs(&ph["decode"]["total_s"]);
+    let wall = secs(&r["wall_s"]);
+    assert!(inside <= wall + 1e-6, "passes {inside} s > wall {wall} s");
+    assert!((inside + secs(&ph["outside_forward_s"]) - wall).abs() < 1e-6);
     let o = fak(&["bench", "fleet", "-m", &m, "--profile", "nope"]);
     assert_clean_error(&o, "unknown profile");
 }

@@ -94,6 +94,8 @@ pub struct FleetCounters {
     pub tokens_reused: u64,
     /// Times a prefix was computed.
     pub prefix_evaluations: u64,
+    /// Time inside the forward passes, by phase and pass kind.
+    pub forward: fak_model::ForwardTimes,
 }
 
 /// A fleet of agents over one model and one paged KV cache; driven by a
@@ -147,6 +149,7 @@ impl<'m> Fleet<'m> {
             tokens_computed: s.tokens_computed,
             tokens_reused: self.tokens_reused,
             prefix_evaluations: self.prefix_evaluations,
+            forward: s.forward,
         }
     }
 

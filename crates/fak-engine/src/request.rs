@@ -287,4 +287,6 @@ pub struct EngineStats {
     pub constraint_masks: u64,
     /// Time spent computing them (and applying them to the logits).
     pub constraint_mask_time: Duration,
+    /// Time inside the forward passes, by phase and pass kind.
+    pub forward: fak_model::ForwardTimes,
 }

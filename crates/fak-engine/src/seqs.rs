@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use fak_kv::Tenant;
-use fak_model::{Batch, BatchToken, KvStore, LogitsWanted, Model, SeqId, Workspace};
+use fak_model::{Batch, BatchToken, ForwardTimes, KvStore, LogitsWanted, Model, SeqId, Workspace};
 
 use crate::paged::{PagedKv, PagedKvConfig};
 use crate::EngineError;
@@ -112,6 +112,11 @@ impl Sequences {
     /// The KV store (block statistics, storage size).
     pub fn kv(&self) -> &PagedKv {
         &self.kv
+    }
+
+    /// Time inside the forward passes so far, by phase and pass kind.
+    pub fn forward_times(&self) -> ForwardTimes {
+        *self.ws.times()
     }
 
     /// A new, empty sequence in `tenant`'s cache namespace.

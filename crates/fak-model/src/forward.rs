@@ -21,6 +21,7 @@ use crate::error::{BatchError, ModelError};
 use crate::kv::KvStore;
 use crate::matmul::{Product, QuantActs};
 use crate::ops;
+use crate::times::{ForwardTimes, PassClock, PassKind, Phase};
 use crate::weights::{Model, Weight};
 
 /// Logits for the tokens of a batch that asked for them.
@@ -64,6 +65,7 @@ pub struct Workspace {
     ends: Vec<(SeqId, usize)>,
     acts: QuantActs,
     logits: Logits,
+    times: ForwardTimes,
 }
 
 impl Default for Workspace {
@@ -84,6 +86,7 @@ impl Default for Workspace {
             ends: Vec::new(),
             acts: QuantActs::new(),
             logits: Logits::default(),
+            times: ForwardTimes::default(),
         }
     }
 }
@@ -97,6 +100,12 @@ impl Workspace {
     /// The logits of the last pass.
     pub fn logits(&self) -> &Logits {
         &self.logits
+    }
+
+    /// Where the passes run through this workspace spent their time, by
+    /// phase and pass kind, since it was made.
+    pub fn times(&self) -> &ForwardTimes {
+        &self.times
     }
 
     /// Moves the last pass's logits out (the buffer starts empty again).
@@ -170,7 +179,13 @@ impl Model {
         let hd = cfg.head_dim;
         let q_dim = cfg.n_head * hd;
         let kv_dim = cfg.n_head_kv * hd;
+        let mut clock = PassClock::start(n);
         self.check_batch(batch, kv, &mut ws.ends)?;
+        let kind = if ws.ends.len() == n {
+            PassKind::Decode
+        } else {
+            PassKind::Ingest
+        };
         for &(seq, end) in &ws.ends {
             kv.reserve(seq, end)?;
         }
@@ -223,6 +238,7 @@ impl Model {
             self.rows_mut(h, d, |t, ht| {
                 kops::rms_norm(&x[t * d..(t + 1) * d], &layer.attn_norm, cfg.rms_eps, ht);
             })?;
+            clock.lap(Phase::Other);
             acts.quantize(&self.pool, layer.wq.ty, h, d, &layer.wq.name)?;
             if same_acts(&layer.wq, &layer.wk) && same_acts(&layer.wq, &layer.wv) {
                 self.matmul_many(
@@ -253,6 +269,7 @@ impl Model {
                 }
                 self.matmul_q(&layer.wv, acts, v)?;
             }
+            clock.lap(Phase::Matmul);
             add_bias(q, layer.bq.as_deref());
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
@@ -265,6 +282,7 @@ impl Model {
             self.rows_mut(k, kv_dim, |ti, row| {
                 rope_row(row, &angles[ti * half..(ti + 1) * half])
             })?;
+            clock.lap(Phase::Other);
             for (ti, t) in batch.tokens.iter().enumerate() {
                 kv.write(
                     li,
@@ -325,8 +343,10 @@ impl Model {
                         self.attend_chunk(li, &runs, &q_all[rows], kv_view, &mut bufs, out);
                     })?;
             }
+            clock.lap(Phase::Attention);
             acts.quantize(&self.pool, layer.wo.ty, attn, q_dim, &layer.wo.name)?;
             self.matmul_q(&layer.wo, acts, proj)?;
+            clock.lap(Phase::Matmul);
             let proj_all: &[f32] = proj;
             self.rows_mut(x, d, |t, xt| {
                 kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
@@ -335,6 +355,7 @@ impl Model {
             self.rows_mut(h, d, |t, ht| {
                 kops::rms_norm(&x[t * d..(t + 1) * d], &layer.ffn_norm, cfg.rms_eps, ht);
             })?;
+            clock.lap(Phase::Other);
             acts.quantize(&self.pool, layer.w_gate.ty, h, d, &layer.w_gate.name)?;
             if same_acts(&layer.w_gate, &layer.w_up) {
                 self.matmul_many(
@@ -357,10 +378,12 @@ impl Model {
                 }
                 self.matmul_q(&layer.w_up, acts, up)?;
             }
+            clock.lap(Phase::Matmul);
             let up_all: &[f32] = up;
             self.rows_mut(gate, cfg.n_ff, |t, g| {
                 kops::swiglu(g, &up_all[t * cfg.n_ff..(t + 1) * cfg.n_ff]);
             })?;
+            clock.lap(Phase::Other);
             acts.quantize(
                 &self.pool,
                 layer.w_down.ty,
@@ -369,6 +392,7 @@ impl Model {
                 &layer.w_down.name,
             )?;
             self.matmul_q(&layer.w_down, acts, proj)?;
+            clock.lap(Phase::Matmul);
             let proj_all: &[f32] = proj;
             self.rows_mut(x, d, |t, xt| {
                 kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
@@ -396,10 +420,13 @@ impl Model {
         }
         out.n_vocab = self.output.n_out;
         let data = sized(&mut out.data, n_out * self.output.n_out);
+        clock.lap(Phase::Other);
         if n_out > 0 {
             acts.quantize(&self.pool, self.output.ty, normed, d, &self.output.name)?;
             self.matmul_q(&self.output, acts, data)?;
         }
+        clock.lap(Phase::Matmul);
+        clock.finish(kind, &mut ws.times);
         Ok(&ws.logits)
     }
 

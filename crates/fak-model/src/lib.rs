@@ -32,6 +32,7 @@ mod matmul;
 mod ops;
 pub mod quantize;
 mod rows;
+mod times;
 mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
@@ -41,4 +42,5 @@ pub use forward::{Logits, Workspace};
 pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};
 pub use kv_rows::{KvRowBuf, KvRowShape};
 pub use ops::rope_shift_back;
+pub use times::{ForwardTimes, PassKind, PhaseTimes};
 pub use weights::{Model, Weight};

@@ -247,6 +247,7 @@ impl<'m> Engine<'m> {
             } else {
                 p.used as f64 / p.capacity as f64
             },
+            forward: self.seqs.forward_times(),
             ..self.stats
         }
     }
