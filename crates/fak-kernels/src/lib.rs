@@ -33,7 +33,7 @@
 //! Nothing here panics on input: every slice length is checked against the
 //! type's geometry first, and a mismatch is a [`KernelError`].
 
-pub mod attn_q8;
+pub mod attn;
 pub mod blocks;
 mod dequant;
 mod dispatch;
