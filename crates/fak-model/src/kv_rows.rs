@@ -76,7 +76,7 @@ impl KvType {
 
     /// Size of the Hadamard rotation applied to rows of this type for a
     /// model with `head_dim` (see the module docs): the largest power of
-    /// two that divides `head_dim`, at most [`MAX_ROTATION`]; `None` for
+    /// two that divides `head_dim`, at most `MAX_ROTATION` (256); `None` for
     /// f16, which is stored as it is.
     pub fn rotation(self, head_dim: usize) -> Option<usize> {
         match self {
