@@ -34,7 +34,7 @@ pub struct RunHeader {
     pub engine_version: Option<String>,
     /// The CPU's `model name` (see [`cpu_model`]).
     pub cpu: String,
-    /// The kernel path the run used ([`fak_kernels::isa`]).
+    /// The kernel path the run used ([`fak_kernels::isa()`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isa: Option<String>,
     pub threads: usize,

@@ -17,7 +17,7 @@
 //! `fak` binary parses flags into those params and prints the report as
 //! JSON or as the report's `table()`. The shared pieces: the token stream
 //! ([`LcgIds`]), the report header ([`RunHeader`], flattened into every
-//! report), the statistics ([`stats`]), the model loader ([`load_model`])
+//! report), the statistics ([`mod@stats`]), the model loader ([`load_model`])
 //! and the fleet workload shape ([`Workload`], also the projection's).
 //! Errors are typed ([`Error`]); progress bars go to stderr.
 

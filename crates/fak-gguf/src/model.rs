@@ -5,7 +5,7 @@
 //! token ids against the vocabulary, refuses features fak does not
 //! implement (rope scaling, mixture of experts), and finally checks that
 //! every tensor the architecture needs exists with the implied shape and
-//! that no unused tensor is present (see [`shapes`]).
+//! that no unused tensor is present (see the `shapes` submodule).
 
 mod shapes;
 

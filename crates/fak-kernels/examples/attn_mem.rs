@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
+use fak_kernels::attn::{self, KvRows, QueryGroup};
 use fak_kernels::fp::f32_to_f16;
-use fak_kernels::ops::{self, KvRows, QueryGroup};
 
 fn main() {
     let n = 64usize;
@@ -50,7 +50,7 @@ fn main() {
                             if which == 0 {
                                 let qs = QueryGroup { q: &q, n };
                                 let out = &mut scores[r0..];
-                                ops::dot_f32_f16_rows_group(qs, kb, stride, 64, out, rows);
+                                attn::dot_f32_f16_rows_group(qs, kb, stride, 64, out, rows);
                             } else {
                                 let vr = KvRows {
                                     data: kb,
@@ -58,7 +58,7 @@ fn main() {
                                     n_rows: 64,
                                     width: n,
                                 };
-                                ops::axpy_f16_rows_group(&w[r0..], rows, vr, &mut sums);
+                                attn::axpy_f16_rows_group(&w[r0..], rows, vr, &mut sums);
                             }
                         }
                     }

@@ -1,4 +1,4 @@
-//! Times grouped attention scores (`ops::dot_f32_f16_rows_group`) per
+//! Times grouped attention scores (`attn::dot_f32_f16_rows_group`) per
 //! query-row on the process ISA: `G` queries of head dim 64 over 1024 key
 //! rows at SmolLM2's KV stride (192), for the group sizes attention uses
 //! (1 token: 3 heads, or 7 for Qwen2.5-0.5B; several tokens or sequences
@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
+use fak_kernels::attn::{self, QueryGroup};
 use fak_kernels::fp::f32_to_f16;
-use fak_kernels::ops::{self, QueryGroup};
 
 fn main() {
     let (n, stride, rows) = (64usize, 192usize, 1024usize);
@@ -34,7 +34,7 @@ fn main() {
                         let qs = QueryGroup { q: &q, n };
                         for r0 in (0..rows).step_by(block) {
                             let (kb, ob) = (&k[r0 * stride..], &mut out[r0..]);
-                            ops::dot_f32_f16_rows_group(qs, kb, stride, block, ob, rows);
+                            attn::dot_f32_f16_rows_group(qs, kb, stride, block, ob, rows);
                         }
                     }
                     t.elapsed().as_secs_f64()

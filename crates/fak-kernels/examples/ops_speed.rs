@@ -1,4 +1,5 @@
-//! Times the row operations of `fak_kernels::ops` on every available ISA,
+//! Times the row operations of `fak_kernels::ops` and the one-row
+//! attention kernels of `fak_kernels::attn` on every available ISA,
 //! at the sizes of SmolLM2-135M's forward pass:
 //!
 //! ```text
@@ -17,8 +18,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use fak_kernels::fp::f32_to_f16;
-use fak_kernels::ops;
 use fak_kernels::Isa;
+use fak_kernels::{attn, ops};
 
 /// Best-of-5 nanoseconds per call of `f`, each batch `calls` calls long.
 fn time(calls: u32, mut f: impl FnMut()) -> f64 {
@@ -63,13 +64,17 @@ fn main() {
             (
                 "dot_f32_f16 n=64",
                 time(2_000_000, || {
-                    black_box(ops::dot_f32_f16_with_isa(isa, black_box(&q), black_box(&k)));
+                    black_box(attn::dot_f32_f16_with_isa(
+                        isa,
+                        black_box(&q),
+                        black_box(&k),
+                    ));
                 }),
             ),
             (
                 "axpy_f16 n=64",
                 time(2_000_000, || {
-                    ops::axpy_f16_with_isa(isa, 1e-3, black_box(&k), black_box(&mut out64));
+                    attn::axpy_f16_with_isa(isa, 1e-3, black_box(&k), black_box(&mut out64));
                 }),
             ),
             (

@@ -16,7 +16,8 @@
 
 use fak_gguf::GgmlType;
 
-use crate::dot::{self, check_dot};
+use crate::dot;
+use crate::dot_rows::check_dot;
 use crate::error::KernelError;
 use crate::isa::{isa, Isa};
 use crate::simd::{self, Kernel};

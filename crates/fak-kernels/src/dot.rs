@@ -3,7 +3,7 @@
 //! the "twins" that SIMD kernels are tested against.
 //!
 //! The weight row stays in its own format; the activation row is quantized
-//! to [`vec_dot_type`] of the weight type. Per block, the products are
+//! to [`crate::vec_dot_type`] of the weight type. Per block, the products are
 //! summed exactly in integers; only the block's scale is applied in float:
 //!
 //! ```text
@@ -30,33 +30,9 @@ use fak_gguf::GgmlType;
 
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::dot_k;
-use crate::error::{KernelError, Op, Operand, RowCheck};
+use crate::dot_rows::{block_pairs, check_dot};
+use crate::error::{KernelError, Op};
 use crate::fp::{bf16_to_f32, f16_to_f32};
-
-/// The format activations must be quantized to before [`vec_dot`] with a
-/// weight row of type `ty` (ggml's `vec_dot_type`).
-///
-/// Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; the k-quants → Q8_K; F32, F16
-/// and BF16 pair with themselves. Types without a dot product map to
-/// themselves, and [`vec_dot`] rejects them.
-pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
-    use GgmlType::*;
-    match ty {
-        Q4_0 | Q5_0 | Q8_0 => Q8_0,
-        Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => Q8_K,
-        other => other,
-    }
-}
-
-/// Whether [`vec_dot`] supports weights of type `ty`.
-pub fn can_vec_dot(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(
-        ty,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4_K | Q5_K | Q6_K | Q8_K
-    )
-}
 
 /// Dot product of one row of `n` weights with one row of `n` activations.
 ///
@@ -85,32 +61,6 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, Kernel
         GgmlType::Q8_K => dot_k::vec_dot_q8_k_q8_k(n, w, a),
         _ => Err(KernelError::Unsupported { op: Op::VecDot, ty }),
     }
-}
-
-/// Checks `n`, `w` and `a` for a dot product of weight type `wty`.
-pub(crate) fn check_dot(wty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<(), KernelError> {
-    RowCheck {
-        op: Op::VecDot,
-        ty: wty,
-        n,
-    }
-    .expect_row(Operand::WeightRow, w.len())?;
-    let aty = vec_dot_type(wty);
-    RowCheck {
-        op: Op::VecDot,
-        ty: aty,
-        n,
-    }
-    .expect_row(Operand::ActivationRow, a.len())
-}
-
-/// Pairs up the weight and activation blocks of a checked row.
-#[inline]
-pub(crate) fn block_pairs<'a, const BW: usize, const BA: usize>(
-    w: &'a [u8],
-    a: &'a [u8],
-) -> impl Iterator<Item = (&'a [u8; BW], &'a [u8; BA])> {
-    w.as_chunks::<BW>().0.iter().zip(a.as_chunks::<BA>().0)
 }
 
 /// Exact integer dot product of two equally long quant arrays.

@@ -20,7 +20,7 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
-use crate::dot::{block_pairs, check_dot};
+use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::KernelError;
 use crate::fp::f16_to_f32;
 

@@ -18,7 +18,7 @@ pub enum Op {
     Quantize,
     /// [`crate::vec_dot`] and the per-type dot products.
     VecDot,
-    /// [`crate::packed::PackedQ8_0::pack`].
+    /// [`crate::packed::PackedMatrix::pack`].
     Pack,
 }
 

@@ -21,7 +21,8 @@
 use fak_gguf::GgmlType;
 
 use crate::dispatch::vec_dot_with_isa;
-use crate::dot::{self, can_vec_dot, vec_dot_type};
+use crate::dot;
+use crate::dot_rows::{can_vec_dot, vec_dot_type};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]

@@ -33,12 +33,13 @@
 //! Nothing here panics on input: every slice length is checked against the
 //! type's geometry first, and a mismatch is a [`KernelError`].
 
-pub mod attn_q8;
+pub mod attn;
 pub mod blocks;
 mod dequant;
 mod dispatch;
 mod dot;
 mod dot_k;
+mod dot_rows;
 mod error;
 
 pub mod fp;
@@ -47,6 +48,7 @@ pub mod isa;
 pub mod ops;
 pub mod packed;
 mod packed_k;
+mod packed_layout;
 pub mod peak;
 pub mod pool;
 mod quant;
@@ -72,7 +74,7 @@ pub use dispatch::{
     vec_dot_q4_k_q8_k, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
     vec_dot_q8_0_q8_0, vec_dot_q8_k_q8_k, vec_dot_with_isa,
 };
-pub use dot::{can_vec_dot, vec_dot_type};
+pub use dot_rows::{can_vec_dot, vec_dot_type};
 pub use error::{KernelError, Op, Operand};
 pub use isa::{detected_isa_features, isa, parse_isa, Isa};
 pub use quant::{

@@ -1,7 +1,7 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
 //! activations, below) and Q4_K and Q6_K (against Q8_K, in
-//! [`crate::packed_k`]).
+//! `packed_k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -45,89 +45,15 @@
 
 use std::ops::Range;
 
-use fak_gguf::GgmlType;
-
 use crate::blocks::{BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
+use crate::packed_layout::{PackedArgs, QK, SCALE_BYTES, STEP, STEPS};
+pub use crate::packed_layout::{PackedFormat, GROUP_ROWS};
 use crate::pool::ThreadPool;
 
-/// Weight rows per packed group (the lanes of one AVX2 register).
-pub const GROUP_ROWS: usize = 8;
-
-/// Values per block.
-const QK: usize = 32;
-
-/// Values per step (one `i32` lane of `maddubs` + `madd`).
-pub(crate) const STEP: usize = 4;
-
-/// Steps per block.
-pub(crate) const STEPS: usize = QK / STEP;
-
-/// Bytes of a group block's scales (8 × f16).
-pub(crate) const SCALE_BYTES: usize = GROUP_ROWS * 2;
-
-/// Bytes of one group block of Q8_0 (see the module diagram).
-pub(crate) const Q8_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK;
-
-/// Bytes of one group block of Q5_0 (see the module diagram).
-pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_ROWS * STEP;
-
-const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
-const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
-
-/// A weight format that has a packed layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PackedFormat {
-    /// 8-bit quants, stored as they are.
-    Q8_0,
-    /// 5-bit quants: nibble planes plus a high-bit plane.
-    Q5_0,
-    /// Q4_K super-blocks (see [`crate::packed_k`]).
-    Q4K,
-    /// Q6_K super-blocks (see [`crate::packed_k`]).
-    Q6K,
-}
-
 impl PackedFormat {
-    /// The packed format of weight type `ty`, if it has one.
-    pub fn of(ty: GgmlType) -> Option<PackedFormat> {
-        match ty {
-            GgmlType::Q8_0 => Some(PackedFormat::Q8_0),
-            GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
-            GgmlType::Q4_K => Some(PackedFormat::Q4K),
-            GgmlType::Q6_K => Some(PackedFormat::Q6K),
-            _ => None,
-        }
-    }
-
-    /// The GGUF weight type.
-    pub fn ty(self) -> GgmlType {
-        match self {
-            PackedFormat::Q8_0 => GgmlType::Q8_0,
-            PackedFormat::Q5_0 => GgmlType::Q5_0,
-            PackedFormat::Q4K => GgmlType::Q4_K,
-            PackedFormat::Q6K => GgmlType::Q6_K,
-        }
-    }
-
-    /// The activation format of the products: Q8_0, or Q8_K for the
-    /// k-quants (as [`crate::vec_dot_type`]).
-    pub fn act_ty(self) -> GgmlType {
-        crate::vec_dot_type(self.ty())
-    }
-
-    /// Bytes of one group's block.
-    pub fn group_block_bytes(self) -> usize {
-        match self {
-            PackedFormat::Q8_0 => Q8_0_BYTES,
-            PackedFormat::Q5_0 => Q5_0_BYTES,
-            PackedFormat::Q4K => crate::packed_k::q4k::BYTES,
-            PackedFormat::Q6K => crate::packed_k::q6k::BYTES,
-        }
-    }
-
     /// Packs row `r` of a group block `dst` from its GGUF block `b`.
     fn pack_row(self, dst: &mut [u8], r: usize, b: &[u8]) {
         match self {
@@ -395,24 +321,6 @@ pub fn packed_gemm_with_isa(
     run(isa, w, rows, (a, n_tok), out, out_stride)
 }
 
-/// Validated arguments of one packed product.
-pub(crate) struct PackedArgs<'a> {
-    /// The weight format.
-    pub(crate) format: PackedFormat,
-    /// Blocks per row.
-    pub(crate) nb: usize,
-    /// The selected groups' block bytes (`nb` blocks per group,
-    /// group-major).
-    pub(crate) w: &'a [u8],
-    /// `n_tok` activation rows of `nb` blocks of `format.act_ty()` each,
-    /// contiguous.
-    pub(crate) a: &'a [u8],
-    /// Activation rows.
-    pub(crate) n_tok: usize,
-    /// Output row stride.
-    pub(crate) out_stride: usize,
-}
-
 fn run(
     isa: Isa,
     w: &PackedMatrix,
@@ -495,7 +403,7 @@ fn run(
 }
 
 /// The scalar twin: the arithmetic of the module diagram (and of
-/// [`crate::packed_k`]'s), element by element. Each group block's quants
+/// `packed_k`'s), element by element. Each group block's quants
 /// are decoded once for all tokens; an element's accumulator lives in
 /// `out` (from 0.0, blocks in order, so the same operations as one running
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
@@ -535,7 +443,7 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                     }
                 }
                 PackedFormat::Q4K | PackedFormat::Q6K => {
-                    let u: [[u8; crate::packed_k::QK_K]; GROUP_ROWS] =
+                    let u: [[u8; crate::packed_layout::QK_K]; GROUP_ROWS] =
                         std::array::from_fn(|r| match g.format {
                             PackedFormat::Q4K => crate::packed_k::row_quants_q4_k(wb, r),
                             _ => crate::packed_k::row_quants_q6_k(wb, r),

@@ -37,46 +37,7 @@
 
 use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::fp::f16_to_f32;
-use crate::packed::{GROUP_ROWS, STEP};
-
-/// Values per super-block.
-pub(crate) const QK_K: usize = 256;
-
-/// Steps per super-block.
-pub(crate) const K_STEPS: usize = QK_K / STEP;
-
-/// Byte offsets of a packed Q4_K group block.
-pub(crate) mod q4k {
-    /// `d`, 8 × f16.
-    pub(crate) const D: usize = 0;
-    /// `dmin`, 8 × f16.
-    pub(crate) const DMIN: usize = 16;
-    /// Scales: sub-block `j`, row `r` at `SC + 8j + r`.
-    pub(crate) const SC: usize = 32;
-    /// Mins, like the scales.
-    pub(crate) const M: usize = 96;
-    /// Nibble chunks: chunk `c` at `NIB + 32c`.
-    pub(crate) const NIB: usize = 160;
-    /// Bytes.
-    pub(crate) const BYTES: usize = NIB + 32 * 32;
-}
-
-/// Byte offsets of a packed Q6_K group block.
-pub(crate) mod q6k {
-    /// `d`, 8 × f16.
-    pub(crate) const D: usize = 0;
-    /// Scales (i8): sub-block `j`, row `r` at `SC + 8j + r`.
-    pub(crate) const SC: usize = 16;
-    /// Nibble chunks: chunk `c` at `NIB + 32c`.
-    pub(crate) const NIB: usize = 144;
-    /// High-bit chunks: chunk `c` at `HIGH + 32c`.
-    pub(crate) const HIGH: usize = NIB + 32 * 32;
-    /// Bytes.
-    pub(crate) const BYTES: usize = HIGH + 16 * 32;
-}
-
-const _: () = assert!(q4k::BYTES == 1184);
-const _: () = assert!(q6k::BYTES == GROUP_ROWS * BlockQ6_K::BYTES);
+use crate::packed_layout::{q4k, q6k, K_STEPS, QK_K, STEP};
 
 /// Writes the 4-bit quants `u` (256, element order) of row `r` into the
 /// nibble chunks at `nib`.

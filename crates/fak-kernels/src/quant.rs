@@ -381,7 +381,7 @@ fn quant_8bit_of(isa: Isa, x: &[f32; 32], flavor: Flavor) -> (f32, [i8; 32]) {
 }
 
 /// Run-time Q8_0 quantization of `src` into whole blocks (see
-/// [`crate::attn_q8::quantize_q8_0_blocks`]); blocks past `src` are left
+/// [`crate::attn::quantize_q8_0_blocks`]); blocks past `src` are left
 /// as they are.
 pub(crate) fn quantize_q8_0_blocks(isa: Isa, src: &[f32], dst: &mut [BlockQ8_0]) {
     for (x, b) in src.chunks_exact(32).zip(dst) {

@@ -1,4 +1,4 @@
-//! The Q8_0 attention kernels (`fak_kernels::attn_q8`) agree bit for bit
+//! The Q8_0 attention kernels (`fak_kernels::attn`) agree bit for bit
 //! with their scalar twins on every ISA this CPU can run, and the scalar
 //! twins compute the f32 running sums over the dequantized values that the
 //! f16 kernels compute over f16 values (a reference written out below).
@@ -9,10 +9,9 @@
 //! AVX2 tile and runs the scalar twin) and row strides wider than a head.
 
 use fak_gguf::GgmlType;
-use fak_kernels::attn_q8::{self, scalar, KvRowsQ8};
+use fak_kernels::attn::{self, scalar, KvRowsQ8, QueryGroup};
 use fak_kernels::blocks::BlockQ8_0;
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
-use fak_kernels::ops::QueryGroup;
 use fak_kernels::{quantize_acts_with_isa, Isa};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -77,9 +76,7 @@ fn scores_match_scalar_twin_and_reference_on_every_isa() {
                     }
                     for isa in Isa::available() {
                         let mut got = vec![f32::NAN; g * out_stride];
-                        attn_q8::dot_f32_q8_0_rows_group_with_isa(
-                            isa, qs, rows, &mut got, out_stride,
-                        );
+                        attn::dot_f32_q8_0_rows_group_with_isa(isa, qs, rows, &mut got, out_stride);
                         let same = got
                             .iter()
                             .zip(&want)
@@ -131,7 +128,7 @@ fn value_sums_match_scalar_twin_and_reference_on_every_isa() {
                     assert!(same(&want, &reference), "seed {seed} reference");
                     for isa in Isa::available() {
                         let mut got = start.clone();
-                        attn_q8::axpy_q8_0_rows_group_with_isa(isa, &w, w_stride, rows, &mut got);
+                        attn::axpy_q8_0_rows_group_with_isa(isa, &w, w_stride, rows, &mut got);
                         assert!(
                             same(&got, &want),
                             "seed {seed} {isa:?} width {width} stride {stride} g {g} rows {n_rows}"
@@ -157,18 +154,12 @@ fn short_inputs_skip_rows_without_panicking() {
             width: 64,
         };
         let mut out = vec![f32::NAN; 2 * 9];
-        attn_q8::dot_f32_q8_0_rows_group_with_isa(
-            isa,
-            QueryGroup { q: &q, n: 64 },
-            rows,
-            &mut out,
-            9,
-        );
+        attn::dot_f32_q8_0_rows_group_with_isa(isa, QueryGroup { q: &q, n: 64 }, rows, &mut out, 9);
         assert!(out[..5].iter().all(|x| x.is_finite()), "{isa:?}");
         assert!(out[5..9].iter().all(|x| x.is_nan()), "{isa:?}");
         let mut sums = vec![0.0f32; 2 * 64];
         let w = vec![1.0f32; 3];
-        attn_q8::axpy_q8_0_rows_group_with_isa(isa, &w, 1, rows, &mut sums);
+        attn::axpy_q8_0_rows_group_with_isa(isa, &w, 1, rows, &mut sums);
         // Weights hold 1 row for the first query (w_stride 1, 2 queries).
         let mut one = vec![0.0f32; 64];
         scalar::axpy_q8_0_rows_group(&w[..1], 1, KvRowsQ8 { n_rows: 1, ..rows }, &mut one);
@@ -189,7 +180,7 @@ fn quantizer_is_llama_cpp_runtime_q8_0_on_every_isa() {
             .map(|c| BlockQ8_0::from_bytes(c.try_into().expect("34 bytes")))
             .collect();
         let mut got = vec![BlockQ8_0 { d: 0, qs: [0; 32] }; 8];
-        attn_q8::quantize_q8_0_blocks(&x, &mut got);
+        attn::quantize_q8_0_blocks(&x, &mut got);
         assert_eq!(got, want, "seed {seed}");
     }
 }
@@ -210,8 +201,8 @@ fn hadamard_rotation_is_orthonormal_and_self_inverse() {
         let q = f32s(&mut rng, 3 * n);
         let k = f32s(&mut rng, 3 * n);
         let (mut hq, mut hk) = (q.clone(), k.clone());
-        attn_q8::hadamard_rotate(&mut hq, n);
-        attn_q8::hadamard_rotate(&mut hk, n);
+        attn::hadamard_rotate(&mut hq, n);
+        attn::hadamard_rotate(&mut hk, n);
         for c in 0..3 {
             for i in 0..n {
                 let want: f64 = (0..n).map(|j| h(i, j) * f64::from(q[c * n + j])).sum();
@@ -236,13 +227,13 @@ fn hadamard_rotation_is_orthonormal_and_self_inverse() {
             );
         }
         let mut back = hq.clone();
-        attn_q8::hadamard_rotate(&mut back, n);
+        attn::hadamard_rotate(&mut back, n);
         for (a, b) in back.iter().zip(&q) {
             assert!((a - b).abs() < 1e-5, "n {n}: self-inverse");
         }
     }
     // Not a power of two: untouched.
     let mut x = vec![1.0f32, 2.0, 3.0];
-    attn_q8::hadamard_rotate(&mut x, 3);
+    attn::hadamard_rotate(&mut x, 3);
     assert_eq!(x, [1.0, 2.0, 3.0]);
 }

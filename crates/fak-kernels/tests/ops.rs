@@ -1,4 +1,5 @@
-//! The row operations of `fak_kernels::ops`: their scalar twins and every
+//! The row operations of `fak_kernels::ops` and the f16 attention kernels
+//! of `fak_kernels::attn`: their scalar twins and every
 //! ISA this CPU can run agree with naive f64 references written from each
 //! operation's definition (tolerances: [`reference_tol`]'s doc), and the
 //! SIMD kernels agree with the scalar twins.
@@ -19,8 +20,9 @@
 //!                 + 2^-149 absolute for subnormal ones (reference in f64)
 //! ```
 
+use fak_kernels::attn::{self, KvRows, QueryGroup};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
-use fak_kernels::ops::{self, scalar, KvRows, QueryGroup};
+use fak_kernels::ops::{self, scalar};
 use fak_kernels::{isa, Isa};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -197,8 +199,8 @@ fn every_path_matches_the_f64_reference() {
                 let q = f32s(&mut rng, n, -2.0, 2.0);
                 let k = f16s(&mut rng, n, -2.0, 2.0);
                 let got = match path {
-                    None => scalar::dot_f32_f16(&q, &k),
-                    Some(isa) => ops::dot_f32_f16_with_isa(isa, &q, &k),
+                    None => attn::scalar::dot_f32_f16(&q, &k),
+                    Some(isa) => attn::dot_f32_f16_with_isa(isa, &q, &k),
                 };
                 let mag: f64 = q
                     .iter()
@@ -218,8 +220,8 @@ fn every_path_matches_the_f64_reference() {
                 let out0 = f32s(&mut rng, n, -3.0, 3.0);
                 let mut got = out0.clone();
                 match path {
-                    None => scalar::axpy_f16(a, &k, &mut got),
-                    Some(isa) => ops::axpy_f16_with_isa(isa, a, &k, &mut got),
+                    None => attn::scalar::axpy_f16(a, &k, &mut got),
+                    Some(isa) => attn::axpy_f16_with_isa(isa, a, &k, &mut got),
                 }
                 let want = reference::axpy_rows(&[a], &k, n, &out0);
                 let tol = |i: usize| {
@@ -233,8 +235,8 @@ fn every_path_matches_the_f64_reference() {
                 let v = f16s(&mut rng, rows * stride, -3.0, 3.0);
                 let mut got = out0.clone();
                 match path {
-                    None => scalar::axpy_f16_rows(&w, &v, stride, rows, &mut got),
-                    Some(isa) => ops::axpy_f16_rows_with_isa(isa, &w, &v, stride, rows, &mut got),
+                    None => attn::scalar::axpy_f16_rows(&w, &v, stride, rows, &mut got),
+                    Some(isa) => attn::axpy_f16_rows_with_isa(isa, &w, &v, stride, rows, &mut got),
                 }
                 let want = reference::axpy_rows(&w, &v, stride, &out0);
                 let tol = |i: usize| {
@@ -318,8 +320,8 @@ fn dot_f32_f16_matches_scalar() {
             for n in LENGTHS {
                 let q = f32s(&mut rng, n, -2.0, 2.0);
                 let k = f16s(&mut rng, n, -2.0, 2.0);
-                let want = scalar::dot_f32_f16(&q, &k);
-                let got = ops::dot_f32_f16_with_isa(isa, &q, &k);
+                let want = attn::scalar::dot_f32_f16(&q, &k);
+                let got = attn::dot_f32_f16_with_isa(isa, &q, &k);
                 let mag: f64 = q
                     .iter()
                     .zip(&k)
@@ -350,8 +352,8 @@ fn axpy_f16_matches_scalar() {
                 let out0 = f32s(&mut rng, n, -3.0, 3.0);
                 let mut want = out0.clone();
                 let mut got = out0.clone();
-                scalar::axpy_f16(a, &v, &mut want);
-                ops::axpy_f16_with_isa(isa, a, &v, &mut got);
+                attn::scalar::axpy_f16(a, &v, &mut want);
+                attn::axpy_f16_with_isa(isa, a, &v, &mut got);
                 assert_eq!(bits(&got), bits(&want), "{isa} n={n} seed={seed}");
             }
         }
@@ -378,10 +380,13 @@ fn dot_f32_f16_rows_is_bit_identical_to_scalar_rows() {
                     let len = off + n_rows.saturating_sub(1) * stride + n;
                     let k = f16s(&mut rng, len.max(1), -3.0, 3.0);
                     let mut got = vec![f32::NAN; n_rows];
-                    ops::dot_f32_f16_rows_with_isa(isa, &q, &k[off..], stride, n_rows, &mut got);
+                    attn::dot_f32_f16_rows_with_isa(isa, &q, &k[off..], stride, n_rows, &mut got);
                     let want: Vec<f32> = (0..n_rows)
                         .map(|r| {
-                            scalar::dot_f32_f16(&q, &k[off + r * stride..off + r * stride + n])
+                            attn::scalar::dot_f32_f16(
+                                &q,
+                                &k[off + r * stride..off + r * stride + n],
+                            )
                         })
                         .collect();
                     assert_eq!(
@@ -395,7 +400,7 @@ fn dot_f32_f16_rows_is_bit_identical_to_scalar_rows() {
             let q = f32s(&mut rng, 64, -1.0, 1.0);
             let k = f16s(&mut rng, 64 * 3 + 10, -1.0, 1.0);
             let mut got = vec![7.0f32; 5];
-            ops::dot_f32_f16_rows_with_isa(isa, &q, &k, 64, 5, &mut got);
+            attn::dot_f32_f16_rows_with_isa(isa, &q, &k, 64, 5, &mut got);
             assert_eq!(&got[3..], &[7.0, 7.0]);
         }
     }
@@ -431,7 +436,7 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
                         let k = f16s(&mut rng, len.max(1), -3.0, 3.0);
                         let out_stride = n_rows + 5;
                         let mut got = vec![f32::NAN; g * out_stride];
-                        ops::dot_f32_f16_rows_group_with_isa(
+                        attn::dot_f32_f16_rows_group_with_isa(
                             isa,
                             QueryGroup { q: &q, n },
                             &k[off..],
@@ -445,7 +450,7 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
                             let want: Vec<f32> = (0..n_rows)
                                 .map(|r| {
                                     let row = &k[off + r * stride..off + r * stride + n];
-                                    scalar::dot_f32_f16(qg, row)
+                                    attn::scalar::dot_f32_f16(qg, row)
                                 })
                                 .collect();
                             let row = &got[gi * out_stride..(gi + 1) * out_stride];
@@ -464,13 +469,13 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
             let k = f16s(&mut rng, 64 * 3 + 10, -1.0, 1.0);
             let mut got = vec![7.0f32; 3 * 5];
             let qs = QueryGroup { q: &q, n: 64 };
-            ops::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 5, &mut got, 5);
+            attn::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 5, &mut got, 5);
             for gi in 0..3 {
                 assert_eq!(&got[gi * 5 + 3..gi * 5 + 5], &[7.0, 7.0]);
             }
             let mut short = vec![7.0f32; 2 * 4 + 2];
             let k = f16s(&mut rng, 64 * 8, -1.0, 1.0);
-            ops::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 8, &mut short, 4);
+            attn::dot_f32_f16_rows_group_with_isa(isa, qs, &k, 64, 8, &mut short, 4);
             // The last query's row holds only 2 values: rows 2.. are skipped.
             assert_eq!(&short[2..4], &[7.0, 7.0], "{isa}");
             assert_eq!(&short[6..8], &[7.0, 7.0], "{isa}");
@@ -502,11 +507,11 @@ fn axpy_f16_rows_group_is_bit_identical_to_scalar_rows() {
                             n_rows,
                             width: n,
                         };
-                        ops::axpy_f16_rows_group_with_isa(isa, &w, w_stride, rows, &mut got);
+                        attn::axpy_f16_rows_group_with_isa(isa, &w, w_stride, rows, &mut got);
                         let mut want = init.clone();
                         for (gi, o) in want.chunks_exact_mut(n).enumerate() {
                             let wg = &w[gi * w_stride..];
-                            scalar::axpy_f16_rows(wg, &v[off..], stride, n_rows, o);
+                            attn::scalar::axpy_f16_rows(wg, &v[off..], stride, n_rows, o);
                         }
                         assert_eq!(
                             bits(&got),
@@ -750,9 +755,9 @@ fn run_at_offset(isa: Isa, off: usize, x: &[f32], y: &[f32], h: &[u16]) -> Vec<u
     hb[off..].copy_from_slice(h);
     let (xb, yb) = (place(x), place(y));
     let (xs, ys, hs) = (&xb[off..], &yb[off..], &hb[off..]);
-    let mut out = vec![ops::dot_f32_f16_with_isa(isa, xs, hs).to_bits()];
+    let mut out = vec![attn::dot_f32_f16_with_isa(isa, xs, hs).to_bits()];
     let mut o = place(y);
-    ops::axpy_f16_with_isa(isa, 0.3, hs, &mut o[off..]);
+    attn::axpy_f16_with_isa(isa, 0.3, hs, &mut o[off..]);
     out.extend(bits(&o[off..]));
     ops::rms_norm_with_isa(isa, xs, ys, 1e-5, &mut o[off..]);
     out.extend(bits(&o[off..]));
@@ -796,9 +801,9 @@ fn dispatched_functions_use_the_process_isa() {
     let y = f32s(&mut rng, n, -2.0, 2.0);
     let h = f16s(&mut rng, n, -2.0, 2.0);
     let want = run_at_offset(isa(), 0, &x, &y, &h);
-    let mut got = vec![ops::dot_f32_f16(&x, &h).to_bits()];
+    let mut got = vec![attn::dot_f32_f16(&x, &h).to_bits()];
     let mut o = y.clone();
-    ops::axpy_f16(0.3, &h, &mut o);
+    attn::axpy_f16(0.3, &h, &mut o);
     got.extend(bits(&o));
     ops::rms_norm(&x, &y, 1e-5, &mut o);
     got.extend(bits(&o));
@@ -826,15 +831,15 @@ fn mismatched_lengths_cover_the_shortest() {
     let h = f16s(&mut rng, 70, -2.0, 2.0);
     for isa in Isa::available() {
         for (a, b) in [(70, 37), (37, 70), (9, 0), (0, 9)] {
-            let want = ops::dot_f32_f16_with_isa(isa, &long[..a.min(b)], &h[..a.min(b)]);
-            let got = ops::dot_f32_f16_with_isa(isa, &long[..a], &h[..b]);
+            let want = attn::dot_f32_f16_with_isa(isa, &long[..a.min(b)], &h[..a.min(b)]);
+            let got = attn::dot_f32_f16_with_isa(isa, &long[..a], &h[..b]);
             assert_eq!(got.to_bits(), want.to_bits(), "{isa} dot {a}/{b}");
 
             let mut o = long[..b].to_vec();
-            ops::axpy_f16_with_isa(isa, 0.5, &h[..a], &mut o);
+            attn::axpy_f16_with_isa(isa, 0.5, &h[..a], &mut o);
             let mut w = long[..b].to_vec();
             let m = a.min(b);
-            ops::axpy_f16_with_isa(isa, 0.5, &h[..m], &mut w[..m]);
+            attn::axpy_f16_with_isa(isa, 0.5, &h[..m], &mut w[..m]);
             assert_eq!(bits(&o), bits(&w), "{isa} axpy {a}/{b}");
 
             let mut g = long[..a].to_vec();
@@ -914,11 +919,11 @@ fn axpy_f16_rows_is_bit_identical_to_scalar_rows() {
                     let v = f16s(&mut rng, len.max(1), -3.0, 3.0);
                     let out0 = f32s(&mut rng, n, -2.0, 2.0);
                     let mut got = out0.clone();
-                    ops::axpy_f16_rows_with_isa(isa, &w, &v[off..], stride, n_rows, &mut got);
+                    attn::axpy_f16_rows_with_isa(isa, &w, &v[off..], stride, n_rows, &mut got);
                     let mut want = out0.clone();
                     for (r, &wr) in w.iter().enumerate() {
                         let s = off + r * stride;
-                        scalar::axpy_f16(wr, &v[s..s + n], &mut want);
+                        attn::scalar::axpy_f16(wr, &v[s..s + n], &mut want);
                     }
                     assert_eq!(
                         bits(&got),

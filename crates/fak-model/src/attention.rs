@@ -29,7 +29,7 @@
 //! position order: the same operations in the same order however tokens
 //! are grouped, so logits do not depend on what else is in the batch.
 
-use fak_kernels::attn_q8::{self, KvRowsQ8};
+use fak_kernels::attn::{self, KvRows, KvRowsQ8, QueryGroup};
 use fak_kernels::ops as kops;
 use half::slice::HalfFloatSliceExt;
 
@@ -121,20 +121,20 @@ impl Model {
                     dst.copy_from_slice(&q[t * q_dim + heads.start..t * q_dim + heads.end]);
                 }
                 if let Some(r) = rot {
-                    attn_q8::hadamard_rotate(qbuf, r);
+                    attn::hadamard_rotate(qbuf, r);
                 }
                 qbuf
             };
             // Shared rows: every query of the chunk at once.
             if let Some(first) = runs.first() {
-                let all = kops::QueryGroup { q: qk, n: hd };
+                let all = QueryGroup { q: qk, n: hd };
                 self.scores_over(layer, first.seq, 0..shared, (all, kvh), kv, scores, end_max);
             }
             // Each run's own rows.
             let mut t0 = 0;
             for run in runs {
                 let (qa, qb) = (t0 * group, (t0 + run.c) * group);
-                let qs = kops::QueryGroup {
+                let qs = QueryGroup {
                     q: &qk[qa * hd..qb * hd],
                     n: hd,
                 };
@@ -196,7 +196,7 @@ impl Model {
                 t0 += run.c;
             }
             if let Some(r) = rot {
-                attn_q8::hadamard_rotate(obuf, r);
+                attn::hadamard_rotate(obuf, r);
             }
             for (qi, src) in obuf.chunks_exact(hd).enumerate() {
                 let (t, g) = (qi / group, qi % group);
@@ -230,13 +230,13 @@ impl Model {
             match vrun {
                 KvRun::F16(v) => {
                     let v: &[u16] = v.reinterpret_cast();
-                    let vr = kops::KvRows {
+                    let vr = KvRows {
                         data: v,
                         stride: hd,
                         n_rows: m,
                         width: hd,
                     };
-                    kops::axpy_f16_rows_group(&w[p..], w_stride, vr, out);
+                    attn::axpy_f16_rows_group(&w[p..], w_stride, vr, out);
                 }
                 KvRun::Q8_0(v) => {
                     let vr = KvRowsQ8 {
@@ -245,7 +245,7 @@ impl Model {
                         n_rows: m,
                         width: hd,
                     };
-                    attn_q8::axpy_q8_0_rows_group(&w[p..], w_stride, vr, out);
+                    attn::axpy_q8_0_rows_group(&w[p..], w_stride, vr, out);
                 }
             }
             p += m;
@@ -261,7 +261,7 @@ impl Model {
         layer: usize,
         seq: SeqId,
         rows: std::ops::Range<usize>,
-        (qs, kvh): (kops::QueryGroup<'_>, usize),
+        (qs, kvh): (QueryGroup<'_>, usize),
         kv: &K,
         scores: &mut [f32],
         stride: usize,
@@ -278,7 +278,7 @@ impl Model {
             match krun {
                 KvRun::F16(k) => {
                     let k: &[u16] = k.reinterpret_cast();
-                    kops::dot_f32_f16_rows_group(qs, k, hd, m, sc, stride);
+                    attn::dot_f32_f16_rows_group(qs, k, hd, m, sc, stride);
                 }
                 KvRun::Q8_0(k) => {
                     let kr = KvRowsQ8 {
@@ -287,7 +287,7 @@ impl Model {
                         n_rows: m,
                         width: hd,
                     };
-                    attn_q8::dot_f32_q8_0_rows_group(qs, kr, sc, stride);
+                    attn::dot_f32_q8_0_rows_group(qs, kr, sc, stride);
                 }
             }
             p += m;

@@ -12,14 +12,14 @@
 //! Q8_0 rows are *rotated* before they are quantized: each chunk of
 //! [`KvType::rotation`] values (a power of two dividing the head dim) is
 //! multiplied by the orthonormal Walsh–Hadamard matrix
-//! (`fak_kernels::attn_q8::hadamard_rotate`). A few huge channels (Qwen2's
+//! (`fak_kernels::attn::hadamard_rotate`). A few huge channels (Qwen2's
 //! key bias reaches 100+ against typical values of 1-8) would otherwise set
 //! every block's scale and round the other channels to a step of about 1;
 //! rotated, they are spread over the chunk. Attention rotates queries the
 //! same way (scores are unchanged: `(Hq)·(Hk) = q·k`) and rotates value
 //! sums back (`H` is its own inverse). llama.cpp rotates its quantized
 //! caches the same way. Rows are then written with llama.cpp's run-time
-//! Q8_0 quantizer and read by the kernels of `fak_kernels::attn_q8`.
+//! Q8_0 quantizer and read by the kernels of `fak_kernels::attn`.
 //!
 //! ```text
 //!   write  k ─► H per chunk ─► Q8_0 ─► cache ◄─ scores  (H q) · (dequant)
@@ -28,7 +28,7 @@
 //! fak-engine) address rows by index; this type only encodes, decodes and
 //! copies them.
 
-use fak_kernels::attn_q8::{hadamard_rotate, quantize_q8_0_blocks};
+use fak_kernels::attn::{hadamard_rotate, quantize_q8_0_blocks};
 use fak_kernels::blocks::BlockQ8_0;
 use half::f16;
 
@@ -76,7 +76,7 @@ impl KvType {
 
     /// Size of the Hadamard rotation applied to rows of this type for a
     /// model with `head_dim` (see the module docs): the largest power of
-    /// two that divides `head_dim`, at most [`MAX_ROTATION`]; `None` for
+    /// two that divides `head_dim`, at most `MAX_ROTATION` (256); `None` for
     /// f16, which is stored as it is.
     pub fn rotation(self, head_dim: usize) -> Option<usize> {
         match self {

@@ -1,6 +1,6 @@
 //! RoPE for the forward pass (scalar). The other row operations (RMSNorm,
-//! softmax, SwiGLU, residual adds, attention dots) are vectorized in
-//! [`fak_kernels::ops`].
+//! softmax, SwiGLU, residual adds) are vectorized in [`fak_kernels::ops`],
+//! the attention dots in [`fak_kernels::attn`].
 //!
 //! The arithmetic mirrors ggml's CPU reference closely (sums of squares in
 //! f64, RoPE angles by repeated multiplication) so that logits stay close to

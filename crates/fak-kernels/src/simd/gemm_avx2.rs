@@ -34,7 +34,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{bits_to_bytes, dot_u8_i8, f32_at, hsum_ps, load16, load32, nibbles_16, u16_at};
+use super::avx2_blocks::{
+    bits_to_bytes, dot_u8_i8, f32_at, hsum_ps, load16, load32, nibbles_16, u16_at,
+};
 use super::Kernel;
 use crate::blocks::{
     get_scale_min_k4, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,

@@ -17,15 +17,9 @@
 //! the data, so a result is a function of (inputs, ISA) alone.
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod attn_avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attn_avx512;
-#[cfg(target_arch = "x86_64")]
-mod attn_lanes_avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod attn_q8_avx2;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
 

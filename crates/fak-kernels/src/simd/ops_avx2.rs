@@ -9,11 +9,6 @@
 //!
 //! Differences from the scalar twins:
 //!
-//! * `dot_f32_f16`: 4 × 8 fused `f32` lanes instead of one running sum.
-//! * `axpy_f16`: bit-identical (multiply, then add, per lane).
-//! * The attention kernels over many rows (`dot_f32_f16_rows`, its grouped
-//!   form, `axpy_f16_rows` and its grouped form) are in `attn_avx2`; all
-//!   are bit-identical to their scalar twins.
 //! * `rms_norm`: the squares are exact in `f64` either way; only the order
 //!   of the `f64` additions differs (4 × 4 lanes). The output multiplies are
 //!   the scalar ones.
@@ -49,7 +44,7 @@ const EXP_POLY: [f32; 6] = [
 /// Loads 8 `f32`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn load8(x: &[f32; 8]) -> __m256 {
+pub(crate) fn load8(x: &[f32; 8]) -> __m256 {
     // SAFETY: `x` holds exactly 8 f32; `loadu` has no alignment requirement.
     unsafe { _mm256_loadu_ps(x.as_ptr()) }
 }
@@ -57,7 +52,7 @@ pub(super) fn load8(x: &[f32; 8]) -> __m256 {
 /// Stores 8 `f32`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn store8(x: &mut [f32; 8], v: __m256) {
+pub(crate) fn store8(x: &mut [f32; 8], v: __m256) {
     // SAFETY: `x` holds exactly 8 f32; `storeu` has no alignment requirement.
     unsafe { _mm256_storeu_ps(x.as_mut_ptr(), v) }
 }
@@ -66,7 +61,7 @@ pub(super) fn store8(x: &mut [f32; 8], v: __m256) {
 /// quiet, as in [`crate::fp::f16_to_f32`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn load8_f16(x: &[u16; 8]) -> __m256 {
+pub(crate) fn load8_f16(x: &[u16; 8]) -> __m256 {
     // SAFETY: `x` holds exactly 8 u16 = 16 bytes; `loadu` has no alignment
     // requirement.
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(x.as_ptr().cast()) })
@@ -75,7 +70,7 @@ pub(super) fn load8_f16(x: &[u16; 8]) -> __m256 {
 /// Copies `src` (fewer than `N` elements: a chunk remainder) into a buffer
 /// of `N` elements filled with `fill` past its end.
 #[inline(always)]
-fn pad<T: Copy, const N: usize>(src: &[T], fill: T) -> [T; N] {
+pub(crate) fn pad<T: Copy, const N: usize>(src: &[T], fill: T) -> [T; N] {
     let mut b = [fill; N];
     for (d, &s) in b.iter_mut().zip(src) {
         *d = s;
@@ -85,20 +80,10 @@ fn pad<T: Copy, const N: usize>(src: &[T], fill: T) -> [T; N] {
 
 /// Copies the first `dst.len()` elements of `src` back into `dst`.
 #[inline(always)]
-fn unpad<const N: usize>(dst: &mut [f32], src: &[f32; N]) {
+pub(crate) fn unpad<const N: usize>(dst: &mut [f32], src: &[f32; N]) {
     for (d, &s) in dst.iter_mut().zip(src) {
         *d = s;
     }
-}
-
-/// Horizontal sum `((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_ps(v: __m256) -> f32 {
-    let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    let s = _mm_add_ss(d, _mm_movehdup_ps(d));
-    _mm_cvtss_f32(s)
 }
 
 /// Horizontal sum `(a0+a2) + (a1+a3)`.
@@ -170,79 +155,6 @@ fn exp8(x: __m256) -> __m256 {
     let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias)));
     let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
     _mm256_mul_ps(_mm256_mul_ps(y, s1), s2)
-}
-
-/// AVX2 twin of `ops::scalar::dot_f32_f16`: `Σ q[i] · f16(k[i])` over
-/// `min(q.len(), k.len())` elements in 4 × 8 fused `f32` lanes.
-///
-/// * `q`: `[n]` f32; `k`: `[n]` f16 bit patterns.
-///
-/// ```text
-///   32-element chunks:  acc[j] += q[32c+8j..][..8] · k[..]   j = 0..4
-///   remainder (< 32):   whole 8s into acc[0], acc[1], acc[2]; the last
-///                       partial 8 (zero-padded) into acc[3]
-///   result:             hsum((acc0 + acc1) + (acc2 + acc3))
-/// ```
-///
-/// # Safety
-///
-/// The CPU must support AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
-    let n = q.len().min(k.len());
-    let (q, k) = (&q[..n], &k[..n]);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let (qc, qt) = q.as_chunks::<32>();
-    let (kc, kt) = k.as_chunks::<32>();
-    for (x, y) in qc.iter().zip(kc) {
-        let xs = x.as_chunks::<8>().0;
-        let ys = y.as_chunks::<8>().0;
-        for ((a, xv), yv) in acc.iter_mut().zip(xs).zip(ys) {
-            *a = _mm256_fmadd_ps(load8(xv), load8_f16(yv), *a);
-        }
-    }
-    let (q8, qr) = qt.as_chunks::<8>();
-    let (k8, kr) = kt.as_chunks::<8>();
-    for ((a, xv), yv) in acc.iter_mut().zip(q8).zip(k8) {
-        *a = _mm256_fmadd_ps(load8(xv), load8_f16(yv), *a);
-    }
-    if !qr.is_empty() {
-        let xv: [f32; 8] = pad(qr, 0.0);
-        let yv: [u16; 8] = pad(kr, 0);
-        acc[3] = _mm256_fmadd_ps(load8(&xv), load8_f16(&yv), acc[3]);
-    }
-    hsum_ps(_mm256_add_ps(
-        _mm256_add_ps(acc[0], acc[1]),
-        _mm256_add_ps(acc[2], acc[3]),
-    ))
-}
-
-/// AVX2 twin of `ops::scalar::axpy_f16`: `out[i] = out[i] + a · f16(v[i])`
-/// (multiply, then add: bit-identical to the scalar twin)
-/// over `min(v.len(), out.len())` elements.
-///
-/// * `v`: `[n]` f16 bit patterns; `out`: `[n]` f32.
-///
-/// # Safety
-///
-/// The CPU must support AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn axpy_f16(a: f32, v: &[u16], out: &mut [f32]) {
-    let n = v.len().min(out.len());
-    let (v, out) = (&v[..n], &mut out[..n]);
-    let av = _mm256_set1_ps(a);
-    let (oc, ot) = out.as_chunks_mut::<8>();
-    let (vc, vt) = v.as_chunks::<8>();
-    for (o, x) in oc.iter_mut().zip(vc) {
-        store8(o, _mm256_add_ps(load8(o), _mm256_mul_ps(av, load8_f16(x))));
-    }
-    if !ot.is_empty() {
-        let mut ob: [f32; 8] = pad(ot, 0.0);
-        let vb: [u16; 8] = pad(vt, 0);
-        let r = _mm256_add_ps(load8(&ob), _mm256_mul_ps(av, load8_f16(&vb)));
-        store8(&mut ob, r);
-        unpad(ot, &ob);
-    }
 }
 
 /// AVX2 twin of `ops::scalar::rms_norm`: sum of squares in 4 × 4 `f64`

@@ -23,7 +23,7 @@
 use std::arch::x86_64::*;
 
 use crate::blocks::BlockQ8_0;
-use crate::packed::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
+use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Activation block bytes.
 pub(super) const AB: usize = BlockQ8_0::BYTES;

@@ -25,8 +25,7 @@ use super::packed_avx2::{
 };
 use super::packed_vnni::TILE;
 use crate::blocks::BlockQ8_K;
-use crate::packed::{PackedArgs, PackedFormat};
-use crate::packed_k::{q4k, q6k, K_STEPS};
+use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// Activation (Q8_K) block bytes.
 const AB: usize = BlockQ8_K::BYTES;

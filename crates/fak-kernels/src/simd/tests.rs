@@ -4,7 +4,7 @@
 use fak_gguf::GgmlType;
 
 use super::Kernel;
-use crate::dot::{check_dot, vec_dot_type};
+use crate::dot_rows::{check_dot, vec_dot_type};
 
 #[test]
 fn rows_fit_agrees_with_check_dot() {

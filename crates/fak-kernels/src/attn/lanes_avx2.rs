@@ -19,13 +19,13 @@
 //!
 //! Each score is still `acc = acc + q[d] · k[d]` over `d` in index order
 //! from `0.0`, the scalar twin's arithmetic, so the results are bit for bit
-//! those of [`crate::ops::scalar::dot_f32_f16`]: only which lane computes
+//! those of [`crate::attn::scalar::dot_f32_f16`]: only which lane computes
 //! which score changes.
 
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
-use super::ops_avx2::load8_f16;
+use crate::simd::ops_avx2::load8_f16;
 
 /// Widest head [`rows_group_lanes`] takes (its stack buffers hold this
 /// many dims).

@@ -1,4 +1,4 @@
-//! AVX2 + F16C twins of the Q8_0 attention kernels in [`crate::attn_q8`].
+//! AVX2 + F16C twins of the Q8_0 attention kernels in [`crate::attn`] (`q8`).
 //!
 //! ```text
 //!   scores:  8 rows × 32·nb values ─► widen i8→i16, transpose 8×8 per
@@ -14,8 +14,9 @@
 
 use std::arch::x86_64::*;
 
-use super::attn_avx2::transpose8x8_epi16;
-use crate::attn_q8::{scalar, KvRowsQ8};
+use super::avx2::transpose8x8_epi16;
+use super::scalar;
+use super::types::KvRowsQ8;
 use crate::blocks::BlockQ8_0;
 use crate::fp::f16_to_f32;
 

@@ -1,14 +1,16 @@
-//! AVX2 + FMA + F16C twins of the attention kernels over many KV rows in
-//! [`crate::ops`]: scores of one or many queries against 8-row key tiles
-//! (transposed in registers, one lane per row), and value sums of one or
-//! many queries. All are bit-identical to their scalar twins: the vector
-//! code changes which row or query a lane works on, never the order of a
-//! single score's or output element's operations.
+//! AVX2 + FMA + F16C twins of the f16 attention kernels in
+//! [`crate::attn`]: scores of one or many queries against 8-row key tiles
+//! (transposed in registers, one lane per row), value sums of one or many
+//! queries, and the one-row `dot_f32_f16` and `axpy_f16`. All but
+//! `dot_f32_f16` (4 × 8 fused lanes) are bit-identical to their scalar
+//! twins: the vector code changes which row or query a lane works on,
+//! never the order of a single score's or output element's operations.
 
 use std::arch::x86_64::*;
 
-use super::attn_lanes_avx2::{rows_group_lanes, LANE_DIMS};
-use super::ops_avx2::{axpy_f16, load8, load8_f16, store8};
+use super::lanes_avx2::{rows_group_lanes, LANE_DIMS};
+use super::types::KvRows;
+use crate::simd::ops_avx2::{load8, load8_f16, pad, store8, unpad};
 
 /// Smallest query group that [`rows_group_lanes`] (one lane per query)
 /// takes.
@@ -104,12 +106,12 @@ fn leftover_rows<'q>(
     for rr in r0..n_rows {
         for (g, qg) in qs.clone().enumerate() {
             let row = &k[rr * stride..rr * stride + qg.len()];
-            out[g * out_stride + rr] = crate::ops::scalar::dot_f32_f16(qg, row);
+            out[g * out_stride + rr] = super::scalar::dot_f32_f16(qg, row);
         }
     }
 }
 
-/// AVX2 twin of `ops::scalar::dot_f32_f16_rows`, bit-identical to it: lane
+/// AVX2 twin of `attn::scalar::dot_f32_f16_rows`, bit-identical to it: lane
 /// `j` keeps row `r + j`'s running sum `acc = acc + q[i] · k[i]` in index
 /// order (multiply, then add), so the vector code only changes which row a
 /// lane works on, never the arithmetic. 16 rows run side by side while they
@@ -171,7 +173,7 @@ pub(crate) unsafe fn dot_f32_f16_rows(
     leftover_rows(std::iter::once(q), k, (stride, r, n_rows), out, 0);
 }
 
-/// AVX2 twin of `ops::scalar::dot_f32_f16_rows_group`, bit-identical to
+/// AVX2 twin of `attn::scalar::dot_f32_f16_rows_group`, bit-identical to
 /// it: the queries run in passes of up to 4 ([`rows_group`]); a single
 /// query takes [`dot_f32_f16_rows`].
 ///
@@ -357,7 +359,7 @@ unsafe fn rows_group<const G: usize>(
     G
 }
 
-/// AVX2 twin of `ops::scalar::axpy_f16_rows_group`, bit-identical to it:
+/// AVX2 twin of `attn::scalar::axpy_f16_rows_group`, bit-identical to it:
 /// for head width 64, each tile of up to 8 value rows is converted to
 /// `f32` once into a stack buffer, then every query adds its weighted rows
 /// in order (`out = out + w · v`, multiply then add) with its 64 outputs
@@ -375,7 +377,7 @@ unsafe fn rows_group<const G: usize>(
 pub(crate) unsafe fn axpy_f16_rows_group(
     w: &[f32],
     w_stride: usize,
-    rows: crate::ops::KvRows<'_>,
+    rows: KvRows<'_>,
     out: &mut [f32],
 ) {
     let n = rows.width;
@@ -422,7 +424,7 @@ pub(crate) unsafe fn axpy_f16_rows_group(
     }
 }
 
-/// AVX2 twin of `ops::scalar::axpy_f16_rows`, bit-identical to it: for each
+/// AVX2 twin of `attn::scalar::axpy_f16_rows`, bit-identical to it: for each
 /// row `r` in order, `out[i] = out[i] + w[r] · f16(v[r * stride + i])`
 /// (multiply, then add), with `out` held in registers across the rows
 /// when it is 64 wide (the head dim of both supported models); other
@@ -468,5 +470,88 @@ pub(crate) unsafe fn axpy_f16_rows(
     }
     for (a, c) in acc.iter().zip(oc.iter_mut()) {
         store8(c, *a);
+    }
+}
+
+/// Horizontal sum `((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_ps(v: __m256) -> f32 {
+    let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    let s = _mm_add_ss(d, _mm_movehdup_ps(d));
+    _mm_cvtss_f32(s)
+}
+
+/// AVX2 twin of `attn::scalar::dot_f32_f16`: `Σ q[i] · f16(k[i])` over
+/// `min(q.len(), k.len())` elements in 4 × 8 fused `f32` lanes.
+///
+/// * `q`: `[n]` f32; `k`: `[n]` f16 bit patterns.
+///
+/// ```text
+///   32-element chunks:  acc[j] += q[32c+8j..][..8] · k[..]   j = 0..4
+///   remainder (< 32):   whole 8s into acc[0], acc[1], acc[2]; the last
+///                       partial 8 (zero-padded) into acc[3]
+///   result:             hsum((acc0 + acc1) + (acc2 + acc3))
+/// ```
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
+    let n = q.len().min(k.len());
+    let (q, k) = (&q[..n], &k[..n]);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let (qc, qt) = q.as_chunks::<32>();
+    let (kc, kt) = k.as_chunks::<32>();
+    for (x, y) in qc.iter().zip(kc) {
+        let xs = x.as_chunks::<8>().0;
+        let ys = y.as_chunks::<8>().0;
+        for ((a, xv), yv) in acc.iter_mut().zip(xs).zip(ys) {
+            *a = _mm256_fmadd_ps(load8(xv), load8_f16(yv), *a);
+        }
+    }
+    let (q8, qr) = qt.as_chunks::<8>();
+    let (k8, kr) = kt.as_chunks::<8>();
+    for ((a, xv), yv) in acc.iter_mut().zip(q8).zip(k8) {
+        *a = _mm256_fmadd_ps(load8(xv), load8_f16(yv), *a);
+    }
+    if !qr.is_empty() {
+        let xv: [f32; 8] = pad(qr, 0.0);
+        let yv: [u16; 8] = pad(kr, 0);
+        acc[3] = _mm256_fmadd_ps(load8(&xv), load8_f16(&yv), acc[3]);
+    }
+    hsum_ps(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ))
+}
+
+/// AVX2 twin of `attn::scalar::axpy_f16`: `out[i] = out[i] + a · f16(v[i])`
+/// (multiply, then add: bit-identical to the scalar twin)
+/// over `min(v.len(), out.len())` elements.
+///
+/// * `v`: `[n]` f16 bit patterns; `out`: `[n]` f32.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn axpy_f16(a: f32, v: &[u16], out: &mut [f32]) {
+    let n = v.len().min(out.len());
+    let (v, out) = (&v[..n], &mut out[..n]);
+    let av = _mm256_set1_ps(a);
+    let (oc, ot) = out.as_chunks_mut::<8>();
+    let (vc, vt) = v.as_chunks::<8>();
+    for (o, x) in oc.iter_mut().zip(vc) {
+        store8(o, _mm256_add_ps(load8(o), _mm256_mul_ps(av, load8_f16(x))));
+    }
+    if !ot.is_empty() {
+        let mut ob: [f32; 8] = pad(ot, 0.0);
+        let vb: [u16; 8] = pad(vt, 0);
+        let r = _mm256_add_ps(load8(&ob), _mm256_mul_ps(av, load8_f16(&vb)));
+        store8(&mut ob, r);
+        unpad(ot, &ob);
     }
 }

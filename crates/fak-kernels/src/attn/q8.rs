@@ -5,7 +5,7 @@
 //! A stored value is `x = d · q` (`d` the block's f16 scale widened to
 //! f32, `q` a signed byte). That product is exact in f32 (11 + 7
 //! significant bits), so these kernels compute exactly what the f16
-//! kernels of [`crate::ops`] compute over the dequantized rows:
+//! kernels of [`crate::attn`] compute over the dequantized rows:
 //!
 //! ```text
 //!   scores   out[g, r]  = Σ_i q_g[i] · (d · q)[r, i]     one f32 running sum
@@ -22,29 +22,15 @@
 //!
 //! Each row covers `width / 32` blocks (a partial trailing block is
 //! ignored); callers pass head dims that are multiples of 32. Nothing
-//! panics on short slices: rows that do not fit are skipped, as in
-//! [`crate::ops`].
+//! panics on short slices: rows that do not fit are skipped, as in the
+//! f16 kernels.
 
+#[cfg(target_arch = "x86_64")]
+use super::q8_avx2;
+use super::scalar;
+use super::types::{per_query_capacity, rows_that_fit, KvRowsQ8, QueryGroup};
 use crate::blocks::BlockQ8_0;
 use crate::isa::{isa, Isa};
-use crate::ops::{per_query_capacity, rows_that_fit, QueryGroup};
-#[cfg(target_arch = "x86_64")]
-use crate::simd::attn_q8_avx2;
-
-/// `n_rows` Q8_0 rows of `width` values (`width / 32` blocks), row `r`
-/// starting at block `data[r * stride]` (one KV head's slice of
-/// consecutive cache rows).
-#[derive(Debug, Clone, Copy)]
-pub struct KvRowsQ8<'a> {
-    /// The blocks.
-    pub data: &'a [BlockQ8_0],
-    /// Distance between rows, in blocks.
-    pub stride: usize,
-    /// Number of rows.
-    pub n_rows: usize,
-    /// Values per row (the head dim; a multiple of 32).
-    pub width: usize,
-}
 
 /// Orthonormal Walsh–Hadamard rotation, in place, of each consecutive
 /// `n`-value chunk of `x` (`n` a power of two; a trailing partial chunk, or
@@ -88,102 +74,6 @@ pub fn hadamard_rotate(x: &mut [f32], n: usize) {
 /// ISA.
 pub fn quantize_q8_0_blocks(src: &[f32], dst: &mut [BlockQ8_0]) {
     crate::quant::quantize_q8_0_blocks(isa(), src, dst)
-}
-
-/// The scalar twins (same signatures as the dispatched kernels).
-pub mod scalar {
-    use super::KvRowsQ8;
-    use crate::fp::f16_to_f32;
-    use crate::ops::QueryGroup;
-
-    /// One score: `Σ_i q[i] · (d · q8)[i]` over `blocks`, one f32 running
-    /// sum in index order (`q`: `[32 · blocks.len()]`).
-    #[inline]
-    pub(crate) fn dot_row(q: &[f32], blocks: &[super::BlockQ8_0]) -> f32 {
-        let mut acc = 0.0f32;
-        for (qb, b) in q.chunks_exact(32).zip(blocks) {
-            let d = f16_to_f32(b.d);
-            for (&a, &x) in qb.iter().zip(&b.qs) {
-                acc += a * (d * f32::from(x));
-            }
-        }
-        acc
-    }
-
-    /// `out[i] += a · (d · q8)[i]` over `blocks` (multiply, then add;
-    /// `out`: `[32 · blocks.len()]`).
-    #[inline]
-    pub(crate) fn axpy_row(a: f32, blocks: &[super::BlockQ8_0], out: &mut [f32]) {
-        for (ob, b) in out.chunks_exact_mut(32).zip(blocks) {
-            let d = f16_to_f32(b.d);
-            for (o, &x) in ob.iter_mut().zip(&b.qs) {
-                *o += a * (d * f32::from(x));
-            }
-        }
-    }
-
-    /// Scores of each query `g` of `qs` against each row:
-    /// `out[g * out_stride + r] = Σ_i q_g[i] · (d · q8)[r, i]` over
-    /// `min(qs.n, rows.width) / 32` blocks per row.
-    ///
-    /// * `qs`: `[G, n]` queries; `out`: `[G, out_stride]`, the first
-    ///   `rows.n_rows` values of each row written.
-    ///
-    /// Rows that do not fit in `rows.data` or a query's output row are
-    /// skipped.
-    pub fn dot_f32_q8_0_rows_group(
-        qs: QueryGroup<'_>,
-        rows: KvRowsQ8<'_>,
-        out: &mut [f32],
-        out_stride: usize,
-    ) {
-        let nb = qs.n.min(rows.width) / 32;
-        for (g, q) in qs.queries().enumerate() {
-            let q = &q[..nb * 32];
-            for r in 0..rows.n_rows {
-                let Some(row) = rows.data.get(r * rows.stride..r * rows.stride + nb) else {
-                    break;
-                };
-                if qs.len() > 1 && r >= out_stride {
-                    break;
-                }
-                let Some(o) = out.get_mut(g * out_stride + r) else {
-                    break;
-                };
-                *o = dot_row(q, row);
-            }
-        }
-    }
-
-    /// Value sums of `G` queries over the same rows: for each row `r` in
-    /// order, `out[g * width + i] += w[g * w_stride + r] · (d · q8)[r, i]`.
-    ///
-    /// * `w`: `[G, w_stride]` weights; `out`: `[G, width]`
-    ///   (`G = out.len() / width`, `width = rows.width / 32 * 32`).
-    ///
-    /// Rows that do not fit in `rows.data` or a query's weights are
-    /// skipped.
-    pub fn axpy_q8_0_rows_group(w: &[f32], w_stride: usize, rows: KvRowsQ8<'_>, out: &mut [f32]) {
-        let nb = rows.width / 32;
-        if nb == 0 {
-            return;
-        }
-        let n_queries = out.len() / (nb * 32);
-        for (g, o) in out.chunks_exact_mut(nb * 32).enumerate() {
-            for r in 0..rows.n_rows {
-                let Some(row) = rows.data.get(r * rows.stride..r * rows.stride + nb) else {
-                    break;
-                };
-                if n_queries > 1 && r >= w_stride {
-                    break;
-                }
-                let Some(&a) = w.get(g * w_stride + r) else {
-                    break;
-                };
-                axpy_row(a, row, o);
-            }
-        }
-    }
 }
 
 /// Whether the AVX2 twins may run for `isa` on this CPU.
@@ -237,12 +127,12 @@ pub fn dot_f32_q8_0_rows_group_with_isa(
         ..rows
     };
     #[cfg(target_arch = "x86_64")]
-    if avx2_ok(isa) && nb <= attn_q8_avx2::MAX_BLOCKS {
+    if avx2_ok(isa) && nb <= q8_avx2::MAX_BLOCKS {
         // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `nb` blocks
         // at `stride` fit in `rows.data`, each query has `n >= 32 · nb`
         // values, and each query's `n_rows` outputs fit in `out` at
         // `out_stride` (see above).
-        return unsafe { attn_q8_avx2::dot_rows_group(qs.q, qs.n, rows, out, out_stride) };
+        return unsafe { q8_avx2::dot_rows_group(qs.q, qs.n, rows, out, out_stride) };
     }
     let _ = isa;
     scalar::dot_f32_q8_0_rows_group(qs, rows, out, out_stride)
@@ -290,11 +180,11 @@ pub fn axpy_q8_0_rows_group_with_isa(
     };
     let out = &mut out[..g * nb * 32];
     #[cfg(target_arch = "x86_64")]
-    if avx2_ok(isa) && nb <= attn_q8_avx2::MAX_BLOCKS {
+    if avx2_ok(isa) && nb <= q8_avx2::MAX_BLOCKS {
         // SAFETY: `avx2_ok` checked the CPU; `n_rows` rows of `nb` blocks
         // fit in `rows.data`, every query's `n_rows` weights fit in `w` at
         // `w_stride`, and `out` is `[g, 32 · nb]` (see above).
-        return unsafe { attn_q8_avx2::axpy_rows_group(w, w_stride, rows, out) };
+        return unsafe { q8_avx2::axpy_rows_group(w, w_stride, rows, out) };
     }
     let _ = isa;
     scalar::axpy_q8_0_rows_group(w, w_stride, rows, out)

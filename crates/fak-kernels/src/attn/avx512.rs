@@ -1,7 +1,7 @@
 //! AVX-512 twins of the two attention kernels that many queries share: the
-//! lane-per-query scores of [`super::attn_lanes_avx2`] with 16 queries to
+//! lane-per-query scores of [`super::lanes_avx2`] with 16 queries to
 //! a register instead of 8, and the grouped value sums of
-//! [`super::attn_avx2::axpy_f16_rows_group`] with a 64-wide head in four
+//! [`super::avx2::axpy_f16_rows_group`] with a 64-wide head in four
 //! registers instead of eight.
 //!
 //! Every lane does exactly what its AVX2 (and scalar) twin does: scores
@@ -20,8 +20,9 @@
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
-pub(crate) use super::attn_lanes_avx2::LANE_DIMS;
-use super::attn_lanes_avx2::{transpose8x8_ps, transpose_queries, widen_row};
+pub(crate) use super::lanes_avx2::LANE_DIMS;
+use super::lanes_avx2::{transpose8x8_ps, transpose_queries, widen_row};
+use super::types::KvRows;
 
 /// Queries per pass.
 const PASS: usize = 16;
@@ -83,7 +84,7 @@ fn transpose_pass(
     }
 }
 
-/// [`super::attn_lanes_avx2::rows_group_lanes`] with 16 queries per pass.
+/// [`super::lanes_avx2::rows_group_lanes`] with 16 queries per pass.
 ///
 /// # Safety
 ///
@@ -174,7 +175,7 @@ pub(crate) unsafe fn rows_group_lanes(
     }
 }
 
-/// [`super::attn_avx2::axpy_f16_rows_group`] with a 64-wide head in four
+/// [`super::avx2::axpy_f16_rows_group`] with a 64-wide head in four
 /// 16-lane registers; other widths run the AVX2 twin.
 ///
 /// # Safety
@@ -184,13 +185,13 @@ pub(crate) unsafe fn rows_group_lanes(
 pub(crate) unsafe fn axpy_f16_rows_group(
     w: &[f32],
     w_stride: usize,
-    rows: crate::ops::KvRows<'_>,
+    rows: KvRows<'_>,
     out: &mut [f32],
 ) {
     let (v, stride, n_rows) = (rows.data, rows.stride, rows.n_rows);
     if rows.width != 64 {
         // SAFETY: the caller's bounds and CPU.
-        return unsafe { super::attn_avx2::axpy_f16_rows_group(w, w_stride, rows, out) };
+        return unsafe { super::avx2::axpy_f16_rows_group(w, w_stride, rows, out) };
     }
     let mut tile = [[_mm512_setzero_ps(); 4]; 8];
     let mut r0 = 0;

@@ -1,0 +1,146 @@
+//! The packed layouts' geometry, shared by the packed products
+//! ([`crate::packed`]), the k-quant encoders (`packed_k`) and their SIMD
+//! kernels (`simd/packed_*`): group and block sizes, the byte offsets of
+//! the Q4_K and Q6_K group blocks, [`PackedFormat`] and the validated
+//! arguments of one product ([`PackedArgs`]).
+//!
+//! A leaf: it imports only the GGUF block types, so the front files and
+//! the SIMD kernels can all import it without forming a loop (the module
+//! diagrams of [`crate::packed`] and `packed_k` describe the layouts).
+
+use fak_gguf::GgmlType;
+
+use crate::blocks::{BlockQ5_0, BlockQ6_K, BlockQ8_0};
+
+/// Weight rows per packed group (the lanes of one AVX2 register).
+pub const GROUP_ROWS: usize = 8;
+
+/// Values per block.
+pub(crate) const QK: usize = 32;
+
+/// Values per step (one `i32` lane of `maddubs` + `madd`).
+pub(crate) const STEP: usize = 4;
+
+/// Steps per block.
+pub(crate) const STEPS: usize = QK / STEP;
+
+/// Bytes of a group block's scales (8 × f16).
+pub(crate) const SCALE_BYTES: usize = GROUP_ROWS * 2;
+
+/// Bytes of one group block of Q8_0 (see the module diagram).
+pub(crate) const Q8_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK;
+
+/// Bytes of one group block of Q5_0 (see the module diagram).
+pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_ROWS * STEP;
+
+const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
+const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
+
+/// A weight format that has a packed layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackedFormat {
+    /// 8-bit quants, stored as they are.
+    Q8_0,
+    /// 5-bit quants: nibble planes plus a high-bit plane.
+    Q5_0,
+    /// Q4_K super-blocks (see `packed_k`).
+    Q4K,
+    /// Q6_K super-blocks (see `packed_k`).
+    Q6K,
+}
+
+impl PackedFormat {
+    /// The packed format of weight type `ty`, if it has one.
+    pub fn of(ty: GgmlType) -> Option<PackedFormat> {
+        match ty {
+            GgmlType::Q8_0 => Some(PackedFormat::Q8_0),
+            GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
+            GgmlType::Q4_K => Some(PackedFormat::Q4K),
+            GgmlType::Q6_K => Some(PackedFormat::Q6K),
+            _ => None,
+        }
+    }
+
+    /// The GGUF weight type.
+    pub fn ty(self) -> GgmlType {
+        match self {
+            PackedFormat::Q8_0 => GgmlType::Q8_0,
+            PackedFormat::Q5_0 => GgmlType::Q5_0,
+            PackedFormat::Q4K => GgmlType::Q4_K,
+            PackedFormat::Q6K => GgmlType::Q6_K,
+        }
+    }
+
+    /// The activation format of the products: Q8_0, or Q8_K for the
+    /// k-quants (as [`crate::vec_dot_type`]).
+    pub fn act_ty(self) -> GgmlType {
+        crate::vec_dot_type(self.ty())
+    }
+
+    /// Bytes of one group's block.
+    pub fn group_block_bytes(self) -> usize {
+        match self {
+            PackedFormat::Q8_0 => Q8_0_BYTES,
+            PackedFormat::Q5_0 => Q5_0_BYTES,
+            PackedFormat::Q4K => q4k::BYTES,
+            PackedFormat::Q6K => q6k::BYTES,
+        }
+    }
+}
+
+/// Validated arguments of one packed product.
+pub(crate) struct PackedArgs<'a> {
+    /// The weight format.
+    pub(crate) format: PackedFormat,
+    /// Blocks per row.
+    pub(crate) nb: usize,
+    /// The selected groups' block bytes (`nb` blocks per group,
+    /// group-major).
+    pub(crate) w: &'a [u8],
+    /// `n_tok` activation rows of `nb` blocks of `format.act_ty()` each,
+    /// contiguous.
+    pub(crate) a: &'a [u8],
+    /// Activation rows.
+    pub(crate) n_tok: usize,
+    /// Output row stride.
+    pub(crate) out_stride: usize,
+}
+
+/// Values per super-block.
+pub(crate) const QK_K: usize = 256;
+
+/// Steps per super-block.
+pub(crate) const K_STEPS: usize = QK_K / STEP;
+
+/// Byte offsets of a packed Q4_K group block.
+pub(crate) mod q4k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// `dmin`, 8 × f16.
+    pub(crate) const DMIN: usize = 16;
+    /// Scales: sub-block `j`, row `r` at `SC + 8j + r`.
+    pub(crate) const SC: usize = 32;
+    /// Mins, like the scales.
+    pub(crate) const M: usize = 96;
+    /// Nibble chunks: chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 160;
+    /// Bytes.
+    pub(crate) const BYTES: usize = NIB + 32 * 32;
+}
+
+/// Byte offsets of a packed Q6_K group block.
+pub(crate) mod q6k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Scales (i8): sub-block `j`, row `r` at `SC + 8j + r`.
+    pub(crate) const SC: usize = 16;
+    /// Nibble chunks: chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 144;
+    /// High-bit chunks: chunk `c` at `HIGH + 32c`.
+    pub(crate) const HIGH: usize = NIB + 32 * 32;
+    /// Bytes.
+    pub(crate) const BYTES: usize = HIGH + 16 * 32;
+}
+
+const _: () = assert!(q4k::BYTES == 1184);
+const _: () = assert!(q6k::BYTES == GROUP_ROWS * BlockQ6_K::BYTES);
