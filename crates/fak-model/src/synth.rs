@@ -102,6 +102,10 @@ pub struct SynthSpec {
     pub matrix_type: GgmlType,
     /// Type of `token_embd.weight`.
     pub embd_type: GgmlType,
+    /// Embedding values are uniform in `[-embd_scale, embd_scale]`: small,
+    /// so the layers' outputs, not the input token's own row, dominate the
+    /// residual stream and the logits.
+    pub embd_scale: f32,
     /// The output projection.
     pub output: Output,
     /// Llama 3 rope factors, if any.
@@ -147,6 +151,7 @@ impl SynthModel {
                 rms_eps: 1e-6,
                 matrix_type: GgmlType::Q8_0,
                 embd_type: GgmlType::F16,
+                embd_scale: 0.1,
                 output: Output::Tied,
                 rope_scaling: None,
             },
@@ -165,6 +170,7 @@ impl SynthModel {
                 rms_eps: 1e-5,
                 matrix_type: GgmlType::F16,
                 embd_type: GgmlType::Q8_0,
+                embd_scale: 0.1,
                 output: Output::Separate(GgmlType::Q8_0),
                 // Llama 3.2's config.json values.
                 rope_scaling: Some(Llama3Rope {
@@ -265,7 +271,7 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
         "token_embd.weight",
         &[embd, N_VOCAB],
         spec.embd_type,
-        1.0,
+        spec.embd_scale,
         0.0,
     )?;
     t.uniform("output_norm.weight", &[embd], GgmlType::F32, 0.2, 1.0)?;
