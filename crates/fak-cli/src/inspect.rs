@@ -206,6 +206,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
                 "n_head_kv": cfg.n_head_kv, "head_dim": cfg.head_dim, "n_ff": cfg.n_ff, "n_ctx_train": cfg.n_ctx_train,
                 "rope_theta": cfg.rope_theta, "rope_dim": cfg.rope_dim, "rope_style": format!("{:?}", cfg.rope_style).to_lowercase(),
                 "rms_eps": cfg.rms_eps, "tied_embeddings": cfg.tied_embeddings, "qkv_bias": cfg.qkv_bias,
+                "qk_norm": format!("{:?}", cfg.qk_norm).to_lowercase(), "rope_freq_factors": cfg.rope_freq_factors,
             },
             "tensor_types": types.iter().map(|(k, (n, b))| (k.clone(), json!({"count": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
             "metadata": meta,
@@ -243,6 +244,18 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
         cfg.tied_embeddings,
         cfg.qkv_bias
     )?;
+    if cfg.qk_norm != fak_gguf::QkNorm::None || cfg.rope_freq_factors.is_some() {
+        outln!(
+            "              q/k norm: {:?} · rope freq factors: {}",
+            cfg.qk_norm,
+            cfg.rope_freq_factors
+                .as_ref()
+                .map_or("none".to_string(), |f| format!(
+                    "{} (rope_freqs.weight)",
+                    f.len()
+                ))
+        )?;
+    }
     outln!("tensor types:")?;
     for (k, (n, b)) in &types {
         outln!("  {k:<6} {n:>5} tensors  {}", human_bytes(*b))?;

@@ -273,7 +273,7 @@ pub enum GgufError {
     },
     /// `general.architecture` names an architecture fak does not run.
     #[error(
-        "key 'general.architecture' = '{arch}' is not supported (expected 'llama' or 'qwen2')"
+        "key 'general.architecture' = '{arch}' is not supported (expected 'llama', 'qwen2' or 'qwen3')"
     )]
     UnsupportedArch {
         /// The architecture string.
@@ -322,6 +322,14 @@ pub enum GgufError {
         name: String,
         /// The architecture.
         arch: &'static str,
+    },
+    /// A tensor's type or values are unusable where it appears.
+    #[error("tensor '{name}': {reason}")]
+    BadTensor {
+        /// The tensor.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// A model feature fak does not implement.
     #[error("key '{key}': {feature} is not supported")]

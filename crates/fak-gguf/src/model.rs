@@ -1,12 +1,15 @@
 //! Architecture hyperparameters, validated against the tensors they imply.
 //!
-//! [`model_config`] reads the `{arch}.*` keys of a llama or qwen2 file,
-//! applies llama.cpp's defaults, sanity-checks every value, checks special
-//! token ids against the vocabulary, refuses features fak does not
-//! implement (rope scaling, mixture of experts), and finally checks that
-//! every tensor the architecture needs exists with the implied shape and
-//! that no unused tensor is present (see the `shapes` submodule).
+//! [`model_config`] reads the `{arch}.*` keys of a llama, qwen2 or qwen3
+//! file, applies llama.cpp's defaults, sanity-checks every value, checks
+//! special token ids against the vocabulary, refuses features fak does not
+//! implement (rope scaling types, mixture of experts), and finally checks
+//! that every tensor the architecture needs exists with the implied shape
+//! and that no unused tensor is present (see the `shapes` submodule).
+//! Llama 3.x's per-dimension rope frequency factors (`rope_freqs.weight`)
+//! are read and checked in the `rope_freqs` submodule.
 
+mod rope_freqs;
 mod shapes;
 
 use crate::error::GgufError;
@@ -20,6 +23,9 @@ pub enum Arch {
     Llama,
     /// Qwen2 family: llama layout plus q/k/v biases and NeoX rope.
     Qwen2,
+    /// Qwen3 family: llama layout, NeoX rope, and a per-head RMSNorm on q
+    /// and k before rope (`attn_q_norm` / `attn_k_norm`); no q/k/v biases.
+    Qwen3,
 }
 
 impl Arch {
@@ -28,6 +34,7 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
         }
     }
 
@@ -36,6 +43,7 @@ impl Arch {
         match s {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
+            "qwen3" => Some(Arch::Qwen3),
             _ => None,
         }
     }
@@ -44,9 +52,41 @@ impl Arch {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Arch::Llama => RopeStyle::Normal,
-            Arch::Qwen2 => RopeStyle::Neox,
+            Arch::Qwen2 | Arch::Qwen3 => RopeStyle::Neox,
         }
     }
+
+    /// Whether q and k are normalized per head before rope.
+    pub fn qk_norm(self) -> QkNorm {
+        match self {
+            Arch::Llama | Arch::Qwen2 => QkNorm::None,
+            Arch::Qwen3 => QkNorm::PerHead,
+        }
+    }
+
+    /// Whether the architecture reads per-dimension rope frequency factors
+    /// (`rope_freqs.weight`, llama 3.x) when the file has them; llama.cpp
+    /// loads that tensor for llama only.
+    pub fn takes_rope_freqs(self) -> bool {
+        matches!(self, Arch::Llama)
+    }
+}
+
+/// Normalization of the query and key heads between their projections and
+/// rope.
+///
+/// ```text
+/// None:     q = Wq·h            k = Wk·h
+/// PerHead:  q_h = rms_norm(q_h) · attn_q_norm    k_h = rms_norm(k_h) · attn_k_norm
+///           (each head of head_dim values on its own, eps = rms epsilon)  (qwen3)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QkNorm {
+    /// No normalization.
+    None,
+    /// RMSNorm over each head, weights `blk.N.attn_{q,k}_norm.weight`
+    /// (`[head_dim]`).
+    PerHead,
 }
 
 /// Which elements of a head vector rotary embedding rotates together.
@@ -97,6 +137,13 @@ pub struct ModelConfig {
     pub tied_embeddings: bool,
     /// `true` if every layer has `attn_{q,k,v}.bias`.
     pub qkv_bias: bool,
+    /// Per-head q/k normalization before rope.
+    pub qk_norm: QkNorm,
+    /// Rope frequency factors (`rope_freqs.weight`, `[rope_dim / 2]`,
+    /// finite and positive): angle `i` is divided by factor `i`, as
+    /// llama.cpp's `ggml_rope_ext` does with `freq_factors` (llama 3.x rope
+    /// scaling). `None`: every factor is 1.
+    pub rope_freq_factors: Option<Vec<f32>>,
 }
 
 impl ModelConfig {
@@ -159,7 +206,7 @@ fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
     }
 }
 
-/// Reads, checks and cross-checks a llama / qwen2 model's hyperparameters
+/// Reads, checks and cross-checks a llama / qwen2 / qwen3 model's hyperparameters
 /// and tensor shapes.
 pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
     let arch_key = "general.architecture";
@@ -267,10 +314,13 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
         rms_eps,
         tied_embeddings: false,
         qkv_bias: false,
+        qk_norm: arch.qk_norm(),
+        rope_freq_factors: None,
     };
     let layout = shapes::check_tensors(file, &cfg)?;
     cfg.tied_embeddings = layout.tied_embeddings;
     cfg.qkv_bias = layout.qkv_bias;
+    cfg.rope_freq_factors = rope_freqs::read(file, &cfg)?;
     Ok(cfg)
 }
 

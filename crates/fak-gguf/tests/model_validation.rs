@@ -1,10 +1,10 @@
-//! `model_config` on tiny llama / qwen2 files: valid ones produce the right
+//! `model_config` on tiny llama / qwen2 / qwen3 files: valid ones produce the right
 //! hyperparameters, broken ones an error naming the key or tensor.
 
 mod common;
 
 use common::{assert_mentions, validate, Tiny};
-use fak_gguf::{Arch, GgmlType, MetaArray, MetaValue, RopeStyle};
+use fak_gguf::{Arch, GgmlType, MetaArray, MetaValue, QkNorm, RopeStyle};
 
 #[track_caller]
 fn err_of(w: &fak_gguf::GgufWriter) -> String {
@@ -47,6 +47,63 @@ fn tiny_qwen2_validates() {
     assert_eq!(cfg.rope_style, RopeStyle::Neox);
     assert!(cfg.qkv_bias);
     assert!(!cfg.tied_embeddings);
+}
+
+#[test]
+fn tiny_qwen3_validates_and_needs_its_qk_norms() {
+    let cfg = validate(&Tiny::qwen3().writer()).expect("valid tiny qwen3");
+    assert_eq!(cfg.arch, Arch::Qwen3);
+    assert_eq!(cfg.rope_style, RopeStyle::Neox);
+    assert_eq!(cfg.qk_norm, QkNorm::PerHead);
+    assert!(!cfg.qkv_bias);
+    assert_eq!(cfg.rope_freq_factors, None);
+    let mut w = Tiny::qwen3().writer();
+    w.remove_tensor("blk.1.attn_k_norm.weight");
+    assert_mentions(&err_of(&w), &["blk.1.attn_k_norm.weight", "[4]"]);
+    // One weight per query row instead of per head.
+    Tiny::replace_tensor(&mut w, "blk.1.attn_k_norm.weight", &[8]);
+    assert_mentions(&err_of(&w), &["blk.1.attn_k_norm.weight", "[4]", "[8]"]);
+    // qwen2 and llama carry no q/k norm: fak would ignore it.
+    let mut w = Tiny::qwen2().writer();
+    Tiny::replace_tensor(&mut w, "blk.0.attn_q_norm.weight", &[4]);
+    assert_mentions(&err_of(&w), &["unexpected tensor", "attn_q_norm", "qwen2"]);
+    assert_eq!(
+        validate(&Tiny::llama().writer()).expect("llama").qk_norm,
+        QkNorm::None
+    );
+}
+
+#[test]
+fn llama_rope_freqs_are_read_and_checked() {
+    let with = |dims: &[u64], ty: GgmlType, data: Vec<u8>| {
+        let mut w = Tiny::llama().writer();
+        w.add_tensor("rope_freqs.weight", dims, ty, data)
+            .expect("tensor");
+        w
+    };
+    let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    // head_dim 4: two rotated pairs, two factors.
+    let cfg = validate(&with(&[2], GgmlType::F32, f32s(&[1.0, 8.0]))).expect("factors");
+    assert_eq!(cfg.rope_freq_factors, Some(vec![1.0, 8.0]));
+    assert_mentions(
+        &err_of(&with(&[4], GgmlType::F32, f32s(&[1.0; 4]))),
+        &["rope_freqs.weight", "[2]", "[4]"],
+    );
+    assert_mentions(
+        &err_of(&with(&[2], GgmlType::F16, vec![0, 0x3c, 0, 0x48])),
+        &["rope_freqs.weight", "f16", "not f32"],
+    );
+    for bad in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+        assert_mentions(
+            &err_of(&with(&[2], GgmlType::F32, f32s(&[1.0, bad]))),
+            &["rope_freqs.weight", "factor 1", "finite positive"],
+        );
+    }
+    // Only llama takes them (llama.cpp loads rope_freqs for llama only).
+    let mut w = Tiny::qwen2().writer();
+    w.add_tensor("rope_freqs.weight", &[2], GgmlType::F32, f32s(&[1.0; 2]))
+        .expect("tensor");
+    assert_mentions(&err_of(&w), &["unexpected tensor", "rope_freqs", "qwen2"]);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! per layer, for all batch tokens at once:
 //!   h = rms_norm(x) · attn_norm
 //!   q,k,v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)      matmuls over the whole batch
-//!   rope(q, k) at each token's own position
+//!   q,k per head: rms_norm · attn_{q,k}_norm            (qwen3 only; `heads`)
+//!   rope(q, k) at each token's own position             (angles / rope_freqs: llama 3.x)
 //!   KvStore.write(k, v) for every token                   (then attention reads 0..=pos)
 //!   a = attention(q, own sequence's K/V)                  per run of a sequence's tokens
 //!   x += a·Woᵀ
@@ -18,6 +19,7 @@ use fak_kernels::ops as kops;
 use crate::attention::{attention_chunk, AttnBuffers, Run};
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::{BatchError, ModelError};
+use crate::heads;
 use crate::kv::KvStore;
 use crate::matmul::{Product, QuantActs};
 use crate::ops;
@@ -202,15 +204,12 @@ impl Model {
         let half = cfg.rope_dim / 2;
         let angles = &mut ws.rope_angles;
         angles.resize(n * half, (0.0, 0.0));
+        let factors = cfg.rope_freq_factors.as_deref();
         self.rows_mut(angles, half, |ti, a| {
-            ops::rope_angles(batch.tokens[ti].pos, cfg.rope_theta, cfg.rope_dim, a);
+            let pos = batch.tokens[ti].pos;
+            ops::rope_angles(pos, cfg.rope_theta, cfg.rope_dim, factors, a);
         })?;
         let angles: &[(f32, f32)] = angles;
-        let rope_row = |row: &mut [f32], a: &[(f32, f32)]| {
-            for head in row.chunks_exact_mut(hd) {
-                ops::rope_head(head, a, cfg.rope_dim, cfg.rope_style);
-            }
-        };
         let acts = &mut ws.acts;
         let attn_bufs = &mut ws.attn_bufs;
         let scores = &mut attn_bufs.scores;
@@ -274,13 +273,18 @@ impl Model {
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
 
-            // RoPE at each token's position (on the pool for long batches),
-            // then the keys and values go to the cache.
+            // q/k norm (qwen3) and RoPE at each token's position (on the
+            // pool for long batches), then the keys and values go to the
+            // cache.
+            let (q_norm, k_norm) = match &layer.qk_norm {
+                Some(w) => (Some(&w.q[..]), Some(&w.k[..])),
+                None => (None, None),
+            };
             self.rows_mut(q, q_dim, |ti, row| {
-                rope_row(row, &angles[ti * half..(ti + 1) * half])
+                heads::norm_rope_row(row, q_norm, &angles[ti * half..(ti + 1) * half], cfg)
             })?;
             self.rows_mut(k, kv_dim, |ti, row| {
-                rope_row(row, &angles[ti * half..(ti + 1) * half])
+                heads::norm_rope_row(row, k_norm, &angles[ti * half..(ti + 1) * half], cfg)
             })?;
             clock.lap(Phase::Other);
             for (ti, t) in batch.tokens.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! The llama / qwen2 forward pass.
+//! The llama / qwen2 / qwen3 forward pass.
 //!
 //! A [`Model`] is stateless: it owns read-only weights (memory-mapped from
 //! the GGUF file) and computes logits for a [`Batch`] of tokens, reading and
@@ -26,18 +26,20 @@ mod attention;
 mod batch;
 mod error;
 mod forward;
+mod heads;
 mod kv;
 mod kv_rows;
 mod matmul;
 mod ops;
 pub mod quantize;
 mod rows;
+pub mod synth;
 mod times;
 mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
 pub use error::{BatchError, ModelError};
-pub use fak_gguf::model::{Arch, ModelConfig, RopeStyle};
+pub use fak_gguf::model::{Arch, ModelConfig, QkNorm, RopeStyle};
 pub use forward::{Logits, Workspace};
 pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};
 pub use kv_rows::{KvRowBuf, KvRowShape};

@@ -11,13 +11,25 @@ use fak_gguf::model::RopeStyle;
 /// Rotation angles for one position.
 ///
 /// Returns `(cos, sin)` pairs in `cache` (`[rope_dim / 2]` pairs): angle
-/// `i` is `pos * theta_scale^i` with `theta_scale = base^(-2 / rope_dim)`,
-/// computed by repeated multiplication as ggml does.
-pub fn rope_angles(pos: u32, base: f32, rope_dim: usize, cache: &mut [(f32, f32)]) {
+/// `i` is `pos * theta_scale^i / factors[i]` with `theta_scale =
+/// base^(-2 / rope_dim)`, computed by repeated multiplication as ggml does
+/// (`ggml_rope_cache_init`; `factors` are llama 3.x's `rope_freqs`, `None`
+/// meaning all 1).
+pub fn rope_angles(
+    pos: u32,
+    base: f32,
+    rope_dim: usize,
+    factors: Option<&[f32]>,
+    cache: &mut [(f32, f32)],
+) {
     let theta_scale = base.powf(-2.0f32 / rope_dim as f32);
     let mut theta = pos as f32;
-    for c in cache.iter_mut().take(rope_dim / 2) {
-        *c = (theta.cos(), theta.sin());
+    for (i, c) in cache.iter_mut().take(rope_dim / 2).enumerate() {
+        let t = match factors.and_then(|f| f.get(i)) {
+            Some(&ff) => theta / ff,
+            None => theta,
+        };
+        *c = (t.cos(), t.sin());
         theta *= theta_scale;
     }
 }
@@ -56,7 +68,8 @@ pub fn rope_head(head: &mut [f32], cache: &[(f32, f32)], rope_dim: usize, style:
 /// them (the rows keep the removed span's influence).
 pub fn rope_shift_back(k: &mut [f32], head_dim: usize, cfg: &crate::ModelConfig, delta: u32) {
     let mut cache = vec![(0.0f32, 0.0f32); cfg.rope_dim / 2];
-    rope_angles(delta, cfg.rope_theta, cfg.rope_dim, &mut cache);
+    let factors = cfg.rope_freq_factors.as_deref();
+    rope_angles(delta, cfg.rope_theta, cfg.rope_dim, factors, &mut cache);
     for c in cache.iter_mut() {
         c.1 = -c.1;
     }
@@ -72,7 +85,7 @@ mod tests {
     #[test]
     fn rope_at_zero_is_identity() {
         let mut cache = vec![(0.0, 0.0); 4];
-        rope_angles(0, 10000.0, 8, &mut cache);
+        rope_angles(0, 10000.0, 8, None, &mut cache);
         let orig: Vec<f32> = (0..8).map(|i| i as f32 + 0.5).collect();
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
             let mut h = orig.clone();
@@ -84,7 +97,7 @@ mod tests {
     #[test]
     fn rope_preserves_pair_norms() {
         let mut cache = vec![(0.0, 0.0); 4];
-        rope_angles(17, 10000.0, 8, &mut cache);
+        rope_angles(17, 10000.0, 8, None, &mut cache);
         let orig: Vec<f32> = (0..8).map(|i| (i as f32 - 3.0) * 0.7).collect();
         let mut h = orig.clone();
         rope_head(&mut h, &cache, 8, RopeStyle::Neox);
@@ -94,6 +107,23 @@ mod tests {
             assert!((a - b).abs() < 1e-5);
         }
         assert_ne!(h, orig);
+    }
+
+    #[test]
+    fn freq_factors_divide_each_angle() {
+        // Factor 4 on pair 2 and 2 on pair 3: at position 40 those pairs
+        // turn as far as at positions 10 and 20 without factors (division
+        // by a power of two is exact), the others as at 40.
+        let factors = [1.0f32, 1.0, 4.0, 2.0];
+        let angles = |pos: u32, f: Option<&[f32]>| {
+            let mut c = vec![(0.0f32, 0.0f32); 4];
+            rope_angles(pos, 10000.0, 8, f, &mut c);
+            c
+        };
+        let got = angles(40, Some(&factors));
+        assert_eq!(got[..2], angles(40, None)[..2]);
+        assert_eq!(got[2], angles(10, None)[2]);
+        assert_eq!(got[3], angles(20, None)[3]);
     }
 
     #[test]
@@ -114,11 +144,44 @@ mod tests {
             rms_eps: 1e-5,
             tied_embeddings: true,
             qkv_bias: false,
+            qk_norm: fak_gguf::model::QkNorm::None,
+            rope_freq_factors: None,
         };
         let orig: Vec<f32> = (0..16).map(|i| (i as f32 - 7.0) * 0.3).collect();
         let at = |pos: u32| {
             let mut cache = vec![(0.0, 0.0); 4];
-            rope_angles(pos, cfg.rope_theta, 8, &mut cache);
+            rope_angles(
+                pos,
+                cfg.rope_theta,
+                8,
+                cfg.rope_freq_factors.as_deref(),
+                &mut cache,
+            );
+            let mut h = orig.clone();
+            for head in h.chunks_exact_mut(8) {
+                rope_head(head, &cache, 8, cfg.rope_style);
+            }
+            h
+        };
+        let mut k = at(40);
+        rope_shift_back(&mut k, 8, &cfg, 15);
+        for (a, b) in k.iter().zip(at(25)) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+        // With llama 3.x frequency factors the shift uses them too.
+        let cfg = crate::ModelConfig {
+            rope_freq_factors: Some(vec![1.0, 2.0, 8.0, 32.0]),
+            ..cfg
+        };
+        let at = |pos: u32| {
+            let mut cache = vec![(0.0, 0.0); 4];
+            rope_angles(
+                pos,
+                cfg.rope_theta,
+                8,
+                cfg.rope_freq_factors.as_deref(),
+                &mut cache,
+            );
             let mut h = orig.clone();
             for head in h.chunks_exact_mut(8) {
                 rope_head(head, &cache, 8, cfg.rope_style);

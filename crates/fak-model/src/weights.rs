@@ -18,6 +18,7 @@ use fak_kernels::packed::{PackedFormat, PackedMatrix, GROUP_ROWS};
 use fak_kernels::pool::ThreadPool;
 
 use crate::error::ModelError;
+use crate::heads::QkNormWeights;
 
 /// A weight matrix `W` of shape `[n_out, n_in]`: `n_out` rows of `n_in`
 /// elements, each row stored contiguously in block format `ty` (GGUF dims
@@ -64,6 +65,8 @@ pub(crate) struct Layer {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    /// q/k norm weights (qwen3), applied per head before rope.
+    pub qk_norm: Option<QkNormWeights>,
     pub wo: Weight,
     pub ffn_norm: Vec<f32>,
     pub w_gate: Weight,
@@ -71,7 +74,7 @@ pub(crate) struct Layer {
     pub w_down: Weight,
 }
 
-/// A loaded llama / qwen2 model. Immutable; shareable across threads.
+/// A loaded llama / qwen2 / qwen3 model. Immutable; shareable across threads.
 pub struct Model {
     pub(crate) cfg: ModelConfig,
     pub(crate) file: GgufFile,
@@ -128,6 +131,7 @@ impl Model {
                 bq: bias("attn_q.bias")?,
                 bk: bias("attn_k.bias")?,
                 bv: bias("attn_v.bias")?,
+                qk_norm: QkNormWeights::load(&file, &cfg, i)?,
                 wo: matrix(&file, &pool, &n("attn_output.weight"), Use::Products)?,
                 ffn_norm: vector(&file, &n("ffn_norm.weight"))?,
                 w_gate: matrix(&file, &pool, &n("ffn_gate.weight"), Use::Products)?,
@@ -230,7 +234,7 @@ fn matrix(
     })
 }
 
-fn vector(file: &GgufFile, name: &str) -> Result<Vec<f32>, ModelError> {
+pub(crate) fn vector(file: &GgufFile, name: &str) -> Result<Vec<f32>, ModelError> {
     let t = file
         .tensor(name)
         .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;

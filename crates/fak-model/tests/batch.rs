@@ -52,7 +52,24 @@ fn alone(m: &Model, ids: &[u32], extra: &[u32]) -> Vec<Vec<u8>> {
 
 #[test]
 fn logits_are_batch_invariant() {
-    let m = model();
+    check_batch_invariance(&model());
+}
+
+/// The same for the synthetic qwen3 (q/k norm) and llama 3.2 (rope
+/// factors) files of `fak_model::synth`.
+#[test]
+fn synthetic_qwen3_and_llama32_are_batch_invariant() {
+    use fak_model::synth::{self, Ablation, SynthModel};
+    for sm in SynthModel::ALL {
+        let bytes = synth::bytes(sm, Ablation::None).expect("synthetic file");
+        let file = fak_gguf::GgufFile::from_bytes(bytes).expect("parses");
+        let mut m = Model::from_gguf(file).expect("loads");
+        m.set_threads(2).expect("threads");
+        check_batch_invariance(&m);
+    }
+}
+
+fn check_batch_invariance(m: &Model) {
     let nv = m.config().n_vocab;
     let prompts: Vec<Vec<u32>> = (0..3)
         .map(|i| lcg_ids(100 + i, 5 + 3 * i as usize, nv))
@@ -61,7 +78,7 @@ fn logits_are_batch_invariant() {
     let want: Vec<Vec<Vec<u8>>> = prompts
         .iter()
         .zip(&extras)
-        .map(|(p, e)| alone(&m, p, e))
+        .map(|(p, e)| alone(m, p, e))
         .collect();
 
     // All three together: prefill of all in one ragged batch, then decode

@@ -1,4 +1,4 @@
-//! Required tensors and their shapes for llama / qwen2.
+//! Required tensors and their shapes for llama / qwen2 / qwen3.
 //!
 //! Shapes are ggml order `[row_len, n_rows]`; a projection `y = W x` from
 //! `n_in` to `n_out` features is stored as `[n_in, n_out]`:
@@ -11,11 +11,14 @@
 //! blk.N.attn_q.weight    [n_embd, n_head*hd]        .bias [n_head*hd]     (qwen2)
 //! blk.N.attn_k.weight    [n_embd, n_head_kv*hd]     .bias [n_head_kv*hd]  (qwen2)
 //! blk.N.attn_v.weight    [n_embd, n_head_kv*hd]     .bias [n_head_kv*hd]  (qwen2)
+//! blk.N.attn_q_norm.weight [hd]                     (qwen3)
+//! blk.N.attn_k_norm.weight [hd]                     (qwen3)
 //! blk.N.attn_output.weight [n_head*hd, n_embd]
 //! blk.N.ffn_norm.weight  [n_embd]
 //! blk.N.ffn_gate.weight  [n_embd, n_ff]
 //! blk.N.ffn_up.weight    [n_embd, n_ff]
 //! blk.N.ffn_down.weight  [n_ff, n_embd]
+//! rope_freqs.weight      [rope_dim/2]               optional (llama 3.x)
 //! ```
 //!
 //! Any other tensor is rejected: fak would silently ignore it and compute
@@ -23,7 +26,7 @@
 
 use std::collections::HashSet;
 
-use super::{Arch, ModelConfig};
+use super::{Arch, ModelConfig, QkNorm};
 use crate::error::GgufError;
 use crate::file::GgufFile;
 
@@ -96,8 +99,11 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
     let tied_embeddings = !c.optional("output.weight".into(), &[embd, vocab])?;
     let qkv_bias = match cfg.arch {
         Arch::Qwen2 => true,
-        Arch::Llama => file.tensor("blk.0.attn_q.bias").is_some(),
+        Arch::Llama | Arch::Qwen3 => file.tensor("blk.0.attn_q.bias").is_some(),
     };
+    if cfg.arch.takes_rope_freqs() {
+        c.optional(super::rope_freqs::NAME.into(), &[cfg.rope_dim as u64 / 2])?;
+    }
     for i in 0..cfg.n_layer {
         let n = |s: &str| format!("blk.{i}.{s}");
         c.required(n("attn_norm.weight"), &[embd])?;
@@ -108,6 +114,10 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
             c.required(n("attn_q.bias"), &[q])?;
             c.required(n("attn_k.bias"), &[kv])?;
             c.required(n("attn_v.bias"), &[kv])?;
+        }
+        if cfg.qk_norm == QkNorm::PerHead {
+            c.required(n("attn_q_norm.weight"), &[hd])?;
+            c.required(n("attn_k_norm.weight"), &[hd])?;
         }
         c.required(n("attn_output.weight"), &[q, embd])?;
         c.required(n("ffn_norm.weight"), &[embd])?;

@@ -1,5 +1,5 @@
 //! Test helpers: a raw GGUF byte builder (for files the writer refuses to
-//! produce) and a tiny but complete llama / qwen2 model built with the writer.
+//! produce) and a tiny but complete llama / qwen2 / qwen3 model built with the writer.
 
 #![allow(dead_code)]
 
@@ -142,6 +142,13 @@ impl Tiny {
         }
     }
 
+    pub fn qwen3() -> Tiny {
+        Tiny {
+            arch: "qwen3",
+            ..Tiny::llama()
+        }
+    }
+
     pub fn qwen2() -> Tiny {
         Tiny {
             arch: "qwen2",
@@ -235,6 +242,10 @@ impl Tiny {
                 Tiny::add(&mut w, &n("attn_q.bias"), &[q])?;
                 Tiny::add(&mut w, &n("attn_k.bias"), &[kv])?;
                 Tiny::add(&mut w, &n("attn_v.bias"), &[kv])?;
+            }
+            if self.arch == "qwen3" {
+                Tiny::add(&mut w, &n("attn_q_norm.weight"), &[hd])?;
+                Tiny::add(&mut w, &n("attn_k_norm.weight"), &[hd])?;
             }
             Tiny::add(&mut w, &n("attn_output.weight"), &[q, e])?;
             Tiny::add(&mut w, &n("ffn_norm.weight"), &[e])?;
