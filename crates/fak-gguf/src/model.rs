@@ -1,17 +1,20 @@
 //! Architecture hyperparameters, validated against the tensors they imply.
 //!
-//! [`model_config`] reads the `{arch}.*` keys of a llama or qwen2 file,
+//! [`model_config`] reads the `{arch}.*` keys of a llama, qwen2 or gemma3
+//! file (gemma3's own keys in [`gemma3`]),
 //! applies llama.cpp's defaults, sanity-checks every value, checks special
 //! token ids against the vocabulary, refuses features fak does not
 //! implement (rope scaling, mixture of experts), and finally checks that
 //! every tensor the architecture needs exists with the implied shape and
 //! that no unused tensor is present (see [`shapes`]).
 
+pub mod gemma3;
 mod shapes;
 
 use crate::error::GgufError;
 use crate::file::GgufFile;
 use crate::value::MetaValue;
+pub use gemma3::{Gemma3Params, LayerAttn, SlidingWindow};
 
 /// Model architectures fak runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,6 +23,8 @@ pub enum Arch {
     Llama,
     /// Qwen2 family: llama layout plus q/k/v biases and NeoX rope.
     Qwen2,
+    /// Gemma 3: q/k norms, post-attention/FFN norms, GELU, sliding windows.
+    Gemma3,
 }
 
 impl Arch {
@@ -28,6 +33,7 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Gemma3 => "gemma3",
         }
     }
 
@@ -36,6 +42,7 @@ impl Arch {
         match s {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
+            "gemma3" => Some(Arch::Gemma3),
             _ => None,
         }
     }
@@ -44,7 +51,7 @@ impl Arch {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Arch::Llama => RopeStyle::Normal,
-            Arch::Qwen2 => RopeStyle::Neox,
+            Arch::Qwen2 | Arch::Gemma3 => RopeStyle::Neox,
         }
     }
 }
@@ -97,6 +104,9 @@ pub struct ModelConfig {
     pub tied_embeddings: bool,
     /// `true` if every layer has `attn_{q,k,v}.bias`.
     pub qkv_bias: bool,
+    /// Gemma 3's windows, local RoPE base, query scale and soft-cap
+    /// (`Some` exactly for [`Arch::Gemma3`]).
+    pub gemma3: Option<Gemma3Params>,
 }
 
 impl ModelConfig {
@@ -123,7 +133,7 @@ pub const MAX_HEADS: u64 = 4096;
 /// Largest training context accepted (2^32).
 pub const MAX_CONTEXT: u64 = 1 << 32;
 
-fn bad(key: &str, reason: impl Into<String>) -> GgufError {
+pub(crate) fn bad(key: &str, reason: impl Into<String>) -> GgufError {
     GgufError::BadHyperparameter {
         key: key.to_string(),
         reason: reason.into(),
@@ -151,7 +161,7 @@ fn optional_uint(file: &GgufFile, key: &str, max: u64) -> Result<Option<usize>, 
         .transpose()
 }
 
-fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
+pub(crate) fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
@@ -159,7 +169,7 @@ fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
     }
 }
 
-/// Reads, checks and cross-checks a llama / qwen2 model's hyperparameters
+/// Reads, checks and cross-checks a llama / qwen2 / gemma3 model's hyperparameters
 /// and tensor shapes.
 pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
     let arch_key = "general.architecture";
@@ -248,6 +258,10 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
     let rms_eps = positive_f32(&eps_key, rms_eps)?;
 
     check_unsupported(file, arch)?;
+    let gemma3 = match arch {
+        Arch::Gemma3 => Some(gemma3::read(file, (n_layer, n_embd, n_head, head_dim))?),
+        Arch::Llama | Arch::Qwen2 => None,
+    };
     let n_vocab = vocab_size(file, arch)?;
     check_special_tokens(file, n_vocab)?;
 
@@ -267,6 +281,7 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
         rms_eps,
         tied_embeddings: false,
         qkv_bias: false,
+        gemma3,
     };
     let layout = shapes::check_tensors(file, &cfg)?;
     cfg.tied_embeddings = layout.tied_embeddings;

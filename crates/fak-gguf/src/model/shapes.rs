@@ -16,6 +16,9 @@
 //! blk.N.ffn_gate.weight  [n_embd, n_ff]
 //! blk.N.ffn_up.weight    [n_embd, n_ff]
 //! blk.N.ffn_down.weight  [n_ff, n_embd]
+//! gemma3 only:
+//! blk.N.attn_q_norm.weight, blk.N.attn_k_norm.weight      [hd]
+//! blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight [n_embd]
 //! ```
 //!
 //! Any other tensor is rejected: fak would silently ignore it and compute
@@ -97,6 +100,7 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
     let qkv_bias = match cfg.arch {
         Arch::Qwen2 => true,
         Arch::Llama => file.tensor("blk.0.attn_q.bias").is_some(),
+        Arch::Gemma3 => false,
     };
     for i in 0..cfg.n_layer {
         let n = |s: &str| format!("blk.{i}.{s}");
@@ -114,6 +118,12 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
         c.required(n("ffn_gate.weight"), &[embd, ff])?;
         c.required(n("ffn_up.weight"), &[embd, ff])?;
         c.required(n("ffn_down.weight"), &[ff, embd])?;
+        if cfg.arch == Arch::Gemma3 {
+            c.required(n("attn_q_norm.weight"), &[hd])?;
+            c.required(n("attn_k_norm.weight"), &[hd])?;
+            c.required(n("post_attention_norm.weight"), &[embd])?;
+            c.required(n("post_ffw_norm.weight"), &[embd])?;
+        }
     }
     if let Some(extra) = file.tensors().iter().find(|t| !c.used.contains(&t.name)) {
         return Err(GgufError::UnexpectedTensor {
