@@ -151,9 +151,11 @@ mod tests {
             } else {
                 gelu_f32(xi)
             };
-            // Input and output each rounded to f16 (relative 2^-11).
+            // Input and output each rounded to f16 (relative 2^-11 each;
+            // the input's rounding moves gelu by at most |gelu'| ≤ 1.13
+            // times |x|·2^-11).
             assert!(
-                (gi - want).abs() <= 2e-3 * want.abs().max(1e-2),
+                (gi - want).abs() <= 1e-3 * (want.abs() + 1.2 * xi.abs()) + 1e-7,
                 "{xi}: {gi} vs {want}"
             );
         }
