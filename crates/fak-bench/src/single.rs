@@ -19,7 +19,7 @@
 use std::time::Instant;
 
 use fak_engine::{PagedKv, PagedKvConfig, Tenant};
-use fak_model::{Batch, FlatKv, KvRun, KvStore, KvType, LogitsWanted, Model, SeqId};
+use fak_model::{Batch, FlatKv, KvRun, KvStore, KvType, LogitsWanted, Model, SeqId, WindowMode};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -63,6 +63,10 @@ pub struct Params {
     /// Also time decode steps of agents forked from a shared context of
     /// each of these lengths ([`crate::context`]); empty: none.
     pub contexts: Vec<usize>,
+    /// Whether sliding-window layers keep to their window
+    /// ([`WindowMode::Full`]: every layer reads every position, to measure
+    /// what the window saves; changes the results).
+    pub window: WindowMode,
 }
 
 /// One prefill length's results.
@@ -105,6 +109,10 @@ pub struct Report {
     /// Decode step times at longer contexts (`--contexts`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub decode_at_context: Vec<ContextPoint>,
+    /// `"full"` when sliding-window layers were made to read every
+    /// position (`--window full`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<&'static str>,
 }
 
 /// Runs the protocol (see the module docs), with a progress bar on stderr.
@@ -116,7 +124,8 @@ pub fn run(p: &Params) -> Result<Report> {
     if p.reps == 0 {
         return Err(params("--reps must be at least 1"));
     }
-    let model = p.model.load()?;
+    let mut model = p.model.load()?;
+    model.set_window_mode(p.window);
     let n_vocab = model.config().n_vocab;
     let max_ctx = PREFILL_LENS
         .iter()
@@ -150,6 +159,7 @@ pub fn run(p: &Params) -> Result<Report> {
     let decode_at_context = crate::context::decode_at_contexts(&model, &p.contexts)?;
 
     Ok(Report {
+        window: (p.window == WindowMode::Full).then_some("full"),
         header: RunHeader::model_run(SCHEMA, &p.model.path, &model)?,
         n_vocab,
         reps: p.reps,

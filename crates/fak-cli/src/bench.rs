@@ -54,6 +54,20 @@ struct BenchModelArgs {
     /// `decode_at_context`.
     #[arg(long, value_delimiter = ',')]
     contexts: Vec<usize>,
+    /// Sliding-window layers (gemma3's local layers): as trained, or full
+    /// (every layer reads every position; changes the results, for
+    /// measuring what the window saves).
+    #[arg(long, value_enum, default_value_t = WindowArg::AsTrained)]
+    window: WindowArg,
+}
+
+/// `--window` values of `fak bench model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WindowArg {
+    /// Local layers read only their window.
+    AsTrained,
+    /// Every layer reads every position.
+    Full,
 }
 
 /// `--kv` values of `fak bench model`.
@@ -231,6 +245,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 },
                 kv_type: m.kv_type.into(),
                 contexts: m.contexts,
+                window: match m.window {
+                    WindowArg::AsTrained => fak_model::WindowMode::AsTrained,
+                    WindowArg::Full => fak_model::WindowMode::Full,
+                },
             })?;
             print(&r, m.json, Json::Pretty, single::Report::table)
         }

@@ -436,7 +436,7 @@ impl Sequences {
         for i in 0..n_tail {
             for layer in 0..n_layer {
                 let o = (i * n_layer + layer) * dim;
-                fak_model::rope_shift_back(&mut k[o..o + dim], cfg.head_dim, cfg, delta);
+                fak_model::rope_shift_back(&mut k[o..o + dim], cfg.head_dim, cfg, layer, delta);
                 kv.write(layer, seq, a + i, &k[o..o + dim], &v[o..o + dim])
                     .map_err(model_err)?;
             }

@@ -1,20 +1,23 @@
 //! Architecture hyperparameters, validated against the tensors they imply.
 //!
-//! [`model_config`] reads the `{arch}.*` keys of a llama, qwen2 or qwen3
-//! file, applies llama.cpp's defaults, sanity-checks every value, checks
-//! special token ids against the vocabulary, refuses features fak does not
-//! implement (rope scaling types, mixture of experts), and finally checks
-//! that every tensor the architecture needs exists with the implied shape
-//! and that no unused tensor is present (see the `shapes` submodule).
-//! Llama 3.x's per-dimension rope frequency factors (`rope_freqs.weight`)
-//! are read and checked in the `rope_freqs` submodule.
+//! [`model_config`] reads the `{arch}.*` keys of a llama, qwen2, qwen3 or
+//! gemma3 file (gemma3's own keys in [`gemma3`]), applies llama.cpp's
+//! defaults, sanity-checks every value, checks special token ids against
+//! the vocabulary, refuses features fak does not implement (rope scaling
+//! types, mixture of experts), and finally checks that every tensor the
+//! architecture needs exists with the implied shape and that no unused
+//! tensor is present (see the `shapes` submodule). Llama 3.x's
+//! per-dimension rope frequency factors (`rope_freqs.weight`) are read and
+//! checked in the `rope_freqs` submodule.
 
+pub mod gemma3;
 mod rope_freqs;
 mod shapes;
 
 use crate::error::GgufError;
 use crate::file::GgufFile;
 use crate::value::MetaValue;
+pub use gemma3::{Gemma3Params, LayerAttn, SlidingWindow};
 
 /// Model architectures fak runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,6 +29,8 @@ pub enum Arch {
     /// Qwen3 family: llama layout, NeoX rope, and a per-head RMSNorm on q
     /// and k before rope (`attn_q_norm` / `attn_k_norm`); no q/k/v biases.
     Qwen3,
+    /// Gemma 3: q/k norms, post-attention/FFN norms, GELU, sliding windows.
+    Gemma3,
 }
 
 impl Arch {
@@ -35,6 +40,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
         }
     }
 
@@ -44,6 +50,7 @@ impl Arch {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
             "qwen3" => Some(Arch::Qwen3),
+            "gemma3" => Some(Arch::Gemma3),
             _ => None,
         }
     }
@@ -52,14 +59,16 @@ impl Arch {
     pub fn rope_style(self) -> RopeStyle {
         match self {
             Arch::Llama => RopeStyle::Normal,
-            Arch::Qwen2 | Arch::Qwen3 => RopeStyle::Neox,
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => RopeStyle::Neox,
         }
     }
 
     /// Whether q and k are normalized per head before rope.
     pub fn qk_norm(self) -> QkNorm {
         match self {
-            Arch::Llama | Arch::Qwen2 => QkNorm::None,
+            // Gemma 3 has per-head norms too, loaded with its other norms
+            // (`gemma3` in fak-model).
+            Arch::Llama | Arch::Qwen2 | Arch::Gemma3 => QkNorm::None,
             Arch::Qwen3 => QkNorm::PerHead,
         }
     }
@@ -144,6 +153,9 @@ pub struct ModelConfig {
     /// llama.cpp's `ggml_rope_ext` does with `freq_factors` (llama 3.x rope
     /// scaling). `None`: every factor is 1.
     pub rope_freq_factors: Option<Vec<f32>>,
+    /// Gemma 3's windows, local RoPE base, query scale and soft-cap
+    /// (`Some` exactly for [`Arch::Gemma3`]).
+    pub gemma3: Option<Gemma3Params>,
 }
 
 impl ModelConfig {
@@ -170,7 +182,7 @@ pub const MAX_HEADS: u64 = 4096;
 /// Largest training context accepted (2^32).
 pub const MAX_CONTEXT: u64 = 1 << 32;
 
-fn bad(key: &str, reason: impl Into<String>) -> GgufError {
+pub(crate) fn bad(key: &str, reason: impl Into<String>) -> GgufError {
     GgufError::BadHyperparameter {
         key: key.to_string(),
         reason: reason.into(),
@@ -198,7 +210,7 @@ fn optional_uint(file: &GgufFile, key: &str, max: u64) -> Result<Option<usize>, 
         .transpose()
 }
 
-fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
+pub(crate) fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
@@ -206,7 +218,7 @@ fn positive_f32(key: &str, v: f32) -> Result<f32, GgufError> {
     }
 }
 
-/// Reads, checks and cross-checks a llama / qwen2 / qwen3 model's hyperparameters
+/// Reads, checks and cross-checks a llama / qwen2 / qwen3 / gemma3 model's hyperparameters
 /// and tensor shapes.
 pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
     let arch_key = "general.architecture";
@@ -295,6 +307,10 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
     let rms_eps = positive_f32(&eps_key, rms_eps)?;
 
     check_unsupported(file, arch)?;
+    let gemma3 = match arch {
+        Arch::Gemma3 => Some(gemma3::read(file, (n_layer, n_embd, n_head, head_dim))?),
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => None,
+    };
     let n_vocab = vocab_size(file, arch)?;
     check_special_tokens(file, n_vocab)?;
 
@@ -316,6 +332,7 @@ pub fn model_config(file: &GgufFile) -> Result<ModelConfig, GgufError> {
         qkv_bias: false,
         qk_norm: arch.qk_norm(),
         rope_freq_factors: None,
+        gemma3,
     };
     let layout = shapes::check_tensors(file, &cfg)?;
     cfg.tied_embeddings = layout.tied_embeddings;

@@ -1,4 +1,4 @@
-//! The two reference model files open, validate, and agree with facts read
+//! The reference model files (smollm2, qwen2.5, gemma3) open, validate, and agree with facts read
 //! independently by the `gguf` Python package (offsets, counts, sha256 of
 //! tensor bytes). Requires the files under `models/` (or `$FAK_MODELS_DIR`).
 
@@ -210,4 +210,49 @@ fn released_tensor_pages_read_back_unchanged() {
     for (t, want) in f.tensors().iter().zip(&before) {
         assert_eq!(&sha256_hex(f.tensor_data(t)), want, "{}", t.name);
     }
+}
+
+/// Gemma 3 270M: the hyperparameters llama.cpp derives from the file
+/// (window 512, period 6 by default: layers 5, 11, 17 global; local RoPE
+/// base 10000 by default; query scale 1/√256; no soft-cap; tied output).
+#[test]
+fn gemma3_270m_validates_with_llama_cpp_hparams() {
+    use fak_gguf::model::{LayerAttn, SlidingWindow};
+    let f = GgufFile::open(&model_path("gemma-3-270m-q4_k_m.gguf")).expect("open gemma3");
+    let cfg = model_config(&f).expect("gemma3 validates");
+    assert_eq!(cfg.arch, Arch::Gemma3);
+    assert_eq!(
+        (cfg.n_vocab, cfg.n_embd, cfg.n_layer, cfg.n_ff),
+        (262_144, 640, 18, 2048)
+    );
+    assert_eq!(
+        (cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.rope_dim),
+        (4, 1, 256, 256)
+    );
+    assert_eq!(cfg.rope_style, RopeStyle::Neox);
+    assert!(cfg.tied_embeddings && !cfg.qkv_bias);
+    let g = cfg.gemma3.as_ref().expect("gemma3 params");
+    let global = [5, 11, 17];
+    let layers: Vec<LayerAttn> = (0..18)
+        .map(|l| {
+            if global.contains(&l) {
+                LayerAttn::Global
+            } else {
+                LayerAttn::Local
+            }
+        })
+        .collect();
+    assert_eq!(
+        g.sliding,
+        Some(SlidingWindow {
+            window: 512,
+            layers
+        })
+    );
+    assert_eq!(g.attn_scale, 1.0 / 16.0);
+    assert_eq!(g.final_logit_softcap, None);
+    assert_eq!(cfg.rope_theta_at(0), 10_000.0);
+    assert_eq!(cfg.rope_theta_at(5), 1_000_000.0);
+    assert_eq!((cfg.window(4), cfg.window(5)), (Some(512), None));
+    assert_eq!(cfg.sliding_window(), Some(512));
 }

@@ -22,6 +22,13 @@
 //! uses, then rows every query of a run uses, then each token's own tail),
 //! each 8-row value tile converted once for the group.
 //!
+//! A sliding-window layer (Gemma 3's local layers, window `W`) reads only
+//! rows `lo..` where `lo` is the earliest window start of a run (or of the
+//! chunk, for the shared passes): a query at `p` keeps scores `p-W+1..=p`,
+//! its weights of the rows before are set to 0 and no row before every
+//! query's window is read. A zero weight adds `0·v` (exactly 0) to a sum,
+//! so grouping still changes no query's result.
+//!
 //! Rows a query computes past its own position are never used. A query's
 //! scores are `dot_f32_f16_rows` sums (or, for a Q8_0 cache, the same
 //! running sums over the dequantized rows; bit-identical on every ISA, per
@@ -93,7 +100,17 @@ impl Model {
         let hd = cfg.head_dim;
         let q_dim = cfg.n_head * hd;
         let group = cfg.n_head / cfg.n_head_kv;
-        let scale = 1.0f32 / (hd as f32).sqrt();
+        let scale = cfg.attn_scale();
+        // The first key row a query at `p` sees.
+        let window = match self.window_mode {
+            crate::WindowMode::AsTrained => cfg.window(layer),
+            crate::WindowMode::Full => None,
+        };
+        let lo = |p: usize| match window {
+            Some(w) => (p + 1).saturating_sub(w),
+            None => 0,
+        };
+        let lo_chunk = runs.iter().map(|r| lo(r.pos0)).min().unwrap_or(0);
         let n_tok: usize = runs.iter().map(|r| r.c).sum();
         let end_max = runs.iter().map(Run::end).max().unwrap_or(0);
         let nq = n_tok * group;
@@ -128,7 +145,8 @@ impl Model {
             // Shared rows: every query of the chunk at once.
             if let Some(first) = runs.first() {
                 let all = QueryGroup { q: qk, n: hd };
-                self.scores_over(layer, first.seq, 0..shared, (all, kvh), kv, scores, end_max);
+                let rows = lo_chunk.min(shared)..shared;
+                self.scores_over(layer, first.seq, rows, (all, kvh), kv, scores, end_max);
             }
             // Each run's own rows.
             let mut t0 = 0;
@@ -138,7 +156,7 @@ impl Model {
                     q: &qk[qa * hd..qb * hd],
                     n: hd,
                 };
-                let rows = shared.min(run.end())..run.end();
+                let rows = shared.max(lo(run.pos0)).min(run.end())..run.end();
                 let sc = &mut scores[qa * end_max..];
                 self.scores_over(layer, run.seq, rows, (qs, kvh), kv, sc, end_max);
                 t0 += run.c;
@@ -149,7 +167,11 @@ impl Model {
                 for i in 0..run.c {
                     for g in 0..group {
                         let qi = (t0 + i) * group + g;
-                        let sc = &mut scores[qi * end_max..qi * end_max + run.pos0 + i + 1];
+                        let first = lo(run.pos0 + i);
+                        let row = &mut scores[qi * end_max..qi * end_max + run.pos0 + i + 1];
+                        // Rows before the window that a value pass reads.
+                        row[lo_chunk.min(first)..first].fill(0.0);
+                        let sc = &mut row[first..];
                         for s in sc.iter_mut() {
                             *s *= scale;
                         }
@@ -171,21 +193,16 @@ impl Model {
             };
             if let Some(first) = runs.first() {
                 let (w, o) = (&scores[..], &mut obuf[..]);
-                self.values_over(layer, first.seq, 0..common, (w, end_max, kvh), kv, o);
+                let rows = lo_chunk.min(common)..common;
+                self.values_over(layer, first.seq, rows, (w, end_max, kvh), kv, o);
             }
             let mut t0 = 0;
             for run in runs {
                 let (qa, qb) = (t0 * group, (t0 + run.c) * group);
                 let w = &scores[qa * end_max..];
                 let o = &mut obuf[qa * hd..qb * hd];
-                self.values_over(
-                    layer,
-                    run.seq,
-                    common..run.pos0 + 1,
-                    (w, end_max, kvh),
-                    kv,
-                    o,
-                );
+                let rows = common.max(lo(run.pos0)).min(run.pos0 + 1)..run.pos0 + 1;
+                self.values_over(layer, run.seq, rows, (w, end_max, kvh), kv, o);
                 for i in 1..run.c {
                     let (ta, tb) = ((t0 + i) * group, (t0 + i + 1) * group);
                     let w = &scores[ta * end_max..];

@@ -13,12 +13,16 @@
 //!   x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ
 //! logits = (rms_norm(x) · output_norm)·Woutᵀ              only for tokens that asked
 //! ```
+//!
+//! Gemma 3 adds a few steps (scaled embeddings, q/k and post norms, GELU,
+//! local RoPE base and windows, soft-cap); they are in `crate::gemma3`.
 
 use fak_kernels::ops as kops;
 
 use crate::attention::{attention_chunk, AttnBuffers, Run};
 use crate::batch::{Batch, LogitsWanted, SeqId};
 use crate::error::{BatchError, ModelError};
+use crate::gemma3;
 use crate::heads;
 use crate::kv::KvStore;
 use crate::matmul::{Product, QuantActs};
@@ -64,6 +68,7 @@ pub struct Workspace {
     normed: Vec<f32>,
     attn_bufs: AttnBuffers,
     rope_angles: Vec<(f32, f32)>,
+    rope_angles_local: Vec<(f32, f32)>,
     ends: Vec<(SeqId, usize)>,
     acts: QuantActs,
     logits: Logits,
@@ -85,6 +90,7 @@ impl Default for Workspace {
             normed: Vec::new(),
             attn_bufs: AttnBuffers::default(),
             rope_angles: Vec::new(),
+            rope_angles_local: Vec::new(),
             ends: Vec::new(),
             acts: QuantActs::new(),
             logits: Logits::default(),
@@ -210,6 +216,19 @@ impl Model {
             ops::rope_angles(pos, cfg.rope_theta, cfg.rope_dim, factors, a);
         })?;
         let angles: &[(f32, f32)] = angles;
+        // Local layers with their own base (Gemma 3) get their own table.
+        let local_theta = (0..cfg.n_layer)
+            .map(|l| cfg.rope_theta_at(l))
+            .find(|&t| t != cfg.rope_theta);
+        let angles_local = &mut ws.rope_angles_local;
+        if let Some(theta) = local_theta {
+            angles_local.resize(n * half, (0.0, 0.0));
+            self.rows_mut(angles_local, half, |ti, a| {
+                let pos = batch.tokens[ti].pos;
+                ops::rope_angles(pos, theta, cfg.rope_dim, factors, a);
+            })?;
+        }
+        let angles_local: &[(f32, f32)] = angles_local;
         let acts = &mut ws.acts;
         let attn_bufs = &mut ws.attn_bufs;
         let scores = &mut attn_bufs.scores;
@@ -231,6 +250,9 @@ impl Model {
                     source,
                 }
             })?;
+            if cfg.gemma3.is_some() {
+                gemma3::scale_embedding(xt, d);
+            }
         }
 
         for (li, layer) in self.layers.iter().enumerate() {
@@ -273,12 +295,17 @@ impl Model {
             add_bias(k, layer.bk.as_deref());
             add_bias(v, layer.bv.as_deref());
 
-            // q/k norm (qwen3) and RoPE at each token's position (on the
-            // pool for long batches), then the keys and values go to the
-            // cache.
-            let (q_norm, k_norm) = match &layer.qk_norm {
-                Some(w) => (Some(&w.q[..]), Some(&w.k[..])),
-                None => (None, None),
+            // q/k norm (qwen3, gemma3) and RoPE at each token's position
+            // (on the pool for long batches), then the keys and values go
+            // to the cache.
+            let angles = match local_theta {
+                Some(t) if cfg.rope_theta_at(li) == t => angles_local,
+                _ => angles,
+            };
+            let (q_norm, k_norm) = match (&layer.qk_norm, &layer.gemma) {
+                (Some(w), _) => (Some(&w.q[..]), Some(&w.k[..])),
+                (None, Some(g)) => (Some(&g.q_norm[..]), Some(&g.k_norm[..])),
+                (None, None) => (None, None),
             };
             self.rows_mut(q, q_dim, |ti, row| {
                 heads::norm_rope_row(row, q_norm, &angles[ti * half..(ti + 1) * half], cfg)
@@ -351,10 +378,8 @@ impl Model {
             acts.quantize(&self.pool, layer.wo.ty, attn, q_dim, &layer.wo.name)?;
             self.matmul_q(&layer.wo, acts, proj)?;
             clock.lap(Phase::Matmul);
-            let proj_all: &[f32] = proj;
-            self.rows_mut(x, d, |t, xt| {
-                kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
-            })?;
+            let post = layer.gemma.as_ref().map(|g| &g.post_attn_norm[..]);
+            self.add_residual(x, proj, h, post)?;
 
             self.rows_mut(h, d, |t, ht| {
                 kops::rms_norm(&x[t * d..(t + 1) * d], &layer.ffn_norm, cfg.rms_eps, ht);
@@ -384,8 +409,14 @@ impl Model {
             }
             clock.lap(Phase::Matmul);
             let up_all: &[f32] = up;
+            let gelu = layer.gemma.is_some();
             self.rows_mut(gate, cfg.n_ff, |t, g| {
-                kops::swiglu(g, &up_all[t * cfg.n_ff..(t + 1) * cfg.n_ff]);
+                let u = &up_all[t * cfg.n_ff..(t + 1) * cfg.n_ff];
+                if gelu {
+                    gemma3::geglu(g, u);
+                } else {
+                    kops::swiglu(g, u);
+                }
             })?;
             clock.lap(Phase::Other);
             acts.quantize(
@@ -397,10 +428,8 @@ impl Model {
             )?;
             self.matmul_q(&layer.w_down, acts, proj)?;
             clock.lap(Phase::Matmul);
-            let proj_all: &[f32] = proj;
-            self.rows_mut(x, d, |t, xt| {
-                kops::add_assign(xt, &proj_all[t * d..(t + 1) * d]);
-            })?;
+            let post = layer.gemma.as_ref().map(|g| &g.post_ffw_norm[..]);
+            self.add_residual(x, proj, h, post)?;
         }
         for &(seq, end) in &ws.ends {
             kv.commit(seq, end)?;
@@ -428,10 +457,38 @@ impl Model {
         if n_out > 0 {
             acts.quantize(&self.pool, self.output.ty, normed, d, &self.output.name)?;
             self.matmul_q(&self.output, acts, data)?;
+            if let Some(c) = cfg.gemma3.as_ref().and_then(|g| g.final_logit_softcap) {
+                self.rows_mut(data, self.output.n_out, |_, row| gemma3::softcap(row, c))?;
+            }
         }
         clock.lap(Phase::Matmul);
         clock.finish(kind, &mut ws.times);
         Ok(&ws.logits)
+    }
+
+    /// `x += y`, row by row; with `post` (Gemma 3's post-attention / FFN
+    /// norm) `x += rms_norm(y) · post`, through `scratch` (`[n, n_embd]`).
+    fn add_residual(
+        &self,
+        x: &mut [f32],
+        y: &[f32],
+        scratch: &mut [f32],
+        post: Option<&[f32]>,
+    ) -> Result<(), ModelError> {
+        let d = self.cfg.n_embd;
+        let eps = self.cfg.rms_eps;
+        let y: &[f32] = match post {
+            Some(w) => {
+                self.rows_mut(scratch, d, |t, st| {
+                    kops::rms_norm(&y[t * d..(t + 1) * d], w, eps, st);
+                })?;
+                scratch
+            }
+            None => y,
+        };
+        self.rows_mut(x, d, |t, xt| {
+            kops::add_assign(xt, &y[t * d..(t + 1) * d]);
+        })
     }
 
     /// Checks token ids and positions; fills `ends` with each sequence's

@@ -1,4 +1,4 @@
-//! The llama / qwen2 / qwen3 forward pass.
+//! The llama / qwen2 / qwen3 / gemma3 forward pass.
 //!
 //! A [`Model`] is stateless: it owns read-only weights (memory-mapped from
 //! the GGUF file) and computes logits for a [`Batch`] of tokens, reading and
@@ -26,6 +26,7 @@ mod attention;
 mod batch;
 mod error;
 mod forward;
+mod gemma3;
 mod heads;
 mod kv;
 mod kv_rows;
@@ -39,8 +40,9 @@ mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
 pub use error::{BatchError, ModelError};
-pub use fak_gguf::model::{Arch, ModelConfig, QkNorm, RopeStyle};
+pub use fak_gguf::model::{Arch, LayerAttn, ModelConfig, QkNorm, RopeStyle};
 pub use forward::{Logits, Workspace};
+pub use gemma3::WindowMode;
 pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};
 pub use kv_rows::{KvRowBuf, KvRowShape};
 pub use ops::rope_shift_back;

@@ -66,10 +66,18 @@ pub fn rope_head(head: &mut [f32], cache: &[(f32, f32)], rope_dim: usize, style:
 /// position `delta`, negated. Used by the approximate `shift` eviction,
 /// which re-ropes the keys after a removed span instead of recomputing
 /// them (the rows keep the removed span's influence).
-pub fn rope_shift_back(k: &mut [f32], head_dim: usize, cfg: &crate::ModelConfig, delta: u32) {
+///
+/// `layer` picks the RoPE base (Gemma 3's local and global layers differ).
+pub fn rope_shift_back(
+    k: &mut [f32],
+    head_dim: usize,
+    cfg: &crate::ModelConfig,
+    layer: usize,
+    delta: u32,
+) {
     let mut cache = vec![(0.0f32, 0.0f32); cfg.rope_dim / 2];
     let factors = cfg.rope_freq_factors.as_deref();
-    rope_angles(delta, cfg.rope_theta, cfg.rope_dim, factors, &mut cache);
+    rope_angles(delta, cfg.rope_theta_at(layer), cfg.rope_dim, factors, &mut cache);
     for c in cache.iter_mut() {
         c.1 = -c.1;
     }
@@ -146,6 +154,7 @@ mod tests {
             qkv_bias: false,
             qk_norm: fak_gguf::model::QkNorm::None,
             rope_freq_factors: None,
+            gemma3: None,
         };
         let orig: Vec<f32> = (0..16).map(|i| (i as f32 - 7.0) * 0.3).collect();
         let at = |pos: u32| {
@@ -189,7 +198,7 @@ mod tests {
             h
         };
         let mut k = at(40);
-        rope_shift_back(&mut k, 8, &cfg, 15);
+        rope_shift_back(&mut k, 8, &cfg, 0, 15);
         for (a, b) in k.iter().zip(at(25)) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }

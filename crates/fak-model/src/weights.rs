@@ -19,6 +19,7 @@ use fak_kernels::pool::ThreadPool;
 
 use crate::error::ModelError;
 use crate::heads::QkNormWeights;
+use crate::gemma3::{GemmaNorms, WindowMode};
 
 /// A weight matrix `W` of shape `[n_out, n_in]`: `n_out` rows of `n_in`
 /// elements, each row stored contiguously in block format `ty` (GGUF dims
@@ -72,9 +73,11 @@ pub(crate) struct Layer {
     pub w_gate: Weight,
     pub w_up: Weight,
     pub w_down: Weight,
+    /// Gemma 3's q/k and post-attention/FFN norms.
+    pub gemma: Option<GemmaNorms>,
 }
 
-/// A loaded llama / qwen2 / qwen3 model. Immutable; shareable across threads.
+/// A loaded llama / qwen2 / qwen3 / gemma3 model. Immutable; shareable across threads.
 pub struct Model {
     pub(crate) cfg: ModelConfig,
     pub(crate) file: GgufFile,
@@ -84,6 +87,8 @@ pub struct Model {
     pub(crate) layers: Vec<Layer>,
     /// Persistent workers for the matrix products (see [`Model::set_threads`]).
     pub(crate) pool: Arc<ThreadPool>,
+    /// Whether local layers keep to their window (see [`Model::set_window_mode`]).
+    pub(crate) window_mode: WindowMode,
 }
 
 impl Model {
@@ -137,6 +142,10 @@ impl Model {
                 w_gate: matrix(&file, &pool, &n("ffn_gate.weight"), Use::Products)?,
                 w_up: matrix(&file, &pool, &n("ffn_up.weight"), Use::Products)?,
                 w_down: matrix(&file, &pool, &n("ffn_down.weight"), Use::Products)?,
+                gemma: match cfg.gemma3 {
+                    Some(_) => Some(GemmaNorms::load(&file, i, vector)?),
+                    None => None,
+                },
             });
         }
         Ok(Model {
@@ -147,12 +156,24 @@ impl Model {
             output_norm,
             layers,
             pool,
+            window_mode: WindowMode::AsTrained,
         })
     }
 
     /// The validated hyperparameters.
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
+    }
+
+    /// Sets whether sliding-window layers keep to their window
+    /// ([`WindowMode::Full`] changes the results; it is for measuring).
+    pub fn set_window_mode(&mut self, mode: WindowMode) {
+        self.window_mode = mode;
+    }
+
+    /// Whether sliding-window layers keep to their window.
+    pub fn window_mode(&self) -> WindowMode {
+        self.window_mode
     }
 
     /// The underlying GGUF file (metadata, tokenizer, tensors).

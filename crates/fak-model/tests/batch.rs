@@ -1,13 +1,19 @@
 //! Ragged batches: a sequence's logits do not depend on what else is in the
-//! batch, nor on how its prompt was split into chunks.
+//! batch, nor on how its prompt was split into chunks. Also for gemma3,
+//! past its 512-position sliding window.
 
 use std::path::Path;
 
 use fak_model::{Batch, FlatKv, LogitsWanted, Model, SeqId};
 
 fn model() -> Model {
-    let p =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/smollm2-135m-instruct-q8_0.gguf");
+    model_file("smollm2-135m-instruct-q8_0.gguf")
+}
+
+fn model_file(name: &str) -> Model {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../models")
+        .join(name);
     assert!(
         p.exists(),
         "{} is missing: run scripts/fetch-models.sh",
@@ -138,4 +144,86 @@ fn bad_batches_are_errors() {
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 0, &[1; 9], LogitsWanted::Yes);
     assert!(m.forward(&b, &mut kv).is_err(), "context overflow");
+}
+
+/// Gemma 3 past its window: three sequences (530, 20 and 600 tokens, the
+/// long ones split into chunks that straddle position 512) prefilled and
+/// decoded together give the bytes each gives alone. Decode steps of the
+/// three share attention chunks (2 threads: two sequences per chunk), so
+/// the chunk's earliest window start differs from a sequence's own.
+#[test]
+fn gemma3_logits_are_batch_invariant_past_the_window() {
+    let m = model_file("gemma-3-270m-q4_k_m.gguf");
+    assert_eq!(m.config().sliding_window(), Some(512));
+    let nv = m.config().n_vocab;
+    let lens = [530usize, 20, 600];
+    let prompts: Vec<Vec<u32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| lcg_ids(300 + i as u64, n, nv))
+        .collect();
+    let extras: Vec<Vec<u32>> = (0..3).map(|i| lcg_ids(400 + i, 3, nv)).collect();
+    let want: Vec<Vec<Vec<u8>>> = prompts
+        .iter()
+        .zip(&extras)
+        .map(|(p, e)| alone(&m, p, e))
+        .collect();
+
+    let mut kv = FlatKv::for_model(m.config(), 640, 3).expect("kv");
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, &prompts[0][..300], LogitsWanted::No);
+    b.push_seq(SeqId(1), 0, &prompts[1], LogitsWanted::Yes);
+    b.push_seq(SeqId(2), 0, &prompts[2][..505], LogitsWanted::No);
+    let l = m.forward(&b, &mut kv).expect("fwd");
+    got[1].push(bytes(l.row(0)));
+    let mut b = Batch::new();
+    b.push_seq(SeqId(2), 505, &prompts[2][505..], LogitsWanted::Yes);
+    b.push_seq(SeqId(0), 300, &prompts[0][300..], LogitsWanted::Yes);
+    let l = m.forward(&b, &mut kv).expect("fwd");
+    got[2].push(bytes(l.row(0)));
+    got[0].push(bytes(l.row(1)));
+    #[allow(clippy::needless_range_loop)]
+    for step in 0..3 {
+        let mut b = Batch::new();
+        for s in [0usize, 2, 1] {
+            b.push_seq(
+                SeqId(s as u32),
+                (prompts[s].len() + step) as u32,
+                &[extras[s][step]],
+                LogitsWanted::Yes,
+            );
+        }
+        let l = m.forward(&b, &mut kv).expect("fwd");
+        for (row, s) in [0usize, 2, 1].into_iter().enumerate() {
+            got[s].push(bytes(l.row(row)));
+        }
+    }
+    for s in 0..3 {
+        assert_eq!(got[s].len(), want[s].len());
+        for (step, (g, w)) in got[s].iter().zip(&want[s]).enumerate() {
+            assert!(
+                g == w,
+                "gemma3 sequence {s} step {step}: logits differ from running alone"
+            );
+        }
+    }
+}
+
+/// The window is applied: past position 512, the logits of a gemma3
+/// sequence differ from those of the same model with every layer global
+/// (`WindowMode::Full`), and are equal before it.
+#[test]
+fn gemma3_window_changes_logits_only_past_the_window() {
+    let mut m = model_file("gemma-3-270m-q4_k_m.gguf");
+    let nv = m.config().n_vocab;
+    let ids = lcg_ids(77, 520, nv);
+    let at = |m: &Model, n: usize| alone(m, &ids[..n], &[])[0].clone();
+    let (short, long) = (at(&m, 500), at(&m, 520));
+    m.set_window_mode(fak_model::WindowMode::Full);
+    assert!(at(&m, 500) == short, "inside the window nothing changes");
+    assert!(
+        at(&m, 520) != long,
+        "past the window local layers read less"
+    );
 }

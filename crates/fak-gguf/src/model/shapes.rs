@@ -19,6 +19,9 @@
 //! blk.N.ffn_up.weight    [n_embd, n_ff]
 //! blk.N.ffn_down.weight  [n_ff, n_embd]
 //! rope_freqs.weight      [rope_dim/2]               optional (llama 3.x)
+//! gemma3 only:
+//! blk.N.attn_q_norm.weight, blk.N.attn_k_norm.weight      [hd]
+//! blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight [n_embd]
 //! ```
 //!
 //! Any other tensor is rejected: fak would silently ignore it and compute
@@ -100,6 +103,7 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
     let qkv_bias = match cfg.arch {
         Arch::Qwen2 => true,
         Arch::Llama | Arch::Qwen3 => file.tensor("blk.0.attn_q.bias").is_some(),
+        Arch::Gemma3 => false,
     };
     if cfg.arch.takes_rope_freqs() {
         c.optional(super::rope_freqs::NAME.into(), &[cfg.rope_dim as u64 / 2])?;
@@ -124,6 +128,12 @@ pub(crate) fn check_tensors(file: &GgufFile, cfg: &ModelConfig) -> Result<Layout
         c.required(n("ffn_gate.weight"), &[embd, ff])?;
         c.required(n("ffn_up.weight"), &[embd, ff])?;
         c.required(n("ffn_down.weight"), &[ff, embd])?;
+        if cfg.arch == Arch::Gemma3 {
+            c.required(n("attn_q_norm.weight"), &[hd])?;
+            c.required(n("attn_k_norm.weight"), &[hd])?;
+            c.required(n("post_attention_norm.weight"), &[embd])?;
+            c.required(n("post_ffw_norm.weight"), &[embd])?;
+        }
     }
     if let Some(extra) = file.tensors().iter().find(|t| !c.used.contains(&t.name)) {
         return Err(GgufError::UnexpectedTensor {
