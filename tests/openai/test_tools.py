@@ -75,9 +75,8 @@ class TestToolCalls(unittest.TestCase):
 
     def create(self, **kw):
         kw.setdefault("messages", ASK)
-        return self.client.chat.completions.create(
-            model=self.model, tools=TOOLS, temperature=0, max_tokens=96, **kw
-        )
+        kw.setdefault("max_tokens", 96)
+        return self.client.chat.completions.create(model=self.model, tools=TOOLS, temperature=0, **kw)
 
     def stream_calls(self, **kw):
         """Calls reassembled from the deltas: (name, arguments) per index."""
