@@ -65,8 +65,9 @@ def free_port() -> int:
 class FakServer:
     """``fak serve`` as a subprocess on a free port; stopped with SIGTERM."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, model: Path = MODEL) -> None:
         self.extra = list(extra)
+        self.model = model
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile()
         self.port = 0
@@ -82,12 +83,12 @@ class FakServer:
     def start(self) -> "FakServer":
         if not FAK.exists():
             raise unittest.SkipTest(f"{FAK} not built (cargo build --release -p fak-cli)")
-        if not MODEL.exists():
-            raise unittest.SkipTest(f"{MODEL} missing (scripts/fetch-models.sh)")
+        if not self.model.exists():
+            raise unittest.SkipTest(f"{self.model} missing (scripts/fetch-models.sh)")
         # The port may be taken between free_port() and bind: retry a few times.
         for attempt in range(3):
             self.port = free_port()
-            cmd = [str(FAK), "serve", "--model", str(MODEL), "--host", "127.0.0.1",
+            cmd = [str(FAK), "serve", "--model", str(self.model), "--host", "127.0.0.1",
                    "--port", str(self.port), "--threads", THREADS, *self.extra]
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             if self.wait_healthy():

@@ -35,11 +35,30 @@ pub enum Content {
     Parts(Vec<Part>),
 }
 
+/// The function of a call in an assistant message.
+#[derive(Debug, Deserialize)]
+pub struct CallFunction {
+    pub name: String,
+    /// JSON text (OpenAI's shape); an object is taken as well.
+    pub arguments: serde_json::Value,
+}
+
+/// A call in an assistant message.
+#[derive(Debug, Deserialize)]
+pub struct MessageCall {
+    pub id: String,
+    pub function: CallFunction,
+}
+
 /// One chat message.
 #[derive(Debug, Deserialize)]
 pub struct Message {
     pub role: String,
     pub content: Option<Content>,
+    /// An assistant's calls.
+    pub tool_calls: Option<Vec<MessageCall>>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
 }
 
 /// `stream_options`.
@@ -83,6 +102,10 @@ pub struct ChatRequest {
     #[serde(default)]
     pub logprobs: bool,
     pub top_logprobs: Option<i64>,
+    /// Function definitions (`tools::parse`).
+    pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
+    pub parallel_tool_calls: Option<bool>,
     #[serde(flatten)]
     pub common: Common,
 }
@@ -142,8 +165,10 @@ pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
 const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
 
 impl Message {
-    /// The text of the message, checked: known role, text parts only.
-    pub fn checked(&self, i: usize) -> Result<fak_tokenizer::ChatMessage, ApiError> {
+    /// The message, checked: known role, text parts only, calls only on
+    /// assistant messages, a `tool_call_id` on each tool message (whether
+    /// it answers an earlier call is [`check_tool_answers`]'s business).
+    pub fn checked(&self, i: usize) -> Result<fak_tokenizer::ToolMessage, ApiError> {
         if !ROLES.contains(&self.role.as_str()) {
             return Err(ApiError::bad_param(
                 "messages",
@@ -182,8 +207,81 @@ impl Message {
         } else {
             self.role.clone()
         };
-        Ok(fak_tokenizer::ChatMessage { role, content })
+        let tool_calls = match &self.tool_calls {
+            None => None,
+            Some(_) if role != "assistant" => {
+                return Err(ApiError::bad_param(
+                    "messages",
+                    format!("messages[{i}]: only assistant messages carry tool_calls"),
+                ))
+            }
+            Some(calls) => Some(
+                calls
+                    .iter()
+                    .map(|c| fak_tokenizer::ToolCall {
+                        id: c.id.clone(),
+                        kind: "function".into(),
+                        function: fak_tokenizer::FunctionCall {
+                            name: c.function.name.clone(),
+                            // Templates read the arguments as a mapping.
+                            arguments: match &c.function.arguments {
+                                serde_json::Value::String(t) => serde_json::from_str(t)
+                                    .unwrap_or_else(|_| serde_json::Value::String(t.clone())),
+                                v => v.clone(),
+                            },
+                        },
+                    })
+                    .collect(),
+            ),
+        };
+        let tool_call_id = match (&self.tool_call_id, role.as_str()) {
+            (Some(id), "tool") => Some(id.clone()),
+            (None, "tool") => {
+                return Err(ApiError::bad_param(
+                    "messages",
+                    format!("messages[{i}]: a tool message needs the tool_call_id it answers"),
+                ))
+            }
+            _ => None,
+        };
+        Ok(fak_tokenizer::ToolMessage {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+        })
     }
+}
+
+/// Every `tool` message of `new` answers a call made before it, in
+/// `earlier` or in `new`.
+///
+/// # Errors
+///
+/// 400 naming the message whose `tool_call_id` matches no earlier call.
+pub fn check_tool_answers(
+    earlier: &[fak_tokenizer::ToolMessage],
+    new: &[fak_tokenizer::ToolMessage],
+) -> Result<(), ApiError> {
+    let mut ids: Vec<&str> = earlier
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().flatten())
+        .map(|c| c.id.as_str())
+        .collect();
+    for (i, m) in new.iter().enumerate() {
+        if let Some(id) = &m.tool_call_id {
+            if !ids.contains(&id.as_str()) {
+                return Err(ApiError::bad_param(
+                    "messages",
+                    format!(
+                        "messages[{i}]: tool_call_id {id:?} matches no tool call of an earlier assistant message"
+                    ),
+                ));
+            }
+        }
+        ids.extend(m.tool_calls.iter().flatten().map(|c| c.id.as_str()));
+    }
+    Ok(())
 }
 
 fn finite(name: &'static str, v: Option<f64>, default: f64) -> Result<f32, ApiError> {

@@ -33,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::responses::{self, Kind, Shape};
 use crate::sessions::persist::Store;
 use crate::sessions::{Limits, Registry};
+use crate::tools::{self, Tools};
 use crate::ServerConfig;
 
 const LOADING: u8 = 0;
@@ -394,18 +395,26 @@ async fn chat(
         .enumerate()
         .map(|(i, m)| m.checked(i))
         .collect::<Result<Vec<_>, _>>()?;
+    api::check_tool_answers(&[], &msgs)?;
     let Some(template) = &l.template else {
         return Err(ApiError::bad_request(
             "this model has no chat template; use /v1/completions",
         ));
     };
+    let tools = tools::parse(
+        r.tools.as_ref(),
+        r.tool_choice.as_ref(),
+        r.parallel_tool_calls,
+        Some(template),
+    )?;
     let text = template
-        .render(&msgs, true)
+        .render_with_tools(&msgs, tools.as_ref().and_then(Tools::rendered), true)
         .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
     let ids = l.tok.encode(&text, fak_tokenizer::EncodeOptions::default());
     let logprobs = api::chat_logprobs(r.logprobs, r.top_logprobs)?;
-    let req = prepare(&l, key, &r.common, ids, logprobs)?;
-    run(&st, l, Kind::Chat, &r.common, req, arrived).await
+    let mut req = prepare(&l, key, &r.common, ids, logprobs)?;
+    tools::constrain(&mut req, tools.as_ref())?;
+    run(&st, l, Kind::Chat, &r.common, req, arrived, tools.as_ref()).await
 }
 
 async fn completions(
@@ -443,7 +452,7 @@ async fn completions(
     };
     let logprobs = api::completion_logprobs(r.logprobs)?;
     let req = prepare(&l, key, &r.common, ids, logprobs)?;
-    run(&st, l, Kind::Completion, &r.common, req, arrived).await
+    run(&st, l, Kind::Completion, &r.common, req, arrived, None).await
 }
 
 /// Hands the request to the engine and answers in `kind`'s shape, as a
@@ -455,6 +464,7 @@ async fn run(
     c: &Common,
     req: Request,
     arrived: Instant,
+    tools: Option<&Tools>,
 ) -> Result<Response, ApiError> {
     let shape = Shape {
         kind,
@@ -462,10 +472,11 @@ async fn run(
         include_usage: c.include_usage(),
         model: st.name().to_string(),
         session: None,
+        tools: tools::reply(tools),
     };
     let (_, rx) = match st.inner.engine.submit(req, arrived).await {
         Ok(x) => x,
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(tools::submit_error(e, tools)),
     };
     respond(&l, shape, rx).await
 }

@@ -25,6 +25,7 @@ mod metrics;
 mod responses;
 mod sessions;
 mod structured;
+mod tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

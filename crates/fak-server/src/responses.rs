@@ -7,6 +7,9 @@
 //!                   data: {delta: {}, finish_reason: "stop"}
 //!                   data: {choices: [], usage: {...}}  with include_usage
 //!                   data: [DONE]
+//!   with tools:     data: {delta: {tool_calls: [{index, id, type, function: {name, arguments: ""}}]}}
+//!                   data: {delta: {tool_calls: [{index, function: {arguments: "{\"ci"}}]}}  fragments
+//!                   data: {delta: {}, finish_reason: "tool_calls"}
 //! ```
 
 use std::collections::VecDeque;
@@ -43,6 +46,30 @@ pub struct Shape {
     /// request's last event is passed on; added to the final object (or
     /// the final chunk).
     pub session: Option<Arc<OnceLock<Value>>>,
+    /// How tool calls are read out of the reply, when they can happen.
+    pub tools: Option<ToolReply>,
+}
+
+/// Tool calls in a chat reply: their syntax and the base of their ids.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolReply {
+    pub syntax: fak_tokenizer::ToolSyntax,
+    /// `tools::call_id(base, i)` is call `i`'s id.
+    pub base: u128,
+}
+
+/// `tool_calls` instead of `stop` when the reply ended after calls.
+fn finish_with_calls(r: FinishReason, calls: bool) -> &'static str {
+    match r {
+        FinishReason::EndOfGeneration
+        | FinishReason::StopToken(_)
+        | FinishReason::StopString(_)
+            if calls =>
+        {
+            "tool_calls"
+        }
+        r => finish_name(r),
+    }
 }
 
 impl Shape {
@@ -152,8 +179,27 @@ pub async fn collect(
             } => {
                 text.push_str(&t);
                 let want_lp = !lps.is_empty();
-                let choice = match shape.kind {
-                    Kind::Chat => json!({
+                let choice = match (shape.kind, shape.tools) {
+                    (Kind::Chat, Some(tr)) => {
+                        let (content, calls) = crate::tools::read_all(tr.syntax, &text);
+                        let calls = crate::tools::calls_json(tr.base, &calls);
+                        let mut message = json!({"role": "assistant", "content": content});
+                        if !calls.is_empty() {
+                            if content.trim().is_empty() {
+                                message["content"] = Value::Null;
+                            }
+                            message["tool_calls"] = json!(calls);
+                        }
+                        json!({
+                            "index": 0,
+                            "message": message,
+                            "logprobs": if want_lp {
+                                json!({"content": lps.iter().map(|l| chat_lp(tok, l)).collect::<Vec<_>>()})
+                            } else { Value::Null },
+                            "finish_reason": finish_with_calls(reason, !calls.is_empty()),
+                        })
+                    }
+                    (Kind::Chat, None) => json!({
                         "index": 0,
                         "message": {"role": "assistant", "content": text},
                         "logprobs": if want_lp {
@@ -161,7 +207,7 @@ pub async fn collect(
                         } else { Value::Null },
                         "finish_reason": finish_name(reason),
                     }),
-                    Kind::Completion => json!({
+                    (Kind::Completion, _) => json!({
                         "index": 0,
                         "text": text,
                         "logprobs": if want_lp { completion_lp(tok, &lps, &offsets) } else { Value::Null },
@@ -199,6 +245,10 @@ struct Sse {
     sent: usize,
     /// The request finished: the chunks from here on are the last ones.
     finished: bool,
+    /// Reads tool calls out of the text, with tools.
+    calls: Option<(crate::tools::CallParser, ToolReply)>,
+    /// Calls that ended.
+    complete: usize,
 }
 
 impl Sse {
@@ -259,6 +309,30 @@ impl Sse {
         v
     }
 
+    /// Chunks for a piece of the reply, read for tool calls.
+    fn tool_pieces(&mut self, pieces: Vec<crate::tools::Piece>) {
+        use crate::tools::Piece;
+        let base = self.calls.as_ref().map_or(0, |(_, t)| t.base);
+        for p in pieces {
+            let delta = match p {
+                Piece::Text(t) => json!({"content": t}),
+                Piece::Start { index, name } => json!({"tool_calls": [{
+                    "index": index, "id": crate::tools::call_id(base, index), "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                Piece::Args { index, text } => {
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
+                }
+                Piece::End { .. } => {
+                    self.complete += 1;
+                    continue;
+                }
+            };
+            let c = json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null});
+            let b = self.chunk(c, None);
+            self.out.push_back(b);
+        }
+    }
+
     /// Turns the next event into chunks; false when the stream is over.
     async fn pull(&mut self) -> bool {
         let Some(ev) = self.rx.recv().await else {
@@ -270,6 +344,40 @@ impl Sse {
             return true;
         };
         match ev {
+            Event::Token { text, logprobs, .. } if self.calls.is_some() => {
+                let pieces = self.calls.as_mut().map(|(p, _)| p.push(&text));
+                self.tool_pieces(pieces.unwrap_or_default());
+                if let Some(l) = logprobs {
+                    let c = json!({"index": 0, "delta": {},
+                        "logprobs": {"content": [chat_lp(&self.tok, &l)]}, "finish_reason": null});
+                    let b = self.chunk(c, None);
+                    self.out.push_back(b);
+                }
+            }
+            Event::Finished {
+                reason,
+                usage,
+                text,
+                ..
+            } if self.calls.is_some() => {
+                let mut pieces = Vec::new();
+                if let Some((p, _)) = self.calls.as_mut() {
+                    pieces = p.push(&text);
+                    pieces.extend(p.finish());
+                }
+                self.tool_pieces(pieces);
+                self.finished = true;
+                let finish = finish_with_calls(reason, self.complete > 0);
+                let c = json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish});
+                let b = self.chunk(c, None);
+                self.out.push_back(b);
+                if self.shape.include_usage {
+                    let b = self.chunk(Value::Null, Some(&usage));
+                    self.out.push_back(b);
+                }
+                self.out.push_back(Bytes::from_static(b"data: [DONE]\n\n"));
+                self.done = true;
+            }
             Event::Token { text, logprobs, .. } => {
                 if !text.is_empty() || logprobs.is_some() {
                     let c = self.text_choice(&text, logprobs.as_ref(), None);
@@ -319,6 +427,7 @@ pub fn sse(
     shape: Shape,
     rx: UnboundedReceiver<Event>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
+    let shape_tools = shape.tools.filter(|_| shape.kind == Kind::Chat);
     let mut s = Sse {
         id: new_id(shape.kind),
         created: now(),
@@ -329,6 +438,8 @@ pub fn sse(
         done: false,
         sent: 0,
         finished: false,
+        calls: shape_tools.map(|t| (crate::tools::CallParser::new(t.syntax), t)),
+        complete: 0,
     };
     if s.shape.kind == Kind::Chat {
         let c = json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null});

@@ -11,7 +11,15 @@
 //! * `tojson` writes JSON like Python's `json.dumps(ensure_ascii=False)`
 //!   (`", "` and `": "` separators, optional `indent`);
 //! * context: `messages`, `add_generation_prompt`, `bos_token`,
-//!   `eos_token`, and `tools` = none.
+//!   `eos_token`, and `tools` (OpenAI function definitions, or none).
+//!
+//! Tool calling ([`ChatTemplate::render_with_tools`]): messages may carry
+//! `tool_calls` (an assistant's calls, `function.arguments` given to the
+//! template as a JSON object, the way Hugging Face templates read it) and
+//! `tool_call_id` (a `tool` message's answer); a message without them has
+//! no such key at all, since templates test `'tool_calls' in message`.
+//! [`ChatTemplate::tool_syntax`] names the family of tool-call syntax the
+//! template's text shows ([`ToolSyntax`]).
 //!
 //! A template is untrusted input (it comes with the model file): every
 //! render runs on [`TEMPLATE_FUEL`] minijinja instructions and may write
@@ -90,11 +98,89 @@ pub struct ChatMessage {
     pub content: String,
 }
 
+/// A call an assistant message made (OpenAI's shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// `call_...`.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: FunctionCall,
+}
+
+/// The function part of a [`ToolCall`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The function's name.
+    pub name: String,
+    /// The arguments as JSON (an object when they parse, else the text).
+    pub arguments: serde_json::Value,
+}
+
+/// A conversation turn with the tool-calling fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolMessage {
+    /// `system`, `user`, `assistant`, `tool`, ...
+    pub role: String,
+    /// The turn's text (empty for an assistant turn that only calls).
+    pub content: String,
+    /// The calls of an assistant turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// The call a `tool` turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl From<&ChatMessage> for ToolMessage {
+    fn from(m: &ChatMessage) -> ToolMessage {
+        ToolMessage {
+            role: m.role.clone(),
+            content: m.content.clone(),
+            ..ToolMessage::default()
+        }
+    }
+}
+
+/// The tool-call syntax a template's model was trained on, recognised
+/// from the template's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolSyntax {
+    /// Qwen2.5 / Hermes: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
+    /// several calls one after another.
+    Hermes,
+    /// Llama 3.1-3.3 JSON: the whole reply is `{"name": ..., "parameters": {...}}`,
+    /// one call per turn.
+    Llama3Json,
+}
+
+impl ToolSyntax {
+    /// The family a template's source shows, if any: Hermes when it
+    /// writes `<tool_call>` blocks with `arguments` (and not Qwen3-Coder's
+    /// `<function=...>` XML), Llama 3 JSON when it writes a
+    /// `"parameters": ` object between Llama headers.
+    pub fn detect(source: &str) -> Option<ToolSyntax> {
+        if source.contains("<tool_call>")
+            && source.contains("arguments")
+            && !source.contains("<function=")
+        {
+            Some(ToolSyntax::Hermes)
+        } else if source.contains("\"parameters\": ") && source.contains("<|start_header_id|>") {
+            Some(ToolSyntax::Llama3Json)
+        } else {
+            None
+        }
+    }
+}
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
+    tools: Option<ToolSyntax>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -155,6 +241,7 @@ impl ChatTemplate {
             env,
             bos: bos_token.to_string(),
             eos: eos_token.to_string(),
+            tools: ToolSyntax::detect(source),
         };
         let probe =
             [("user", "Hello."), ("assistant", "Hi."), ("user", "Bye.")].map(|(role, content)| {
@@ -169,11 +256,29 @@ impl ChatTemplate {
         }
     }
 
+    /// The tool-call syntax of the template's family, if it has one.
+    pub fn tool_syntax(&self) -> Option<ToolSyntax> {
+        self.tools
+    }
+
     /// Renders the conversation; with `add_generation_prompt` the text ends
     /// with the opening of an assistant turn.
     pub fn render(
         &self,
         messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        let messages: Vec<ToolMessage> = messages.iter().map(ToolMessage::from).collect();
+        self.render_with_tools(&messages, None, add_generation_prompt)
+    }
+
+    /// Renders a conversation with tool calls and tool answers; `tools`
+    /// (OpenAI function definitions, `{"type": "function", "function":
+    /// {...}}`) is the template's `tools` variable, none when `None`.
+    pub fn render_with_tools(
+        &self,
+        messages: &[ToolMessage],
+        tools: Option<&[serde_json::Value]>,
         add_generation_prompt: bool,
     ) -> Result<String, TokenizerError> {
         let tmpl = self
@@ -189,7 +294,7 @@ impl ChatTemplate {
             add_generation_prompt => add_generation_prompt,
             bos_token => &self.bos,
             eos_token => &self.eos,
-            tools => Value::from(()),
+            tools => tools.map_or(Value::from(()), Value::from_serialize),
         };
         match tmpl.render_captured_to(ctx, &mut out) {
             Ok(_) => String::from_utf8(out.buf)
@@ -506,6 +611,80 @@ mod tests {
             out.as_deref(),
             Some("{\"a\": [1, 2.5, \"é\\\"\"], \"b\": null, \"c\": true}|[\n  1,\n  {\n    \"k\": \"v\"\n  }\n]")
         );
+    }
+
+    #[test]
+    fn tools_and_calls_reach_the_template() {
+        let src = "{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.role }}:{% if 'tool_calls' in m %}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}{% elif m.tool_call_id is defined %}<{{ m.tool_call_id }}>{{ m.content }}{% else %}{{ m.content }}{% endif %};{% endfor %}";
+        let t = ChatTemplate::new(src, "", "").expect("compiles");
+        let tools = [serde_json::json!({"type": "function", "function": {"name": "f"}})];
+        let msgs = [
+            ToolMessage {
+                role: "user".into(),
+                content: "hi".into(),
+                ..ToolMessage::default()
+            },
+            ToolMessage {
+                role: "assistant".into(),
+                tool_calls: Some(vec![ToolCall {
+                    id: "call_1".into(),
+                    kind: "function".into(),
+                    function: FunctionCall {
+                        name: "f".into(),
+                        // Sorted keys: the order survives with or without
+                        // serde_json's preserve_order.
+                        arguments: serde_json::json!({"a": [true], "b": 1}),
+                    },
+                }]),
+                ..ToolMessage::default()
+            },
+            ToolMessage {
+                role: "tool".into(),
+                content: "42".into(),
+                tool_call_id: Some("call_1".into()),
+                ..ToolMessage::default()
+            },
+        ];
+        let out = t.render_with_tools(&msgs, Some(&tools), false).ok();
+        assert_eq!(
+            out.as_deref(),
+            Some("[f]user:hi;assistant:f{\"a\": [true], \"b\": 1};tool:<call_1>42;")
+        );
+        // Without tools the variable is none, and plain messages have no
+        // tool_calls key.
+        let none = ChatTemplate::new(
+            "{{ tools is none }}{{ 'tool_calls' in messages[0] }}",
+            "",
+            "",
+        )
+        .expect("compiles");
+        assert_eq!(
+            none.render(&msgs_of(), false).ok().as_deref(),
+            Some("TrueFalse")
+        );
+    }
+
+    fn msgs_of() -> Vec<ChatMessage> {
+        msgs(&[("user", "a")])
+    }
+
+    #[test]
+    fn tool_syntax_is_detected_from_the_source() {
+        assert_eq!(
+            ToolSyntax::detect(
+                "{{- '<tool_call>\\n{\"name\": <function-name>, \"arguments\": ...' }}"
+            ),
+            Some(ToolSyntax::Hermes)
+        );
+        assert_eq!(
+            ToolSyntax::detect("<|start_header_id|> {{- '\"parameters\": ' }}"),
+            Some(ToolSyntax::Llama3Json)
+        );
+        assert_eq!(
+            ToolSyntax::detect("<tool_call>\n<function=f> arguments"),
+            None
+        );
+        assert_eq!(ToolSyntax::detect("{{ messages }}"), None);
     }
 
     #[test]

@@ -34,7 +34,10 @@ mod tokenizer;
 mod unicode;
 mod vocab;
 
-pub use chat::{ChatMessage, ChatTemplate, TemplateLimit, TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT};
+pub use chat::{
+    ChatMessage, ChatTemplate, FunctionCall, TemplateLimit, ToolCall, ToolMessage, ToolSyntax,
+    TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT,
+};
 pub use error::TokenizerError;
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;

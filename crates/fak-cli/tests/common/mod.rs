@@ -42,15 +42,25 @@ pub struct Server {
     pub log: Arc<Mutex<Vec<String>>>,
 }
 
+/// Qwen2.5-Coder 0.5B: its template has tools (Hermes `<tool_call>`).
+pub const QWEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+);
+
 impl Server {
     pub fn start(flags: &[&str]) -> Server {
+        Server::start_model(MODEL, flags)
+    }
+
+    pub fn start_model(model: &str, flags: &[&str]) -> Server {
         assert!(
-            std::path::Path::new(MODEL).exists(),
-            "{MODEL} is missing: run scripts/fetch-models.sh"
+            std::path::Path::new(model).exists(),
+            "{model} is missing: run scripts/fetch-models.sh"
         );
         let mut child = Command::new("sh")
             .args(["-c", WATCHDOG, env!("CARGO_BIN_EXE_fak")])
-            .args(["serve", "--model", MODEL, "--port", "0", "--threads", "2"])
+            .args(["serve", "--model", model, "--port", "0", "--threads", "2"])
             .args(flags)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

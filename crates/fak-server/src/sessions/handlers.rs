@@ -27,7 +27,7 @@ use fak_engine::{
     StopRules, Usage,
 };
 use fak_kv::Tenant;
-use fak_tokenizer::{AddSpecial, ChatMessage, EncodeOptions};
+use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -39,7 +39,8 @@ use crate::api::{self, ChatRequest, Common, Prompt};
 use crate::engine_thread::{Loaded, SessionOp, SessionReply, SessionState};
 use crate::error::ApiError;
 use crate::handlers::{body_bytes, check_model, respond, AppState, KeyTenant};
-use crate::responses::{Kind, Shape};
+use crate::responses::{Kind, Shape, ToolReply};
+use crate::tools;
 
 /// The session routes (behind the API-key check).
 pub fn routes() -> Router<AppState> {
@@ -138,22 +139,20 @@ fn prompt_ids(l: &Loaded, p: Option<Prompt>, first: bool) -> Result<Vec<u32>, Ap
     })
 }
 
-fn checked_messages(msgs: &[api::Message]) -> Result<Vec<ChatMessage>, ApiError> {
+fn checked_messages(msgs: &[api::Message]) -> Result<Vec<ToolMessage>, ApiError> {
     msgs.iter().enumerate().map(|(i, m)| m.checked(i)).collect()
 }
 
-fn stored(m: &ChatMessage) -> StoredMessage {
-    StoredMessage {
-        role: m.role.clone(),
-        content: m.content.clone(),
-        evicted: false,
-    }
+fn stored(m: &ToolMessage) -> StoredMessage {
+    StoredMessage::new(m)
 }
 
 #[derive(Deserialize)]
 struct CreateBody {
     messages: Option<Vec<api::Message>>,
     prompt: Option<Prompt>,
+    /// Tools rendered into the conversation from its first message on.
+    tools: Option<Value>,
 }
 
 async fn create(
@@ -175,17 +174,22 @@ async fn create(
         generation: 0,
     };
     let mut rec = Record::new(owner, placeholder, None);
+    rec.tools = tools::parse(b.tools.as_ref(), None, None, l.template.as_deref())?.map(|t| t.defs);
     let pieces: Vec<(Vec<u32>, Origin)> = match (b.messages, b.prompt) {
         (Some(m), None) if !m.is_empty() => {
             let msgs = checked_messages(&m)?;
-            let d = chat_delta(&l, &rec, &msgs, false)?;
+            api::check_tool_answers(&[], &msgs)?;
+            let d = chat_delta(&l, &rec, &msgs, rec.tools.as_deref(), false)?;
             rec.messages = msgs.iter().map(stored).collect();
             d.pieces
         }
-        (None, Some(p)) => vec![(prompt_ids(&l, Some(p), true)?, Origin::Prefix)],
+        (None, Some(p)) if rec.tools.is_none() => {
+            vec![(prompt_ids(&l, Some(p), true)?, Origin::Prefix)]
+        }
         _ => {
             return Err(ApiError::bad_request(
-                "give either messages (a non-empty list) or prompt (text or token ids)",
+                "give either messages (a non-empty list, with tools if any) or prompt \
+                 (text or token ids, without tools)",
             ))
         }
     };
@@ -282,7 +286,11 @@ enum Plan {
     Chat {
         pieces: Vec<(usize, Origin)>,
         new: Vec<StoredMessage>,
-        conversation: Vec<ChatMessage>,
+        conversation: Vec<ToolMessage>,
+        /// The session's tools after this turn.
+        tools: Option<Vec<Value>>,
+        /// How the reply's calls are read.
+        reply: Option<ToolReply>,
     },
     Raw {
         n: usize,
@@ -309,15 +317,34 @@ async fn chat(
     let msgs = checked_messages(&r.messages)?;
     let logprobs = api::chat_logprobs(r.logprobs, r.top_logprobs)?;
     let claim = st.sessions().claim(Owner(key.0), &id)?;
-    let d = chat_delta(&l, &claim.record, &msgs, true)?;
+    let rec = &claim.record;
+    api::check_tool_answers(&super::turn::live_messages(rec), &msgs)?;
+    let session_tools = super::turn::session_tools(r.tools.as_ref(), rec)?;
+    let tools = tools::parse(
+        session_tools.as_ref(),
+        r.tool_choice.as_ref(),
+        r.parallel_tool_calls,
+        l.template.as_deref(),
+    )?;
+    let defs = tools.as_ref().map(|t| t.defs.clone());
+    let d = chat_delta(&l, rec, &msgs, defs.as_deref(), true)?;
     let prompt = d.tokens();
+    let reply = tools::reply(tools.as_ref());
     let plan = Plan::Chat {
         pieces: d.pieces.iter().map(|(t, o)| (t.len(), o.clone())).collect(),
         new: msgs.iter().map(stored).collect(),
         conversation: d.conversation,
+        tools: defs,
+        reply,
     };
-    let req = request(&l, &claim, &r.common, prompt, logprobs, None)?;
-    turn(&st, l, claim, req, Kind::Chat, &r.common, plan, arrived).await
+    let mut req = request(&l, &claim, &r.common, prompt, logprobs, None)?;
+    tools::constrain(&mut req, tools.as_ref())?;
+    let (_, rx) = st
+        .engine()
+        .submit(req, arrived)
+        .await
+        .map_err(|e| tools::submit_error(e, tools.as_ref()))?;
+    turn(&st, l, claim, rx, Kind::Chat, &r.common, plan, reply).await
 }
 
 #[derive(Deserialize)]
@@ -357,17 +384,8 @@ async fn completions(
     }
     let plan = Plan::Raw { n: prompt.len() };
     let req = request(&l, &claim, &r.common, prompt, logprobs, zero.then_some(0))?;
-    turn(
-        &st,
-        l,
-        claim,
-        req,
-        Kind::Completion,
-        &r.common,
-        plan,
-        arrived,
-    )
-    .await
+    let (_, rx) = st.engine().submit(req, arrived).await?;
+    turn(&st, l, claim, rx, Kind::Completion, &r.common, plan, None).await
 }
 
 fn request(
@@ -409,13 +427,12 @@ async fn turn(
     st: &AppState,
     l: Loaded,
     claim: Claim,
-    req: Request,
+    rx: mpsc::UnboundedReceiver<Event>,
     kind: Kind,
     c: &Common,
     plan: Plan,
-    arrived: Instant,
+    tools: Option<ToolReply>,
 ) -> Result<Response, ApiError> {
-    let (_, rx) = st.engine().submit(req, arrived).await?;
     let (tx, out) = mpsc::unbounded_channel();
     let slot = Arc::new(OnceLock::new());
     let shape = Shape {
@@ -424,6 +441,7 @@ async fn turn(
         include_usage: c.include_usage(),
         model: st.name().to_string(),
         session: Some(slot.clone()),
+        tools,
     };
     tokio::spawn(forward(st.clone(), l.clone(), claim, plan, rx, tx, slot));
     respond(&l, shape, out).await
@@ -493,6 +511,8 @@ async fn settle(
                 pieces,
                 new,
                 conversation,
+                tools,
+                reply: how,
             } => {
                 for (n, o) in pieces {
                     lineage::push(&mut r.lineage, *n, o.clone());
@@ -504,15 +524,30 @@ async fn settle(
                     Origin::Generated { message: Some(k) },
                 );
                 r.messages.extend(new.iter().cloned());
-                r.messages.push(StoredMessage {
-                    role: "assistant".into(),
-                    content: reply.to_string(),
-                    evicted: false,
-                });
+                let answer = match how {
+                    Some(t) => {
+                        let (content, calls) = tools::read_all(t.syntax, reply);
+                        let calls = tools::template_calls(t.base, &calls);
+                        ToolMessage {
+                            role: "assistant".into(),
+                            content,
+                            tool_calls: (!calls.is_empty()).then_some(calls),
+                            tool_call_id: None,
+                        }
+                    }
+                    None => ToolMessage {
+                        role: "assistant".into(),
+                        content: reply.to_string(),
+                        ..ToolMessage::default()
+                    },
+                };
+                r.messages.push(StoredMessage::new(&answer));
+                r.tools = tools.clone();
                 let eog = (reason == FinishReason::EndOfGeneration)
                     .then_some(s.unfed)
                     .flatten();
-                r.close = close_after(l, conversation, reply, eog).map(|c| (c, k));
+                r.close = close_after(l, conversation, tools.as_deref(), answer, reply, eog)
+                    .map(|c| (c, k));
             }
             Plan::Raw { n } => {
                 if *n > 0 {

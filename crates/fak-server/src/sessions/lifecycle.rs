@@ -52,6 +52,7 @@ pub async fn restore(st: &AppState) {
             evicted: s.evicted,
             close: s.close,
             appends: s.appends,
+            tools: s.tools,
             ..Record::new(owner, eid, s.parent)
         };
         st.sessions().lock().insert(s.id, rec);

@@ -84,6 +84,35 @@ pub struct StoredMessage {
     pub content: String,
     /// Evicted messages are left out of later renders.
     pub evicted: bool,
+    /// An assistant message's calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<fak_tokenizer::ToolCall>>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl StoredMessage {
+    /// A new (not evicted) message.
+    pub fn new(m: &fak_tokenizer::ToolMessage) -> StoredMessage {
+        StoredMessage {
+            role: m.role.clone(),
+            content: m.content.clone(),
+            evicted: false,
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+        }
+    }
+
+    /// The message as the template sees it.
+    pub fn message(&self) -> fak_tokenizer::ToolMessage {
+        fak_tokenizer::ToolMessage {
+            role: self.role.clone(),
+            content: self.content.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+        }
+    }
 }
 
 /// Whether a request is using a session.
@@ -113,6 +142,9 @@ pub struct Record {
     pub close: Option<(String, usize)>,
     /// Raw appends so far (`appended k`).
     pub appends: usize,
+    /// Tool definitions rendered into the conversation (fixed once its
+    /// first messages are rendered, since templates put them first).
+    pub tools: Option<Vec<serde_json::Value>>,
     pub state: Use,
 }
 
@@ -140,6 +172,7 @@ impl Record {
             evicted: Vec::new(),
             close: None,
             appends: 0,
+            tools: None,
             state: Use::Idle,
         }
     }

@@ -62,6 +62,9 @@ pub struct Stored {
     pub evicted: Vec<Evicted>,
     pub close: Option<(String, usize)>,
     pub appends: usize,
+    /// The tools rendered into the conversation (files without: none).
+    #[serde(default)]
+    pub tools: Option<Vec<serde_json::Value>>,
 }
 
 /// The state directory of a server.
@@ -158,6 +161,7 @@ impl Store {
             evicted: r.evicted.clone(),
             close: r.close.clone(),
             appends: r.appends,
+            tools: r.tools.clone(),
         };
         let payload = serde_json::to_vec(&s).map_err(std::io::Error::other)?;
         let final_path = self.path(id);

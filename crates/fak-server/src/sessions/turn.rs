@@ -14,7 +14,8 @@
 //! re-tokenization of the conversation, so a turn costs only its new
 //! tokens.
 
-use fak_tokenizer::{AddSpecial, ChatMessage, EncodeOptions};
+use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
+use serde_json::Value;
 
 use super::lineage::Origin;
 use super::Record;
@@ -25,7 +26,7 @@ use crate::error::ApiError;
 pub struct Delta {
     pub pieces: Vec<(Vec<u32>, Origin)>,
     /// The conversation as the template saw it (live stored + new).
-    pub conversation: Vec<ChatMessage>,
+    pub conversation: Vec<ToolMessage>,
 }
 
 impl Delta {
@@ -38,18 +39,21 @@ impl Delta {
     }
 }
 
-fn live_messages(rec: &Record) -> Vec<ChatMessage> {
+/// The session's messages that are still in its tokens.
+pub fn live_messages(rec: &Record) -> Vec<ToolMessage> {
     rec.messages
         .iter()
         .filter(|m| !m.evicted)
-        .map(|m| ChatMessage {
-            role: m.role.clone(),
-            content: m.content.clone(),
-        })
+        .map(|m| m.message())
         .collect()
 }
 
-fn render(l: &Loaded, msgs: &[ChatMessage], gen: bool) -> Result<String, ApiError> {
+fn render(
+    l: &Loaded,
+    msgs: &[ToolMessage],
+    tools: Option<&[Value]>,
+    gen: bool,
+) -> Result<String, ApiError> {
     let Some(t) = &l.template else {
         return Err(ApiError::bad_request(
             "this model has no chat template; use the session's /completions",
@@ -58,12 +62,13 @@ fn render(l: &Loaded, msgs: &[ChatMessage], gen: bool) -> Result<String, ApiErro
     if msgs.is_empty() && !gen {
         return Ok(String::new());
     }
-    t.render(msgs, gen)
+    t.render_with_tools(msgs, tools, gen)
         .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))
 }
 
 /// The tokens `new` messages add to the session `rec` (and, with `gen`,
-/// the template's generation prompt, counted as the reply's message).
+/// the template's generation prompt, counted as the reply's message);
+/// every render sees the session's `tools`.
 ///
 /// # Errors
 ///
@@ -72,11 +77,12 @@ fn render(l: &Loaded, msgs: &[ChatMessage], gen: bool) -> Result<String, ApiErro
 pub fn chat_delta(
     l: &Loaded,
     rec: &Record,
-    new: &[ChatMessage],
+    new: &[ToolMessage],
+    tools: Option<&[Value]>,
     gen: bool,
 ) -> Result<Delta, ApiError> {
     let mut conversation = live_messages(rec);
-    let mut text = render(l, &conversation, false)?;
+    let mut text = render(l, &conversation, tools, false)?;
     let mut texts: Vec<(String, Origin)> = Vec::new();
     if let Some((close, k)) = &rec.close {
         texts.push((close.clone(), Origin::Message { k: *k }));
@@ -84,12 +90,12 @@ pub fn chat_delta(
     let base = rec.messages.len();
     for (i, m) in new.iter().enumerate() {
         conversation.push(m.clone());
-        let next = render(l, &conversation, false)?;
+        let next = render(l, &conversation, tools, false)?;
         texts.push((extend(&text, &next)?, Origin::Message { k: base + i }));
         text = next;
     }
     if gen {
-        let next = render(l, &conversation, true)?;
+        let next = render(l, &conversation, tools, true)?;
         texts.push((
             extend(&text, &next)?,
             Origin::Message {
@@ -137,20 +143,20 @@ fn extend(before: &str, after: &str) -> Result<String, ApiError> {
 }
 
 /// What the template puts after the reply's text (the end of its turn),
-/// less the end-of-generation token already in the session.
+/// less the end-of-generation token already in the session; `message` is
+/// the reply as stored (its content and calls), `reply` the text generated.
 pub fn close_after(
     l: &Loaded,
-    conversation: &[ChatMessage],
+    conversation: &[ToolMessage],
+    tools: Option<&[Value]>,
+    message: ToolMessage,
     reply: &str,
     eog: Option<u32>,
 ) -> Option<String> {
-    let gen = render(l, conversation, true).ok()?;
+    let gen = render(l, conversation, tools, true).ok()?;
     let mut all = conversation.to_vec();
-    all.push(ChatMessage {
-        role: "assistant".into(),
-        content: reply.to_string(),
-    });
-    let full = render(l, &all, false).ok()?;
+    all.push(message);
+    let full = render(l, &all, tools, false).ok()?;
     let mut close = full.strip_prefix(&gen)?.strip_prefix(reply)?;
     if let Some(t) = eog {
         let eog_text = l.tok.decode(&[t]);
@@ -159,4 +165,33 @@ pub fn close_after(
         }
     }
     (!close.is_empty()).then(|| close.to_string())
+}
+
+/// The tools a turn renders: the session's, or the turn's when the
+/// session has none yet and no messages (templates put tools at the start
+/// of the conversation, so they cannot change later).
+///
+/// # Errors
+///
+/// 400 (`tools`) when the turn's tools differ from the session's, or the
+/// session already has messages rendered without tools.
+pub fn session_tools(given: Option<&Value>, rec: &Record) -> Result<Option<Value>, ApiError> {
+    let given = match given {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) if a.is_empty() => None,
+        Some(v) => Some(v),
+    };
+    match (given, &rec.tools) {
+        (Some(Value::Array(g)), Some(t)) if g != t => Err(ApiError::bad_param(
+            "tools",
+            "a session's tools are fixed when its first messages are rendered; \
+             this turn's tools differ from the session's",
+        )),
+        (Some(_), None) if !rec.messages.is_empty() || rec.tokens > 0 => Err(ApiError::bad_param(
+            "tools",
+            "this session was started without tools; give tools when creating it",
+        )),
+        (Some(g), _) => Ok(Some(g.clone())),
+        (None, t) => Ok(t.clone().map(Value::Array)),
+    }
 }
