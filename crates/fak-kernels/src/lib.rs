@@ -40,6 +40,7 @@ mod dispatch;
 mod dot;
 mod dot_k;
 mod error;
+pub mod expf;
 
 pub mod fp;
 pub mod gemm;
