@@ -41,6 +41,7 @@ mod dot;
 mod dot_k;
 mod dot_rows;
 mod error;
+pub mod expf;
 
 pub mod fp;
 pub mod gemm;

@@ -15,11 +15,15 @@
 //! ```
 //!
 //! The scalar twins repeat the arithmetic of the forward pass's original
-//! scalar code operation for operation (sums of squares and softmax sums in
-//! `f64`, libm `expf`), so `FAK_ISA=scalar` reproduces its numbers bit for
-//! bit. The AVX2 twins differ only in float rounding, with tolerances in
-//! each function's docs (`add_assign` is bit-identical); the `Avx512` ISA
-//! runs the AVX2 twins.
+//! scalar code (sums of squares and softmax sums in `f64`), with fak's
+//! own `exp` ([`crate::expf`]: glibc's `expf` algorithm, bit-identical to
+//! it on x86-64 glibc 2.36) instead of the platform's libm. Every kernel
+//! here is bit-identical on every ISA: RMSNorm (its `f64` sum in the AVX2
+//! lane order), softmax and SwiGLU (the same `exp` and sum order), residual
+//! adds; the attention kernels (`crate::attn`) are too. `FAK_ISA`
+//! therefore never changes a logit through these kernels: a teacher-forced
+//! golden once showed a 1-ulp `exp` difference growing into ~1% of the
+//! logit range (docs/GOLDENS.md).
 //!
 //! Results depend only on the inputs and the ISA: never on slice alignment,
 //! thread or batch, so logits stay batch-invariant.
@@ -35,14 +39,38 @@ use crate::simd::ops_avx2;
 /// The scalar twins of the dispatched operations (same signatures), equal
 /// bit for bit to the forward pass's original scalar code.
 pub mod scalar {
+    use crate::expf::expf;
+
+    /// The order in which the AVX2 twins add up their `f64` lanes (`L` is
+    /// 8 or 16: two or four `__m256d`, added as a tree, then the four lanes
+    /// of the result): `v[j] = Σ_k lanes[4k + j]` (pairwise), then
+    /// `(v0 + v2) + (v1 + v3)`.
+    fn lane_sum<const L: usize>(lanes: &[f64; L]) -> f64 {
+        let mut v = [0.0f64; 4];
+        for (j, vj) in v.iter_mut().enumerate() {
+            let l = |k: usize| lanes[4 * k + j];
+            *vj = if L == 16 {
+                (l(0) + l(1)) + (l(2) + l(3))
+            } else {
+                l(0) + l(1)
+            };
+        }
+        (v[0] + v[2]) + (v[1] + v[3])
+    }
+
     /// RMSNorm: `out[i] = (x[i] · scale) · w[i]` with
-    /// `scale = 1 / sqrt(mean(x²) + eps)`, the sum of squares in `f64` in
-    /// index order.
+    /// `scale = 1 / sqrt(mean(x²) + eps)`, the (exact) squares summed in
+    /// `f64` in 16 interleaved lanes (element `i` into lane `i % 16`),
+    /// combined in the AVX2 twin's order, so both give the same bits.
     ///
     /// * `x`: `[n]` f32 (the mean is over all of it); `w`: `[n]` f32 norm
     ///   weights; `out`: `[n]` f32, written over the shortest length.
     pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-        let sum: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let mut lanes = [0.0f64; 16];
+        for (i, &v) in x.iter().enumerate() {
+            lanes[i % 16] += (v as f64) * (v as f64);
+        }
+        let sum = lane_sum(&lanes);
         let mean = (sum / x.len() as f64) as f32;
         let scale = 1.0f32 / (mean + eps).sqrt();
         for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
@@ -50,16 +78,18 @@ pub mod scalar {
         }
     }
 
-    /// In-place softmax of `x` (`[n]` f32): `exp(x[i] - max)` with libm
-    /// `expf`, summed in `f64`, then multiplied by `(1 / sum) as f32`.
+    /// In-place softmax of `x` (`[n]` f32): `exp(x[i] - max)` with
+    /// [`expf`], summed in `f64` in 8 interleaved lanes (combined as the
+    /// AVX2 twin does), then multiplied by `(1 / sum) as f32`.
     /// `-inf` entries get weight 0; a row of only `-inf` becomes NaN.
     pub fn softmax(x: &mut [f32]) {
         let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f64;
-        for v in x.iter_mut() {
-            *v = (*v - max).exp();
-            sum += *v as f64;
+        let mut lanes = [0.0f64; 8];
+        for (i, v) in x.iter_mut().enumerate() {
+            *v = expf(*v - max);
+            lanes[i % 8] += *v as f64;
         }
+        let sum = lane_sum(&lanes);
         let inv = (1.0 / sum) as f32;
         for v in x.iter_mut() {
             *v *= inv;
@@ -72,7 +102,7 @@ pub mod scalar {
     /// * `gate`, `up`: `[n]` f32.
     pub fn swiglu(gate: &mut [f32], up: &[f32]) {
         for (g, &u) in gate.iter_mut().zip(up) {
-            let s = *g / (1.0 + (-*g).exp());
+            let s = *g / (1.0 + expf(-*g));
             *g = s * u;
         }
     }
@@ -86,10 +116,10 @@ pub mod scalar {
         }
     }
 
-    /// `x[i] = exp(x[i])` with libm `expf` (`x`: `[n]` f32).
+    /// `x[i] = exp(x[i])` with [`expf`] (`x`: `[n]` f32).
     pub fn exp_in_place(x: &mut [f32]) {
         for v in x.iter_mut() {
-            *v = v.exp();
+            *v = expf(*v);
         }
     }
 }
@@ -114,9 +144,8 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 ///   weights; `out`: `[n]` f32, written over the shortest of the three.
 ///
 /// The sum of squares is accumulated in `f64` on every ISA (each square is
-/// exact there); the AVX2 twin only adds in a different order, so its
-/// output is within `1e-6` relative of the scalar twin's (in practice
-/// nearly always equal).
+/// exact there) in the same 16 lanes and order: **bit-identical on every
+/// ISA**.
 pub fn rms_norm_with_isa(isa: Isa, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
@@ -137,10 +166,9 @@ pub fn softmax(x: &mut [f32]) {
 /// `x[i] = exp(x[i] - max) · (1 / Σ exp(x[j] - max))`, the sum in `f64`.
 ///
 /// `-inf` entries (masked scores) get weight exactly 0 as long as one entry
-/// is finite; a row of only `-inf` or NaN becomes NaN on every ISA. The AVX2
-/// twin uses a polynomial `exp` (relative error below `1e-7`, see
-/// [`exp_in_place_with_isa`]): each weight is within `1e-6` relative of the
-/// scalar twin's.
+/// is finite; a row of only `-inf` or NaN becomes NaN on every ISA.
+/// **Bit-identical on every ISA**: the same `exp` ([`crate::expf`]) and
+/// the same `f64` lane order for the sum.
 pub fn softmax_with_isa(isa: Isa, x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
@@ -162,8 +190,8 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
 ///
 /// * `gate`, `up`: `[n]` f32 (the FFN gate and up projections).
 ///
-/// The AVX2 twin uses the polynomial `exp`: within `1e-6` relative of the
-/// scalar twin (same infinities, zeros and NaNs: `g ≤ -89` gives `-0·u`).
+/// **Bit-identical on every ISA** (the same `exp`, [`crate::expf`], then
+/// the same division and product; `g < -88.72` gives `-0·u`).
 pub fn swiglu_with_isa(isa: Isa, gate: &mut [f32], up: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
@@ -204,13 +232,10 @@ pub fn exp_in_place(x: &mut [f32]) {
 /// `x[i] = e^x[i]` in place (`x`: `[n]` f32) on the kernels of `isa`: the
 /// `exp` that [`softmax_with_isa`] and [`swiglu_with_isa`] use.
 ///
-/// Scalar: libm `expf`. AVX2: Cephes-style polynomial (range reduction by
-/// `ln 2`, degree-5 minimax, split `2^n` scale) with relative error below
-/// `1e-7` against the exact `e^x` for normal results (checked on every such
-/// `f32` input: at most `8.5e-8`, within 1 ulp of libm `expf`);
-/// subnormal results (`x` in about `[-103.9, -87.3]`) are correctly scaled
-/// with at most `2^-149` absolute error; `x < -103.97 → +0`,
-/// `x > 88.72 → +inf`, `-inf → +0`, NaN → NaN.
+/// [`crate::expf::expf`] on every ISA, **bit-identical** (the AVX2 twin
+/// runs its `f64` algorithm on 2 × 4 lanes): below 0.502 ulp from the
+/// exact `e^x`; `x > 88.72 → +inf`, `x < -103.97 → +0`, `-inf → +0`,
+/// NaN → NaN.
 pub fn exp_in_place_with_isa(isa: Isa, x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {

@@ -227,3 +227,80 @@ fn gemma3_window_changes_logits_only_past_the_window() {
         "past the window local layers read less"
     );
 }
+
+/// Every token's logits from feeding `ids` alone in chunks of `chunk`
+/// tokens (logits for every token), as bytes.
+fn alone_chunked(m: &Model, ids: &[u32], chunk: usize) -> Vec<Vec<u8>> {
+    let mut kv = FlatKv::for_model(m.config(), ids.len(), 1).expect("kv");
+    let mut out = Vec::new();
+    for (c, part) in ids.chunks(chunk).enumerate() {
+        let b = all_logits(&[(SeqId(0), (c * chunk) as u32, part)]);
+        let l = m.forward(&b, &mut kv).expect("fwd");
+        out.extend((0..part.len()).map(|i| bytes(l.row(i))));
+    }
+    out
+}
+
+/// A batch of `(seq, start_pos, ids)` runs asking for every token's logits.
+fn all_logits(runs: &[(SeqId, u32, &[u32])]) -> Batch {
+    let mut b = Batch::new();
+    for &(seq, start, ids) in runs {
+        for (i, &token) in ids.iter().enumerate() {
+            b.tokens.push(fak_model::BatchToken {
+                token,
+                pos: start + i as u32,
+                seq,
+                logits: LogitsWanted::Yes,
+            });
+        }
+    }
+    b
+}
+
+/// Batches big enough to take the token-split matrix paths on 2 threads:
+/// 170 tokens (85 per thread, at least 64: every matrix splits by tokens,
+/// the 28 MB output matrix included, since all tokens want logits) and a
+/// ragged batch of 300 tokens over three sequences (above 256). Their
+/// logits must be the bytes of the same tokens fed 5 at a time (every
+/// product split by weight rows, attention in other chunks).
+#[test]
+fn logits_are_batch_invariant_on_token_split_paths() {
+    let m = model();
+    let nv = m.config().n_vocab;
+    let lens = [170usize, 100, 30];
+    let prompts: Vec<Vec<u32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| lcg_ids(300 + i as u64, n, nv))
+        .collect();
+    let want: Vec<Vec<Vec<u8>>> = prompts.iter().map(|p| alone_chunked(&m, p, 5)).collect();
+
+    // One sequence, 170 tokens in one batch.
+    let got = alone_chunked(&m, &prompts[0], prompts[0].len());
+    for (i, (g, w)) in got.iter().zip(&want[0]).enumerate() {
+        assert!(
+            g == w,
+            "170-token batch: token {i}'s logits differ from 5-token chunks"
+        );
+    }
+
+    // Three sequences, 300 tokens in one ragged batch, interleaved order.
+    let mut kv = FlatKv::for_model(m.config(), 170, 3).expect("kv");
+    let b = all_logits(&[
+        (SeqId(1), 0, &prompts[1]),
+        (SeqId(0), 0, &prompts[0]),
+        (SeqId(2), 0, &prompts[2]),
+    ]);
+    assert!(b.len() > 256);
+    let l = m.forward(&b, &mut kv).expect("fwd");
+    let mut row = 0;
+    for s in [1usize, 0, 2] {
+        for (i, w) in want[s].iter().enumerate() {
+            assert!(
+                &bytes(l.row(row)) == w,
+                "300-token batch: sequence {s} token {i}'s logits differ from 5-token chunks"
+            );
+            row += 1;
+        }
+    }
+}

@@ -9,37 +9,16 @@
 //!
 //! Differences from the scalar twins:
 //!
-//! * `rms_norm`: the squares are exact in `f64` either way; only the order
-//!   of the `f64` additions differs (4 × 4 lanes). The output multiplies are
-//!   the scalar ones.
-//! * `softmax`, `swiglu`, `exp`: the polynomial [`exp8`] instead of libm's
-//!   `expf` (relative error below `1e-7`, see its docs); the softmax sum is
-//!   in `f64` like the scalar one, in 2 × 4 lanes.
+//! * `rms_norm`: bit-identical (the exact `f64` squares go into 4 × 4
+//!   lanes; the scalar twin adds in those lanes, in the same order).
+//! * `softmax`, `swiglu`, `exp`: bit-identical; [`exp8`] is the scalar
+//!   [`crate::expf::expf`] on 2 × 4 `f64` lanes, and the softmax sum uses
+//!   the scalar twin's 2 × 4 `f64` lanes and order.
 //! * `add_assign`: bit-identical.
 
 use std::arch::x86_64::*;
 
-/// `log2(e)`.
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-/// `ln 2` split Cephes-style: `LN2_HI` has 9 significant bits, so `n · LN2_HI`
-/// is exact for the `|n| ≤ 159` that occur; `LN2_HI + LN2_LO ≈ ln 2`.
-const LN2_HI: f32 = 0.693_359_4;
-/// Low part of `ln 2` (see [`LN2_HI`]).
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// Inputs above this give `+inf` (`ln(f32::MAX) ≈ 88.72`).
-const EXP_HI: f32 = 89.0;
-/// Inputs below this give `+0` (`exp(-104) < 2^-150`, half the smallest
-/// subnormal).
-const EXP_LO: f32 = -110.0;
-/// Cephes `expf` minimax coefficients of `(e^r - 1 - r) / r²`, highest first.
-const EXP_POLY: [f32; 6] = [
-    1.987_569_1e-4,
-    1.398_199_9e-3,
-    8.333_452e-3,
-    4.166_579_6e-2,
-    1.666_666_5e-1,
-    0.5, // Cephes 5.0000001201e-1, which rounds to 0.5 in f32
-];
+use crate::expf::{C0, C1, C2, INV_LN2_32, OVERFLOW_ABOVE, SHIFT, TAB, UNDERFLOW_BELOW};
 
 /// Loads 8 `f32`.
 #[inline]
@@ -104,57 +83,53 @@ fn widen(v: __m256) -> (__m256d, __m256d) {
     )
 }
 
-/// `e^x` on 8 lanes, Cephes-style with a split `2^n` scale.
+/// `e^x` on 4 `f64` lanes holding `f32` inputs: the general path of
+/// [`crate::expf::expf`], operation for operation (same constants, the same
+/// three fused multiply-adds), before the final rounding to `f32`. Inputs
+/// outside `[-103.97, 88.72]` give garbage here that [`exp8`] replaces.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn exp4_pd(xd: __m256d) -> __m256d {
+    let shift = _mm256_set1_pd(f64::from_bits(SHIFT));
+    let inv = _mm256_set1_pd(f64::from_bits(INV_LN2_32));
+    let kd = _mm256_add_pd(_mm256_mul_pd(inv, xd), shift);
+    let ki = _mm256_castpd_si256(kd);
+    let kd = _mm256_sub_pd(kd, shift);
+    let r = _mm256_fmsub_pd(inv, xd, kd);
+    let idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    // SAFETY: every index is `ki & 31`, inside the 32 entries of `TAB`.
+    let tab = unsafe { _mm256_i64gather_epi64::<8>(TAB.as_ptr().cast::<i64>(), idx) };
+    let s = _mm256_castsi256_pd(_mm256_add_epi64(tab, _mm256_slli_epi64::<47>(ki)));
+    let z = _mm256_fmadd_pd(
+        _mm256_set1_pd(f64::from_bits(C0)),
+        r,
+        _mm256_set1_pd(f64::from_bits(C1)),
+    );
+    let r2 = _mm256_mul_pd(r, r);
+    let y = _mm256_fmadd_pd(_mm256_set1_pd(f64::from_bits(C2)), r, _mm256_set1_pd(1.0));
+    let y = _mm256_fmadd_pd(z, r2, y);
+    _mm256_mul_pd(y, s)
+}
+
+/// `e^x` on 8 lanes: bit-identical to [`crate::expf::expf`] (glibc's
+/// `expf` algorithm in `f64`, below 0.502 ulp) on every input.
 ///
 /// ```text
-///   x ─► clamp to [-110, 89] (NaN stays NaN)
-///     n = round(x · log2 e)                 integer, |n| ≤ 159
-///     r = (x - n·LN2_HI) - n·LN2_LO         |r| ≲ ln2/2, nearly exact (FMA)
-///     p = 1 + r + r²·P(r)                   degree-5 minimax P (Cephes expf)
-///     e^x = p · 2^n = (p · 2^⌊n/2⌋) · 2^(n-⌊n/2⌋)
-///             └ exact, normal ┘    └ one rounding: correct subnormals,
-///                                    +0 below ≈ -103.97, +inf above ≈ 88.72
+///   x ─► two halves widened to f64 ─► exp4_pd ─► rounded to f32 (once)
+///     x > 88.72 → +inf,  x < -103.97 (and -inf) → +0,  NaN → x + x
 /// ```
-///
-/// Each factor `2^k` has `|k| ≤ 80`, so it is a normal float built from its
-/// exponent bits. Maximum relative error against the exact `e^x` for
-/// results in the normal range (`x` in `[-87.33, 88.72]`): `8.5e-8`, i.e.
-/// within 1 ulp (at most 1 ulp from libm `expf` too), checked on every such
-/// `f32` by the ignored test `exp_exhaustive_normal_range` in `tests/ops.rs`
-/// (documented bound: `1e-7`). Subnormal results are rounded once from the
-/// scaled polynomial (absolute error ≤ `2^-149` beyond the relative one).
-/// Special inputs: `-inf → +0`, `+inf → +inf`, NaN → NaN.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn exp8(x: __m256) -> __m256 {
-    // `max_ps`/`min_ps` return their second operand when either is NaN, so
-    // putting `x` second keeps NaN.
-    let x = _mm256_min_ps(
-        _mm256_set1_ps(EXP_HI),
-        _mm256_max_ps(_mm256_set1_ps(EXP_LO), x),
-    );
-    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
-        x,
-        _mm256_set1_ps(LOG2E),
-    ));
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    let mut p = _mm256_set1_ps(EXP_POLY[0]);
-    for &c in &EXP_POLY[1..] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-    }
-    let y = _mm256_add_ps(
-        _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
-        _mm256_set1_ps(1.0),
-    );
-    // `n` is integral (or NaN, where `y` is NaN too and the scale is moot).
-    let ni = _mm256_cvtps_epi32(n);
-    let n1 = _mm256_srai_epi32::<1>(ni);
-    let n2 = _mm256_sub_epi32(ni, n1);
-    let bias = _mm256_set1_epi32(127);
-    let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias)));
-    let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
-    _mm256_mul_ps(_mm256_mul_ps(y, s1), s2)
+    let lo = _mm256_cvtpd_ps(exp4_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
+    let hi = _mm256_cvtpd_ps(exp4_pd(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(x))));
+    let y = _mm256_set_m128(hi, lo);
+    let over = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(f32::from_bits(OVERFLOW_ABOVE)));
+    let under = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-f32::from_bits(UNDERFLOW_BELOW)));
+    let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x);
+    let y = _mm256_blendv_ps(y, _mm256_set1_ps(f32::INFINITY), over);
+    let y = _mm256_andnot_ps(under, y);
+    _mm256_blendv_ps(y, _mm256_add_ps(x, x), nan)
 }
 
 /// AVX2 twin of `ops::scalar::rms_norm`: sum of squares in 4 × 4 `f64`

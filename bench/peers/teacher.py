@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Teacher-forced golden files from llama.cpp (through llama-cpp-python).
+
+For each model, K/V type and prompt (``golden.PROMPTS`` plus ``sky``, the
+chat prompt of issue 25's finding) this runs llama.cpp greedy for
+``STEPS`` = 32 steps, exactly as ``golden.py`` does, and keeps llama.cpp's
+logits at *every* step of that sequence. fak's test
+(``crates/fak-model/tests/teacher.rs``) feeds the same sequence to fak, one
+token per decode step, and compares every step, whatever the near ties.
+
+Full-vocabulary logits for 32 steps x 8 prompts would be 50-160 MB per
+file, so each step keeps a compact, fixed subset::
+
+    top_ids[step]    the TOP_K = 32 highest logits' ids, best first (ties: lowest id)
+    sample_ids       SAMPLE = 256 vocab ids, one fixed set per file
+                     (numpy default_rng(SAMPLE_SEED), sorted, without replacement)
+    lo[step], hi[step]  min and max of the full vocabulary's logits
+    logits file      per prompt, per step: TOP_K logits of top_ids, then SAMPLE
+                     logits of sample_ids; raw little-endian f32
+
+The error fak's test reports for a step is max |fak - llama.cpp| over those
+288 entries divided by (hi - lo). Files: ``<stem>[.kv-TYPE].teacher.json``
+and ``.teacher.f32`` in crates/fak-model/tests/golden/.
+
+Usage::
+
+    bench/.venv/bin/python bench/peers/teacher.py --all                 # f16 K/V
+    bench/.venv/bin/python bench/peers/teacher.py --all --kv-type q8_0
+    bench/.venv/bin/python bench/peers/teacher.py --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+    bench/.venv/bin/python bench/peers/teacher.py --all --check         # compare, write nothing
+    bench/.venv/bin/python bench/peers/teacher.py --all --spread off    # llama.cpp vs itself
+
+``--spread off`` (or ``on``) writes nothing: it forces the committed
+goldens' sequences through llama.cpp with flash attention set that way and
+prints the same per-step error against the committed files (golden made
+with ``auto`` = on), over the same entries: llama.cpp's own setting
+spread, the yardstick for fak's error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import golden  # noqa: E402
+
+STEPS = 32
+TOP_K = 32
+SAMPLE = 256
+SAMPLE_SEED = 20251201
+SKY = (
+    "sky",
+    "<|im_start|>system\nYou are a careful assistant that answers in one sentence.<|im_end|>\n"
+    "<|im_start|>user\nWhy is the sky blue?<|im_end|>\n<|im_start|>assistant\n",
+)
+PROMPTS = golden.PROMPTS + [SKY]
+
+
+@dataclass
+class Forced:
+    name: str
+    text: str
+    prompt_ids: list[int]
+    forced_ids: list[int]  # llama.cpp's greedy ids; step s's logits chose forced_ids[s]
+    logits: Any  # numpy [STEPS, n_vocab] f32
+
+
+def new_context(L: Any, model: Any, flash_attn: str, kv_type: str) -> Any:
+    cp = L.llama_context_default_params()
+    cp.n_ctx = golden.N_CTX
+    cp.n_batch = golden.N_BATCH
+    cp.n_seq_max = 1
+    cp.n_threads = golden.N_THREADS
+    cp.n_threads_batch = golden.N_THREADS
+    cp.flash_attn_type = int(getattr(L, golden.FLASH_ATTN[flash_attn]))
+    cp.type_k = int(getattr(L, golden.KV_TYPES[kv_type]))
+    cp.type_v = int(getattr(L, golden.KV_TYPES[kv_type]))
+    ctx = L.llama_init_from_model(model, cp)
+    if not ctx:
+        raise common.PeerError("llama_init_from_model failed")
+    return ctx
+
+
+def run_forced(
+    L: Any, model: Any, n_vocab: int, ids: list[int], forced: list[int] | None, flash_attn: str, kv_type: str
+) -> tuple[list[int], Any]:
+    """Greedy (``forced`` None) or teacher-forced run of STEPS steps: the
+    prompt in one batch, then one token per decode. Returns the ids fed
+    after each step (the argmax, or ``forced``) and every step's logits."""
+    import numpy as np  # noqa: PLC0415
+
+    if len(ids) + STEPS > golden.N_CTX or len(ids) > golden.N_BATCH:
+        raise common.PeerError(f"{len(ids)} prompt tokens do not fit n_ctx {golden.N_CTX}")
+    ctx = new_context(L, model, flash_attn, kv_type)
+    batch = L.llama_batch_init(len(ids), 0, 1)
+    rows = []
+    fed: list[int] = []
+    try:
+        logits = golden.decode_step(L, ctx, batch, ids, 0, n_vocab)
+        for step in range(STEPS):
+            rows.append(logits)
+            tok = golden.top2(logits)[0] if forced is None else forced[step]
+            fed.append(tok)
+            if step + 1 < STEPS:
+                logits = golden.decode_step(L, ctx, batch, [tok], len(ids) + step, n_vocab)
+    finally:
+        L.llama_batch_free(batch)
+        L.llama_free(ctx)
+    return fed, np.stack(rows)
+
+
+def top_ids(v: Any) -> list[int]:
+    """The TOP_K largest entries' ids, best first, ties to the lowest id."""
+    import numpy as np  # noqa: PLC0415
+
+    order = np.lexsort((np.arange(v.size), -v.astype(np.float64)))
+    return [int(i) for i in order[:TOP_K]]
+
+
+def sample_ids(n_vocab: int) -> list[int]:
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(SAMPLE_SEED)
+    return sorted(int(i) for i in rng.choice(n_vocab, size=SAMPLE, replace=False))
+
+
+def load_model(L: Any, path: Path) -> tuple[Any, Any, int]:
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    vocab = L.llama_model_get_vocab(model)
+    return model, vocab, int(L.llama_vocab_n_tokens(vocab))
+
+
+def render(head: dict[str, Any], samples: list[int], entries: list[dict[str, Any]]) -> str:
+    """The JSON: one top-level key per line, one prompt field per line."""
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
+    lines.append(f'  "sample_ids": {json.dumps(samples)},')
+    lines.append('  "prompts": [')
+    for i, e in enumerate(entries):
+        body = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in e.items())
+        lines.append("    {\n" + body + "\n    }" + ("," if i + 1 < len(entries) else ""))
+    lines.append("  ]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Options:
+    out_dir: Path
+    kv_type: str
+    check: bool
+    spread: str | None
+
+
+def stem_of(model_file: str, kv_type: str) -> str:
+    return golden.golden_stem(model_file, kv_type)
+
+
+def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
+    import numpy as np  # noqa: PLC0415
+
+    stem = stem_of(model_file, opt.kv_type)
+    json_path = opt.out_dir / f"{stem}.teacher.json"
+    bin_path = opt.out_dir / f"{stem}.teacher.f32"
+    print(f"teacher: {model_file} ({common.rel(path)}), K/V {opt.kv_type}", file=sys.stderr)
+    model, vocab, n_vocab = load_model(L, path)
+    try:
+        if opt.spread:
+            return spread(L, model, n_vocab, json_path, bin_path, opt)
+        samples = sample_ids(n_vocab)
+        entries = []
+        blob = []
+        for name, text in PROMPTS:
+            ids = golden.tokenize(L, vocab, text)
+            fed, rows = run_forced(L, model, n_vocab, ids, None, "auto", opt.kv_type)
+            tops = [top_ids(r) for r in rows]
+            entries.append(
+                {
+                    "name": name,
+                    "text": text,
+                    "prompt_ids": ids,
+                    "forced_ids": fed,
+                    "lo": [float(r.min()) for r in rows],
+                    "hi": [float(r.max()) for r in rows],
+                    "top_ids": tops,
+                }
+            )
+            for r, t in zip(rows, tops):
+                blob.append(np.asarray(r[t], dtype="<f4").tobytes())
+                blob.append(np.asarray(r[samples], dtype="<f4").tobytes())
+            gaps = [float(r[t[0]] - r[t[1]]) for r, t in zip(rows, tops)]
+            print(f"  {stem}/{name:<12} prompt {len(ids):>3} tok, min top-1 gap {min(gaps):.4f}", file=sys.stderr)
+    finally:
+        L.llama_model_free(model)
+    head = {
+        "model_file": model_file,
+        "model_sha256": common.sha256_file(path),
+        "peer": common.PEER,
+        "n_vocab": n_vocab,
+        "n_threads": golden.N_THREADS,
+        "kv_type": opt.kv_type,
+        "flash_attn": "auto",
+        "steps": STEPS,
+        "top_k": TOP_K,
+        "sample_seed": SAMPLE_SEED,
+        "logits_file": bin_path.name,
+    }
+    text = render(head, samples, entries)
+    data = b"".join(blob)
+    if opt.check:
+        diffs = []
+        if not json_path.exists() or json_path.read_text(encoding="utf-8") != text:
+            diffs.append(f"{json_path.name} differs")
+        if not bin_path.exists() or bin_path.read_bytes() != data:
+            diffs.append(f"{bin_path.name} differs")
+        return diffs
+    opt.out_dir.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(text, encoding="utf-8")
+    bin_path.write_bytes(data)
+    print(f"teacher:   wrote {common.rel(json_path)} ({len(text)} B) and {bin_path.name} ({len(data)} B)", file=sys.stderr)
+    return []
+
+
+def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, opt: Options) -> list[str]:
+    """Per-step error of llama.cpp with flash attention ``opt.spread``
+    against the committed golden (flash attention auto = on)."""
+    import numpy as np  # noqa: PLC0415
+
+    g = json.loads(json_path.read_text(encoding="utf-8"))
+    ref = np.frombuffer(bin_path.read_bytes(), dtype="<f4")
+    k, s = g["top_k"], len(g["sample_ids"])
+    per = k + s
+    subset_errs: list[float] = []
+    top5_equal, tie_need, flip_gaps = 0, 0.0, []
+    for pi, p in enumerate(g["prompts"]):
+        _, rows = run_forced(L, model, n_vocab, p["prompt_ids"], p["forced_ids"], opt.spread, opt.kv_type)
+        for step, r in enumerate(rows):
+            base = (pi * g["steps"] + step) * per
+            want = ref[base : base + per]
+            top = p["top_ids"][step]
+            ids = top + g["sample_ids"]
+            rng = p["hi"][step] - p["lo"][step]
+            subset_errs.append(float(np.max(np.abs(r[ids] - want))) / rng)
+            got5 = top_ids(r)[:5]
+            if set(got5) == set(top[:5]):
+                top5_equal += 1
+            else:
+                tie_need = max(tie_need, top5_eps(got5, top, want[:k]))
+            if got5[0] != p["forced_ids"][step]:
+                flip_gaps.append(float(want[0] - want[1]))
+        print(
+            f"  {p['name']:<12} max rel {max(subset_errs[-g['steps']:]):.4f}  "
+            f"median {float(np.median(subset_errs[-g['steps']:])):.4f}",
+            file=sys.stderr,
+        )
+    e = np.asarray(subset_errs)
+    flips = ", ".join(f"{x:.3f}" for x in sorted(flip_gaps)) or "none"
+    print(
+        f"SPREAD {json_path.name}: flash attention {opt.spread} vs auto (on) | steps {e.size} | "
+        f"rel err max {e.max():.4f} median {np.median(e):.4f} | top-5 set equal {top5_equal}/{e.size}, "
+        f"tie eps needed {tie_need:.3f} | greedy flips at llama.cpp gaps: {flips}"
+    )
+    return []
+
+
+def top5_eps(got5: list[int], top: list[int], top_logits: Any) -> float:
+    """The tie epsilon that fak's test (``top5_ok`` in teacher.rs) would
+    need to accept ``got5`` against the golden's ``top``: the largest
+    distance of a differing id from the rank-5/6 edge in the golden's own
+    logits (inf for an id outside its top-K)."""
+    fifth, sixth = float(top_logits[4]), float(top_logits[5])
+    pos = {t: i for i, t in enumerate(top)}
+    need = 0.0
+    for i in got5:
+        if i not in top[:5]:
+            need = max(need, fifth - float(top_logits[pos[i]]) if i in pos else float("inf"))
+    for i in top[:5]:
+        if i not in got5:
+            need = max(need, float(top_logits[pos[i]]) - sixth)
+    return need
+
+
+def main() -> int:
+    common.ensure_peer_python()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--all", action="store_true", help="the three models of golden.py --all")
+    ap.add_argument("--model", action="append", default=[], type=Path, help="a GGUF file (repeatable)")
+    ap.add_argument("--out-dir", type=Path, default=common.MODEL_GOLDEN_DIR)
+    ap.add_argument("--kv-type", choices=sorted(golden.KV_TYPES), default="f16")
+    ap.add_argument("--check", action="store_true", help="regenerate in memory and compare with the files on disk")
+    ap.add_argument("--spread", choices=["on", "off"], help="llama.cpp with this flash attention vs the files")
+    args = ap.parse_args()
+    if not args.all and not args.model:
+        ap.error("give --all or at least one --model")
+    opt = Options(args.out_dir, args.kv_type, args.check, args.spread)
+    L = common.llama_init()
+    diffs: list[str] = []
+    for m in args.model:
+        if not m.exists():
+            raise common.PeerError(f"{m}: no such model file")
+        diffs += emit(L, m, m.name, opt)
+    if args.all:
+        for name in (golden.QWEN, golden.SMOL_Q41):
+            p = common.MODELS / name
+            if not p.exists():
+                raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
+            diffs += emit(L, p, name, opt)
+        with tempfile.TemporaryDirectory(prefix="fak-peer-") as td:
+            q8 = Path(td) / golden.SMOL_Q80
+            common.llama_quantize(L, common.MODELS / golden.SMOL_Q41, q8, "q8_0")
+            diffs += emit(L, q8, golden.SMOL_Q80, opt)
+    if args.check:
+        for d in diffs:
+            print(f"teacher: DIFF {d}", file=sys.stderr)
+        print(f"teacher: check {'failed' if diffs else 'passed'}", file=sys.stderr)
+        return 1 if diffs else 0
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except common.PeerError as e:
+        print(f"teacher: error: {e}", file=sys.stderr)
+        sys.exit(1)
