@@ -77,7 +77,13 @@ pub fn rope_shift_back(
 ) {
     let mut cache = vec![(0.0f32, 0.0f32); cfg.rope_dim / 2];
     let factors = cfg.rope_freq_factors.as_deref();
-    rope_angles(delta, cfg.rope_theta_at(layer), cfg.rope_dim, factors, &mut cache);
+    rope_angles(
+        delta,
+        cfg.rope_theta_at(layer),
+        cfg.rope_dim,
+        factors,
+        &mut cache,
+    );
     for c in cache.iter_mut() {
         c.1 = -c.1;
     }

@@ -18,8 +18,8 @@ use fak_kernels::packed::{PackedFormat, PackedMatrix, GROUP_ROWS};
 use fak_kernels::pool::ThreadPool;
 
 use crate::error::ModelError;
-use crate::heads::QkNormWeights;
 use crate::gemma3::{GemmaNorms, WindowMode};
+use crate::heads::QkNormWeights;
 
 /// A weight matrix `W` of shape `[n_out, n_in]`: `n_out` rows of `n_in`
 /// elements, each row stored contiguously in block format `ty` (GGUF dims
