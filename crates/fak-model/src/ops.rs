@@ -179,7 +179,7 @@ mod tests {
             h
         };
         let mut k = at(40);
-        rope_shift_back(&mut k, 8, &cfg, 15);
+        rope_shift_back(&mut k, 8, &cfg, 0, 15);
         for (a, b) in k.iter().zip(at(25)) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
