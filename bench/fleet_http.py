@@ -238,31 +238,42 @@ class Client:
         u = urllib.parse.urlsplit(url)
         if u.scheme != "http" or not u.hostname:
             raise BenchError(f"--url must be http://host:port, got {url!r}")
-        self.conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+        self.host, self.port, self.timeout = u.hostname, u.port or 80, timeout
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        self.last: http.client.HTTPResponse | None = None
         self.base = u.path.rstrip("/")
         self.headers = {"Content-Type": "application/json"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
 
+    def send(self, method: str, path: str, body: str | None) -> http.client.HTTPResponse:
+        """Sends one request, first reopening the connection when the last
+        response asked to close it (llama-server closes after a stream) or
+        was left unread (a stream the caller stopped reading)."""
+        last = self.last
+        if last is not None and (last.will_close or not last.isclosed()):
+            self.conn.close()
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        self.conn.request(method, self.base + path, body, self.headers)
+        self.last = self.conn.getresponse()
+        return self.last
+
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.conn.request("POST", self.base + path, json.dumps(body), self.headers)
-        r = self.conn.getresponse()
+        r = self.send("POST", path, json.dumps(body))
         raw = r.read()
         if r.status != 200:
             raise BenchError(f"POST {path}: HTTP {r.status}: {raw[:200]!r}")
         return json.loads(raw)
 
     def get(self, path: str) -> dict[str, Any]:
-        self.conn.request("GET", self.base + path, headers=self.headers)
-        r = self.conn.getresponse()
+        r = self.send("GET", path, None)
         raw = r.read()
         if r.status != 200:
             raise BenchError(f"GET {path}: HTTP {r.status}: {raw[:200]!r}")
         return json.loads(raw)
 
     def stream(self, path: str, body: dict[str, Any]) -> Iterator[bytes]:
-        self.conn.request("POST", self.base + path, json.dumps(body), self.headers)
-        r = self.conn.getresponse()
+        r = self.send("POST", path, json.dumps(body))
         if r.status != 200:
             raise BenchError(f"POST {path}: HTTP {r.status}: {r.read()[:200]!r}")
         while True:

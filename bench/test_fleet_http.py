@@ -161,6 +161,28 @@ class Fake(BaseHTTPRequestHandler):
             self.send_error(404)
 
 
+class KeepAliveFake(Fake):
+    """llama-server's way of ending a stream, as seen on a real one: HTTP/1.1
+    chunked SSE with no `Connection: close`, bytes after the last event (so
+    a client that stops at `stop` leaves the response unread), then the
+    socket is closed. Reusing that connection failed with a broken pipe."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _sse(self, events: list[dict]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for e in events:
+            piece = f"data: {json.dumps(e)}\n\n".encode()
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        self.wfile.flush()
+        tail = b"data: [DONE]\n\n"
+        self.wfile.write(f"{len(tail):x}\r\n".encode() + tail + b"\r\n0\r\n\r\n")
+        self.close_connection = True
+
+
 class AgainstFakeServer(unittest.TestCase):
     def setUp(self) -> None:
         Fake.bodies = []
@@ -201,6 +223,17 @@ class AgainstFakeServer(unittest.TestCase):
         self.assertEqual(agent1[0]["prompt"], IDS[:6] + r[0])
         self.assertEqual(agent1[2]["prompt"], IDS[:6] + r[0] + gen + r[1] + gen + r[2])
         self.assertIsNotNone(rep["generated_sha256"])
+
+    def test_a_closed_stream_connection_is_reopened(self) -> None:
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), KeepAliveFake)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            self.url = f"http://127.0.0.1:{srv.server_address[1]}"
+            rep = fh.run(fh.parse_args(self.args("llama-server")))
+            self.assertEqual(rep["turns_done"], 6)
+        finally:
+            srv.shutdown()
+            srv.server_close()
 
     def test_a_failing_server_is_an_error(self) -> None:
         argv = ["--engine", "fak", "--url", self.url + "/nowhere", "--n-vocab", "10", "--turns", "1",
