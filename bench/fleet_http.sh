@@ -43,35 +43,22 @@ else
 import sys
 sys.path.insert(0, sys.argv[1] + "/bench/peers")
 import workloads
+if sys.argv[2] not in workloads.PROFILES:
+    sys.exit(f"fleet_http.sh: unknown profile {sys.argv[2]!r} ({', '.join(sorted(workloads.PROFILES))})")
 s = workloads.PROFILES[sys.argv[2]][0]
 print(s.prefix, s.turns, s.agents, s.decode, s.result)
 PY
-)
+) || exit 2
 fi
 slot_ctx=$(( P + T * (R + D) + 64 ))
 shape_args=(--prefix "$P" --turns "$T" --agents "$A" --decode "$D" --result "$R")
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-wait_health() {
-    local url=$1 pid=$2 i
-    for ((i = 0; i < 1500; i++)); do
-        kill -0 "$pid" 2>/dev/null || { log "server (pid $pid) exited before becoming healthy"; return 1; }
-        [[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" || true)" == 200 ]] && return 0
-        sleep 0.2
-    done
-    log "server at $url not healthy after 300 s"
-    return 1
-}
+# shellcheck source=bench/server_lib.sh
+source "$root/bench/server_lib.sh"
 
 server_pid=
 cleanup() {
-    if [[ -n "$server_pid" ]]; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    if [[ -n "$server_pid" ]]; then stop "$server_pid"; fi
     server_pid=
 }
 trap cleanup EXIT

@@ -66,39 +66,8 @@ slot_ctx=$(( (system_tokens + user_max + max_tokens) * 5 / 4 + 128 ))
 
 log() { printf 'serve.sh: %s\n' "$*" >&2; }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# wait_health URL PID: polls URL/health until 200 (up to 300 s) while PID lives.
-wait_health() {
-    local url=$1 pid=$2 i
-    for ((i = 0; i < 1500; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "server (pid $pid) exited before becoming healthy"
-            return 1
-        fi
-        if [[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" || true)" == 200 ]]; then
-            return 0
-        fi
-        sleep 0.2
-    done
-    log "server at $url not healthy after 300 s"
-    return 1
-}
-
-# stop PID: SIGTERM, then SIGKILL after 30 s.
-stop() {
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-        sleep 0.2
-    done
-    log "pid $pid still running 30 s after SIGTERM: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/server_lib.sh
+source "$root/bench/server_lib.sh"
 
 server_pid=
 cleanup() {
