@@ -35,7 +35,10 @@ Two peers make the same llama.cpp calls on the same llama.cpp source:
   stand-in where llama-cpp-python is not importable, as for
   ``gen_vocab_golden.py``); stdlib Python only.
 
-The golden's ``peer`` field says which one wrote it.
+The golden's ``peer`` field says which one wrote it. ``--check`` compares
+everything else (the file's SHA-256, the token ids, the settings) and every
+logit bit for bit: on the committed goldens (written by the static tool)
+the Python peer gives the same bytes.
 
 Usage::
 
@@ -261,8 +264,22 @@ def emit(peer: Any, name: str, out_dir: Path, check: bool, synth_bin: str | None
     bin_path = out_dir / logits_file
     if check:
         diffs = []
-        if not json_path.exists() or json_path.read_text(encoding="utf-8") != text:
-            diffs.append(f"{json_path.name} differs")
+        if not json_path.exists():
+            diffs.append(f"{json_path.name} is missing")
+        else:
+            on_disk = json.loads(json_path.read_text(encoding="utf-8"))
+            fresh = json.loads(text)
+            # The two peers run the same llama.cpp calls on the same
+            # source, so their rows are compared bit for bit; only the
+            # `peer` field, which names the one that wrote the file, may
+            # differ.
+            if on_disk.get("peer") != fresh["peer"]:
+                print(f"synth: {name}: committed golden written by {on_disk.get('peer')!r}, checked with {fresh['peer']!r}", file=sys.stderr)
+            on_disk.pop("peer", None)
+            fresh.pop("peer")
+            if on_disk != fresh:
+                keys = sorted(k for k in set(on_disk) | set(fresh) if on_disk.get(k) != fresh.get(k))
+                diffs.append(f"{json_path.name} differs in {', '.join(keys)}")
         if not bin_path.exists() or bin_path.read_bytes() != blob:
             diffs.append(f"{bin_path.name} differs")
         return diffs

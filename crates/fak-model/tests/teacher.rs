@@ -18,7 +18,7 @@
 //!   tie at rank 5/6);
 //! * **greedy id**: fak's argmax must be llama.cpp's wherever llama.cpp's
 //!   top-1/top-2 gap is at least [`TIE_MARGIN`] (0.1; SmolLM2:
-//!   [`TIE_MARGIN_SMOLLM2`]).
+//!   [`TIE_MARGIN_SMOLLM2`]; Qwen 1.5B: [`TIE_MARGIN_QWEN_1_5B`]).
 //!
 //! Each check prints one summary line per model and K/V type (steps, max
 //! and median relative error, top-5 agreement), the numbers of
@@ -53,6 +53,11 @@ const TIE_MARGIN: f32 = 0.1;
 /// SmolLM2's margin: fak, teacher-forced, takes another id at llama.cpp
 /// gaps up to 0.230 (Q8_0 weights, docs/GOLDENS.md).
 const TIE_MARGIN_SMOLLM2: f32 = 0.25;
+/// Qwen2.5-Coder-1.5B's margin: llama.cpp itself, flash attention off
+/// against on, takes another greedy id at gaps up to 0.289 on this file
+/// (`teacher.py --spread off`, docs/GOLDENS.md), so no engine can meet 0.1
+/// there; fak's flips are at the same gaps.
+const TIE_MARGIN_QWEN_1_5B: f32 = 0.3;
 
 #[derive(Deserialize)]
 struct Teacher {
@@ -311,16 +316,35 @@ fn teacher_qwen2_5_coder_q4_k_m_kv_q8_0() {
     check("qwen2.5-coder-0.5b-instruct-q4_k_m.kv-q8_0", TIE_MARGIN);
 }
 
+/// Whether the optional 1.5B checks run: `FAK_GOLDEN_1_5B=1` (its model
+/// is optional in `scripts/fetch-models.sh`, and the two checks take
+/// minutes, see docs/GOLDENS.md).
+fn want_1_5b() -> bool {
+    let file = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+    if std::env::var("FAK_GOLDEN_1_5B").as_deref() != Ok("1") {
+        eprintln!("skipped: set FAK_GOLDEN_1_5B=1 (and fetch models/{file}) to check the 1.5B");
+        return false;
+    }
+    true
+}
+
 /// Qwen2.5-Coder-1.5B (optional model): `FAK_GOLDEN_1_5B=1 cargo test
 /// --release -p fak-model --test teacher 1_5b`.
 #[test]
 fn teacher_qwen2_5_coder_1_5b_q4_k_m() {
-    let file = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
-    if std::env::var("FAK_GOLDEN_1_5B").as_deref() != Ok("1") {
-        eprintln!("skipped: set FAK_GOLDEN_1_5B=1 (and fetch models/{file}) to check the 1.5B");
-        return;
+    if want_1_5b() {
+        check("qwen2.5-coder-1.5b-instruct-q4_k_m", TIE_MARGIN_QWEN_1_5B);
     }
-    check("qwen2.5-coder-1.5b-instruct-q4_k_m", TIE_MARGIN);
+}
+
+#[test]
+fn teacher_qwen2_5_coder_1_5b_q4_k_m_kv_q8_0() {
+    if want_1_5b() {
+        check(
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.kv-q8_0",
+            TIE_MARGIN_QWEN_1_5B,
+        );
+    }
 }
 
 #[test]
