@@ -268,9 +268,22 @@ pub fn prefix_cost(s: &ModelShape, p: u64, budget: u64) -> Cost {
     }
 }
 
-/// The cost of one turn's ingest: `a` agents each feed `n` tokens over `c`
-/// cached rows, of which `p` are the shared prefix.
-pub fn ingest_cost(s: &ModelShape, (p, a, n, c): (u64, u64, u64, u64), budget: u64) -> Cost {
+/// One batch of agents' tokens: what a turn's ingest or a decode step feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentBatch {
+    /// Rows of the shared prefix (`P`).
+    pub prefix_rows: u64,
+    /// Agents in the batch (`A`).
+    pub agents: u64,
+    /// Tokens each agent feeds.
+    pub tokens: u64,
+    /// Rows each agent holds before the batch (prefix included).
+    pub cached_rows: u64,
+}
+
+/// The cost of one turn's ingest `b` in passes of at most `budget` tokens.
+pub fn ingest_cost(s: &ModelShape, b: &AgentBatch, budget: u64) -> Cost {
+    let (p, a, n, c) = (b.prefix_rows, b.agents, b.tokens, b.cached_rows);
     let passes = (a * n).div_ceil(budget);
     let (shared, private) = kv_read(s, p, a * (c - p + n));
     Cost {
@@ -287,9 +300,9 @@ pub fn ingest_cost(s: &ModelShape, (p, a, n, c): (u64, u64, u64, u64), budget: u
     }
 }
 
-/// The cost of one decode step: `a` agents each feed one token over `c`
-/// cached rows, of which `p` are the shared prefix.
-pub fn decode_cost(s: &ModelShape, (p, a, c): (u64, u64, u64)) -> Cost {
+/// The cost of one decode step `b` (one token per agent, every one with logits).
+pub fn decode_cost(s: &ModelShape, b: &AgentBatch) -> Cost {
+    let (p, a, c) = (b.prefix_rows, b.agents, b.cached_rows);
     let (shared, private) = kv_read(s, p, a * (c + 1 - p));
     Cost {
         units: 1,
@@ -326,9 +339,22 @@ pub fn fleet_roofline(r: &RooflineParams, m: &Machine) -> FleetRoofline {
         } else {
             (rr + 1, p + k * (rr + d) - 1)
         };
-        ingest.add(&ingest_cost(s, (p, a, n, c), budget), m);
+        let turn = AgentBatch {
+            prefix_rows: p,
+            agents: a,
+            tokens: n,
+            cached_rows: c,
+        };
+        ingest.add(&ingest_cost(s, &turn, budget), m);
         for j in 1..d {
-            let step = decode_cost(s, (p, a, c + n + j - 1));
+            let step = decode_cost(
+                s,
+                &AgentBatch {
+                    tokens: 1,
+                    cached_rows: c + n + j - 1,
+                    ..turn
+                },
+            );
             let mut one = PhaseBound::default();
             one.add(&step, m);
             first.get_or_insert(one);
