@@ -8,15 +8,21 @@ fak's value, llama.cpp's value and the ratio fak / llama.cpp (above 1 means
 fak is faster). Metrics are the median tokens per second of each prefill
 length and of decode. ``--json`` prints the rows as JSON instead.
 
-``compare.py batch FAK.json PEER1.json [PEER2.json] [--json]`` folds
-``fak-bench-batch/1`` reports (fak, and llama.cpp with ``kv`` unified and/or
-per-seq): per batch size, decode tok/s of each, the best peer and fak / best;
-then the peak row (each side's best over all batch sizes).
+``compare.py batch FAK.json PEER.json... [--json]`` folds
+``fak-bench-batch/1`` reports (fak, and llama.cpp configurations: ``kv``
+unified or per-seq, ``flash_attn`` auto/on/off, ``type_kv`` f16/q8_0; a
+report without the last two ran the library defaults, auto and f16): per
+batch size, decode tok/s of each, the best peer and fak / best; then the
+peak row (each side's best over all batch sizes).
 
-``compare.py fleet FAK.json PEER1.json [PEER2.json] [--json]`` folds
+``compare.py fleet FAK.json PEER.json... [--json]`` folds
 ``fak-bench-fleet/1`` reports: per run, agent-turns/s of fak and of each
-llama.cpp configuration, the tuned reference (the faster llama.cpp
-configuration of that run), ``current_vs_tuned_reference`` = fak / tuned,
+llama.cpp configuration; the reference, the fastest llama.cpp run among
+{unified, per-seq} × flash attention {auto, off} at f16 KV (``fastest_llamacpp``;
+``reference_tried`` lists the configurations of that grid that were given,
+``reference_not_tried`` the missing ones); ``fak_vs_fastest_llamacpp`` =
+fak / that; when fak ran a q8_0 cache, the fastest q8_0-KV llama.cpp run
+beside it (``fastest_llamacpp_q8_0``, ``fak_vs_fastest_llamacpp_q8_0``);
 and TTFT p50/p95. A per-run ``ablation`` object in fak's report is passed
 through in ``--json`` only (``internal.fak_ablation``).
 
@@ -122,8 +128,15 @@ def render(head: list[str], table: list[dict[str, Any]]) -> str:
 BATCH_SCHEMA = "fak-bench-batch/1"
 FLEET_SCHEMA = "fak-bench-fleet/1"
 MODE_SCHEMA = {"single": SCHEMA, "batch": BATCH_SCHEMA, "fleet": FLEET_SCHEMA}
-# Display order of llama.cpp configurations; unknown kv values sort after.
+# Display order of llama.cpp configurations; unknown values sort after.
 PEER_KV_ORDER = ("unified", "per-seq")
+PEER_FA_ORDER = ("auto", "off", "on")
+PEER_TYPE_ORDER = ("f16", "q8_0")
+# The fleet reference: the fastest of these llama.cpp settings, f16 KV.
+REFERENCE_KV = ("unified", "per-seq")
+REFERENCE_FA = ("auto", "off")
+REFERENCE_TYPE = "f16"
+MAX_PEERS = 8
 FLEET_KEYS = ("profile", "prefix", "turns", "agents", "decode", "result")
 
 Report = tuple[Path, dict[str, Any]]
@@ -146,24 +159,46 @@ def load_any(path: Path) -> dict[str, Any]:
     return data
 
 
+def peer_settings(data: dict[str, Any]) -> tuple[str, str, str]:
+    """(kv, flash_attn, type_kv) of a llama.cpp report; reports written
+    before the peer had ``--flash-attn`` / ``--type-kv`` ran the library
+    defaults (auto, f16)."""
+    return (str(data.get("kv")), str(data.get("flash_attn", "auto")), str(data.get("type_kv", "f16")))
+
+
+def config_name(kv: str, fa: str, ty: str) -> str:
+    """e.g. ``per-seq fa=off f16``."""
+    return f"{kv} fa={fa} {ty}"
+
+
+def peer_config(data: dict[str, Any]) -> str:
+    """The configuration name of a llama.cpp report."""
+    return config_name(*peer_settings(data))
+
+
+def _rank(v: str, order: tuple[str, ...]) -> int:
+    return order.index(v) if v in order else len(order)
+
+
 def split_engines(reports: list[Report], schema: str) -> tuple[Report, list[Report]]:
-    """(fak, [llama.cpp peers in PEER_KV_ORDER]); one fak, one or two peers
-    with distinct ``kv``, every report of ``schema``."""
+    """(fak, [llama.cpp peers in display order]); one fak, 1..MAX_PEERS peers
+    of distinct configurations, every report of ``schema``."""
     for path, data in reports:
         if data.get("schema") != schema:
             raise CompareError(f"{path}: schema is {data.get('schema')!r}, want {schema!r}")
     faks = [r for r in reports if r[1]["engine"] == "fak"]
     peers = [r for r in reports if r[1]["engine"] == "llama.cpp"]
-    if len(faks) != 1 or not 1 <= len(peers) <= 2 or len(faks) + len(peers) != len(reports):
+    if len(faks) != 1 or not 1 <= len(peers) <= MAX_PEERS or len(faks) + len(peers) != len(reports):
         engines = sorted(str(r[1]["engine"]) for r in reports)
-        raise CompareError(f"need one 'fak' report and one or two 'llama.cpp' reports, got engines {engines}")
-    kvs = [str(p[1].get("kv")) for p in peers]
-    if len(set(kvs)) != len(kvs):
-        raise CompareError(f"the llama.cpp reports share kv {kvs[0]!r}: give one per configuration")
+        raise CompareError(f"need one 'fak' report and 1 to {MAX_PEERS} 'llama.cpp' reports, got engines {engines}")
+    cfgs = [peer_config(p[1]) for p in peers]
+    dup = sorted({c for c in cfgs if cfgs.count(c) > 1})
+    if dup:
+        raise CompareError(f"the llama.cpp reports share configuration {dup[0]!r}: give one per configuration")
 
-    def order(r: Report) -> tuple[int, str]:
-        kv = str(r[1].get("kv"))
-        return (PEER_KV_ORDER.index(kv) if kv in PEER_KV_ORDER else len(PEER_KV_ORDER), kv)
+    def order(r: Report) -> tuple[int, int, int, str]:
+        kv, fa, ty = peer_settings(r[1])
+        return (_rank(kv, PEER_KV_ORDER), _rank(fa, PEER_FA_ORDER), _rank(ty, PEER_TYPE_ORDER), peer_config(r[1]))
 
     return faks[0], sorted(peers, key=order)
 
@@ -182,7 +217,7 @@ def multi_header(fak: Report, peers: list[Report]) -> list[str]:
     """Shared facts, or every engine's value with MISMATCH when they differ
     (``token_stream`` compared by its LCG constants)."""
     lines = []
-    everyone = [("fak", fak[1])] + [(f"llama.cpp {p[1].get('kv')}", p[1]) for p in peers]
+    everyone = [("fak", fak[1])] + [(f"llama.cpp {peer_config(p[1])}", p[1]) for p in peers]
     for key in ("model", "model_sha256", "threads", "cpu", "token_stream"):
         vals = [(name, d.get(key)) for name, d in everyone]
         first = vals[0][1]
@@ -244,7 +279,7 @@ def batch_results(rep: Report) -> dict[int, dict[str, Any]]:
 def batch_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
     """Rows per batch size plus the peak row; see the module doc."""
     fres = batch_results(fak)
-    pres = [(str(p[1].get("kv")), batch_results(p)) for p in peers]
+    pres = [(peer_config(p[1]), batch_results(p)) for p in peers]
     sizes = sorted(set(fres).union(*(set(r) for _, r in pres)))
     absent = _cell(None, "absent")
     rows = []
@@ -258,7 +293,7 @@ def batch_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
                 "batch": b,
                 "fak": f,
                 "llama.cpp": cfg,
-                "best_peer": None if best is None else {"kv": best[1], "value": best[0]},
+                "best_peer": None if best is None else {"config": best[1], "value": best[0]},
                 "ratio": _ratio(f["value"], None if best is None else best[0]),
             }
         )
@@ -268,7 +303,7 @@ def batch_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
     ppk = max(peer_ok, key=lambda x: x[0]) if peer_ok else None
     peak = {
         "fak": None if fpk is None else {"value": fpk[0], "batch": fpk[1]},
-        "best_peer": None if ppk is None else {"value": ppk[0], "batch": ppk[1], "kv": ppk[2]},
+        "best_peer": None if ppk is None else {"value": ppk[0], "batch": ppk[1], "config": ppk[2]},
         "ratio": _ratio(None if fpk is None else fpk[0], None if ppk is None else ppk[0]),
     }
     return {"metric": "decode_tok_s", "configs": [kv for kv, _ in pres], "rows": rows, "peak": peak}
@@ -289,15 +324,15 @@ def render_batch(head: list[str], t: dict[str, Any]) -> str:
     out = list(head)
     cols = [f"llama.cpp {kv}" for kv in t["configs"]]
     out.append("decode tok/s (aggregate over B sequences)")
-    out.append(f"{'B':>6} {'fak':>10} " + " ".join(f"{c:>18}" for c in cols) + f" {'best peer':>20} {'fak/best':>9}")
+    out.append(f"{'B':>6} {'fak':>10} " + " ".join(f"{c:>28}" for c in cols) + f" {'best peer':>30} {'fak/best':>9}")
     for r in t["rows"]:
         best = r["best_peer"]
-        best_s = "n/a" if best is None else f"{best['value']:.2f} ({best['kv']})"
-        cells = " ".join(_fmt(r["llama.cpp"][kv], 18) for kv in t["configs"])
-        out.append(f"{r['batch']:>6} {_fmt(r['fak'], 10)} {cells} {best_s:>20} {_fmt_ratio(r['ratio'], 9)}")
+        best_s = "n/a" if best is None else f"{best['value']:.2f} ({best['config']})"
+        cells = " ".join(_fmt(r["llama.cpp"][kv], 28) for kv in t["configs"])
+        out.append(f"{r['batch']:>6} {_fmt(r['fak'], 10)} {cells} {best_s:>30} {_fmt_ratio(r['ratio'], 9)}")
     pk = t["peak"]
     f = "n/a" if pk["fak"] is None else f"{pk['fak']['value']:.2f} (B={pk['fak']['batch']})"
-    p = "n/a" if pk["best_peer"] is None else f"{pk['best_peer']['value']:.2f} ({pk['best_peer']['kv']}, B={pk['best_peer']['batch']})"
+    p = "n/a" if pk["best_peer"] is None else f"{pk['best_peer']['value']:.2f} ({pk['best_peer']['config']}, B={pk['best_peer']['batch']})"
     out.append(f"peak: fak {f} vs llama.cpp {p}: {_fmt_ratio(pk['ratio'], 0).strip()}")
     notes = sorted({c["status"] for r in t["rows"] for c in [r["fak"], *r["llama.cpp"].values()] if c["value"] is None})
     for n in notes:
@@ -340,10 +375,29 @@ def fleet_cell(run: dict[str, Any] | None, path: Path) -> dict[str, Any]:
     }
 
 
+def fastest(cfg: dict[str, dict[str, Any]], eligible: list[str]) -> dict[str, Any] | None:
+    """``{"config", "agent_turns_per_s"}`` of the fastest ok run among the
+    ``eligible`` configurations, or None."""
+    ok = [(cfg[c]["agent_turns_per_s"], c) for c in eligible if cfg[c]["agent_turns_per_s"] is not None]
+    if not ok:
+        return None
+    v, c = max(ok, key=lambda x: x[0])
+    return {"config": c, "agent_turns_per_s": v}
+
+
+def reference_grid() -> list[str]:
+    """The configurations the fleet reference is the fastest of."""
+    return [config_name(kv, fa, REFERENCE_TYPE) for kv in REFERENCE_KV for fa in REFERENCE_FA]
+
+
 def fleet_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
     """Rows per run (fak's runs first in their order, then peer-only runs)."""
     fruns = fleet_runs(fak)
-    pruns = [(str(p[1].get("kv")), p[0], fleet_runs(p)) for p in peers]
+    pruns = [(peer_config(p[1]), p[0], fleet_runs(p)) for p in peers]
+    grid = reference_grid()
+    tried = [c for c, _, _ in pruns if c in grid]
+    q8 = [config_name(*peer_settings(p[1])) for p in peers if peer_settings(p[1])[2] == "q8_0"]
+    fak_q8 = str(fak[1].get("kv_type", "f16")) == "q8_0"
     keys = list(fruns)
     for _, _, r in pruns:
         keys.extend(k for k in r if k not in keys)
@@ -352,13 +406,16 @@ def fleet_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
         frun = fruns.get(key)
         f = fleet_cell(frun, fak[0])
         cfg = {kv: fleet_cell(r.get(key), path) for kv, path, r in pruns}
-        ok = [(c["agent_turns_per_s"], kv) for kv, c in cfg.items() if c["agent_turns_per_s"] is not None]
-        tuned = max(ok, key=lambda x: x[0]) if ok else None
+        ref = fastest(cfg, tried)
         row: dict[str, Any] = dict(zip(FLEET_KEYS, key))
         row["fak"] = f
         row["llama.cpp"] = cfg
-        row["tuned_reference"] = None if tuned is None else {"kv": tuned[1], "agent_turns_per_s": tuned[0]}
-        row["current_vs_tuned_reference"] = _ratio(f["agent_turns_per_s"], None if tuned is None else tuned[0])
+        row["fastest_llamacpp"] = ref
+        row["fak_vs_fastest_llamacpp"] = _ratio(f["agent_turns_per_s"], None if ref is None else ref["agent_turns_per_s"])
+        if fak_q8 and q8:
+            ref8 = fastest(cfg, q8)
+            row["fastest_llamacpp_q8_0"] = ref8
+            row["fak_vs_fastest_llamacpp_q8_0"] = _ratio(f["agent_turns_per_s"], None if ref8 is None else ref8["agent_turns_per_s"])
         row["generated_sha256_match"] = {
             kv: (None if c["generated_sha256"] is None or f["generated_sha256"] is None else c["generated_sha256"] == f["generated_sha256"])
             for kv, c in cfg.items()
@@ -366,7 +423,14 @@ def fleet_table(fak: Report, peers: list[Report]) -> dict[str, Any]:
         if frun is not None and isinstance(frun.get("ablation"), dict):
             row["internal"] = {"fak_ablation": frun["ablation"]}
         rows.append(row)
-    return {"metric": "agent_turns_per_s", "configs": [kv for kv, _, _ in pruns], "rows": rows}
+    return {
+        "metric": "agent_turns_per_s",
+        "configs": [kv for kv, _, _ in pruns],
+        "reference": "fastest llama.cpp of {unified, per-seq} x flash attention {auto, off}, f16 KV",
+        "reference_tried": tried,
+        "reference_not_tried": [c for c in grid if c not in tried],
+        "rows": rows,
+    }
 
 
 def _profile(r: dict[str, Any]) -> Any:
@@ -390,30 +454,37 @@ def render_fleet(head: list[str], t: dict[str, Any]) -> str:
     cfgs = t["configs"]
     w = max([len(_run_name(r)) for r in t["rows"]] + [3])
     out.append("agent-turns/s (wall includes the prefix setup)")
-    out.append(f"{'run':<{w}} {'fak':>9} " + " ".join(f"{'llama.cpp ' + kv:>17}" for kv in cfgs) + f" {'tuned ref':>19} {'fak/tuned':>9}")
+    out.append(f"reference: {t['reference']}; tried: {', '.join(t['reference_tried']) or 'none'}")
+    if t["reference_not_tried"]:
+        out.append(f"  not tried (the reference may be slower than llama.cpp's best): {', '.join(t['reference_not_tried'])}")
+    out.append(f"{'run':<{w}} {'fak':>9} " + " ".join(f"{kv:>22}" for kv in cfgs) + f" {'fastest llama.cpp':>30} {'fak/fastest':>11}")
     for r in t["rows"]:
-        tr = r["tuned_reference"]
-        tr_s = "n/a" if tr is None else f"{tr['agent_turns_per_s']:.3f} ({tr['kv']})"
-        cells = " ".join(_fv(r["llama.cpp"][kv]["agent_turns_per_s"], r["llama.cpp"][kv]["status"], 17) for kv in cfgs)
+        tr = r["fastest_llamacpp"]
+        tr_s = "n/a" if tr is None else f"{tr['agent_turns_per_s']:.3f} ({tr['config']})"
+        cells = " ".join(_fv(r["llama.cpp"][kv]["agent_turns_per_s"], r["llama.cpp"][kv]["status"], 22) for kv in cfgs)
         out.append(
-            f"{_run_name(r):<{w}} {_fv(r['fak']['agent_turns_per_s'], r['fak']['status'], 9)} {cells} {tr_s:>19} "
-            f"{_fmt_ratio(r['current_vs_tuned_reference'], 9)}"
+            f"{_run_name(r):<{w}} {_fv(r['fak']['agent_turns_per_s'], r['fak']['status'], 9)} {cells} {tr_s:>30} "
+            f"{_fmt_ratio(r['fak_vs_fastest_llamacpp'], 11)}"
         )
+        if "fastest_llamacpp_q8_0" in r:
+            q = r["fastest_llamacpp_q8_0"]
+            q_s = "n/a" if q is None else f"{q['agent_turns_per_s']:.3f} ({q['config']})"
+            out.append(f"{'':<{w}}   q8_0 KV like for like: {q_s}, fak/that {_fmt_ratio(r['fak_vs_fastest_llamacpp_q8_0'], 0).strip()}")
     out.append("TTFT ms p50 / p95")
-    out.append(f"{'run':<{w}} {'fak':>17} " + " ".join(f"{'llama.cpp ' + kv:>17}" for kv in cfgs))
+    out.append(f"{'run':<{w}} {'fak':>17} " + " ".join(f"{kv:>22}" for kv in cfgs))
 
-    def pair(c: dict[str, Any]) -> str:
+    def pair(c: dict[str, Any], width: int = 22) -> str:
         if c["ttft_ms_p50"] is None:
-            return f"{c['status'].split(':')[0]:>17}"
+            return f"{c['status'].split(':')[0]:>{width}}"
         text = f"{c['ttft_ms_p50']:.1f}/{c['ttft_ms_p95']:.1f}"
-        return f"{text:>17}"
+        return f"{text:>{width}}"
 
     for r in t["rows"]:
-        out.append(f"{_run_name(r):<{w}} {pair(r['fak'])} " + " ".join(pair(r["llama.cpp"][kv]) for kv in cfgs))
+        out.append(f"{_run_name(r):<{w}} {pair(r['fak'], 17)} " + " ".join(pair(r["llama.cpp"][kv]) for kv in cfgs))
     diff = [f"{_run_name(r)} vs {kv}" for r in t["rows"] for kv, m in r["generated_sha256_match"].items() if m is False]
     if diff:
         out.append("greedy output differs from fak: " + "; ".join(diff))
-    out.append("(fak/tuned > 1: fak faster than the faster llama.cpp configuration)")
+    out.append("(fak/fastest > 1: fak faster than the fastest llama.cpp configuration tried)")
     return "\n".join(out) + "\n"
 
 
@@ -431,7 +502,7 @@ def fold(mode: str, paths: list[Path]) -> tuple[dict[str, Any], str]:
         return {"fak": str(fak[0]), "llama.cpp": str(peer[0]), "rows": table}, render(header(fak[1], peer[1]), table)
     fak, peers = split_engines(reports, MODE_SCHEMA[mode])
     head = multi_header(fak, peers)
-    files = {"fak": str(fak[0]), "llama.cpp": {str(p[1].get("kv")): str(p[0]) for p in peers}}
+    files = {"fak": str(fak[0]), "llama.cpp": {peer_config(p[1]): str(p[0]) for p in peers}}
     if mode == "batch":
         t = batch_table(fak, peers)
         return {"mode": mode, "files": files, **t}, render_batch(head, t)
@@ -460,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         return compare_serve.main(argv[1:])
     ap = argparse.ArgumentParser(
         description="Compare fak and llama.cpp benchmark reports.",
-        usage="compare.py [single|batch|fleet] FAK.json PEER.json [PEER2.json] [--json] | compare.py serve REPORT.json... [--json]",
+        usage="compare.py [single|batch|fleet] FAK.json PEER.json [PEER.json...] [--json] | compare.py serve REPORT.json... [--json]",
     )
     ap.add_argument("items", nargs="+", help="optional mode word, then report files (JSON, any order)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -473,8 +544,8 @@ def main(argv: list[str] | None = None) -> int:
             mode = detect_mode(paths)
         if mode == "single" and len(paths) != 2:
             raise CompareError("single-stream comparison takes exactly two reports")
-        if mode != "single" and not 2 <= len(paths) <= 3:
-            raise CompareError(f"{mode} comparison takes FAK.json and one or two llama.cpp reports")
+        if mode != "single" and not 2 <= len(paths) <= 1 + MAX_PEERS:
+            raise CompareError(f"{mode} comparison takes FAK.json and 1 to {MAX_PEERS} llama.cpp reports")
         obj, text = fold(mode, paths)
     except CompareError as e:
         print(f"compare.py: error: {e}", file=sys.stderr)

@@ -6,10 +6,11 @@
 # PROFILE is one of probe, interactive, long, bounded-long (see
 # bench/peers/workloads.py; every combination of the profile is run).
 # Builds fak (release), runs `fak bench fleet --json`, then
-# `bench/peers/llamacpp.py fleet` with the unified and the per-sequence KV
-# cache, all back to back (never concurrently) with the same thread count,
-# and prints the table of `bench/compare.py fleet` (fak / the faster
-# llama.cpp configuration per run). Reports are kept in $FAK_BENCH_OUT
+# `bench/peers/llamacpp.py fleet` at every setting of the reference grid:
+# the unified and the per-sequence KV cache, each with flash attention auto
+# and off, f16 KV; all back to back (never concurrently) with the same
+# thread count, and prints the table of `bench/compare.py fleet` (fak / the
+# fastest of those four llama.cpp configurations per run). Reports are kept in $FAK_BENCH_OUT
 # (default ${TMPDIR:-/tmp}/fak-bench). The llama.cpp peer's interpreter is
 # chosen as described in bench/peers/common.py. Extra arguments for fak's
 # run go in $FAK_FLEET_ARGS (e.g. FAK_FLEET_ARGS=--ablation adds the
@@ -34,15 +35,18 @@ out=${FAK_BENCH_OUT:-${TMPDIR:-/tmp}/fak-bench}
 mkdir -p "$out"
 name=$(basename "$model" .gguf)
 fak_json="$out/fleet-$profile-fak-$name-t$threads.json"
-uni_json="$out/fleet-$profile-llamacpp-unified-$name-t$threads.json"
-per_json="$out/fleet-$profile-llamacpp-per-seq-$name-t$threads.json"
 
 cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
 fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
 "$fak" bench fleet --model "$model" --profile "$profile" --threads "$threads" ${FAK_FLEET_ARGS:-} --json >"$fak_json"
-python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
-    --kv unified ${FAK_PEER_FLEET_ARGS:-} --out "$uni_json"
-python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
-    --kv per-seq ${FAK_PEER_FLEET_ARGS:-} --out "$per_json"
-echo "reports: $fak_json $uni_json $per_json" >&2
-python3 "$root/bench/compare.py" fleet "$fak_json" "$uni_json" "$per_json"
+peers=()
+for kv in unified per-seq; do
+    for fa in auto off; do
+        json="$out/fleet-$profile-llamacpp-$kv-fa-$fa-$name-t$threads.json"
+        python3 "$root/bench/peers/llamacpp.py" fleet --model "$model" --threads "$threads" --profile "$profile" \
+            --kv "$kv" --flash-attn "$fa" --type-kv f16 ${FAK_PEER_FLEET_ARGS:-} --out "$json"
+        peers+=("$json")
+    done
+done
+echo "reports: $fak_json ${peers[*]}" >&2
+python3 "$root/bench/compare.py" fleet "$fak_json" "${peers[@]}"

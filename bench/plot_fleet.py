@@ -69,11 +69,19 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def engine_label(r: dict[str, Any]) -> str:
-    """``fak (paged)``, ``llama.cpp (kv unified)``, ..."""
+    """``fak (paged)``, ``llama.cpp (kv unified)``, ``llama.cpp (kv per-seq,
+    FA off)``, ...: a peer's flash attention and KV type are named when they
+    are not the library defaults (auto, f16)."""
     engine = str(r.get("engine", "?"))
     kv = r.get("kv")
     if engine == "llama.cpp":
-        return f"llama.cpp (kv {kv})" if kv else "llama.cpp"
+        extra = []
+        if r.get("flash_attn", "auto") != "auto":
+            extra.append(f"FA {r['flash_attn']}")
+        if r.get("type_kv", "f16") != "f16":
+            extra.append(f"{r['type_kv']} KV")
+        inner = ", ".join(([f"kv {kv}"] if kv else []) + extra)
+        return f"llama.cpp ({inner})" if inner else "llama.cpp"
     return f"{engine} ({kv})" if kv else engine
 
 

@@ -23,8 +23,19 @@ import workloads  # noqa: E402
 COMMON = {"model": "m.gguf", "model_sha256": "ab", "threads": 2, "cpu": "cpu"}
 
 
-def batch_report(engine: str, kv: str, results: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"schema": compare.BATCH_SCHEMA, "engine": engine, "kv": kv, "token_stream": "s", **COMMON, "results": results}
+def settings(fa: str | None, ty: str | None) -> dict[str, str]:
+    """A peer report's attention settings; None leaves the key out, as
+    reports written before --flash-attn / --type-kv did."""
+    out = {}
+    if fa is not None:
+        out["flash_attn"] = fa
+    if ty is not None:
+        out["type_kv"] = ty
+    return out
+
+
+def batch_report(engine: str, kv: str, results: list[dict[str, Any]], fa: str | None = None, ty: str | None = None) -> dict[str, Any]:
+    return {"schema": compare.BATCH_SCHEMA, "engine": engine, "kv": kv, **settings(fa, ty), "token_stream": "s", **COMMON, "results": results}
 
 
 def ok(b: int, tok_s: float) -> dict[str, Any]:
@@ -47,8 +58,8 @@ def fleet_run(profile: str, agents: int, rate: float | None, sha: str = "x", **e
     return run
 
 
-def fleet_report(engine: str, kv: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"schema": compare.FLEET_SCHEMA, "engine": engine, "kv": kv, "token_stream": "s", **COMMON, "runs": runs}
+def fleet_report(engine: str, kv: str, runs: list[dict[str, Any]], fa: str | None = None, ty: str | None = None) -> dict[str, Any]:
+    return {"schema": compare.FLEET_SCHEMA, "engine": engine, "kv": kv, **settings(fa, ty), "token_stream": "s", **COMMON, "runs": runs}
 
 
 def single_report(engine: str, decode: float) -> dict[str, Any]:
@@ -98,15 +109,15 @@ class BatchFold(unittest.TestCase):
         t = compare.batch_table(f, peers)
         rows = {r["batch"]: r for r in t["rows"]}
         self.assertEqual(sorted(rows), [1, 8, 512])
-        self.assertEqual(rows[1]["best_peer"], {"kv": "per-seq", "value": 120.0})
+        self.assertEqual(rows[1]["best_peer"], {"config": "per-seq fa=auto f16", "value": 120.0})
         self.assertAlmostEqual(rows[1]["ratio"], 100.0 / 120.0)
-        self.assertEqual(rows[8]["best_peer"]["kv"], "unified")
+        self.assertEqual(rows[8]["best_peer"]["config"], "unified fa=auto f16")
         self.assertAlmostEqual(rows[8]["ratio"], 0.8)
         self.assertIsNone(rows[512]["best_peer"])
         self.assertIsNone(rows[512]["ratio"])
-        self.assertEqual(rows[512]["llama.cpp"]["unified"]["status"], "skipped: n_seq_max cap 256")
+        self.assertEqual(rows[512]["llama.cpp"]["unified fa=auto f16"]["status"], "skipped: n_seq_max cap 256")
         self.assertEqual(t["peak"]["fak"], {"value": 900.0, "batch": 512})
-        self.assertEqual(t["peak"]["best_peer"], {"value": 500.0, "batch": 8, "kv": "unified"})
+        self.assertEqual(t["peak"]["best_peer"], {"value": 500.0, "batch": 8, "config": "unified fa=auto f16"})
         self.assertAlmostEqual(t["peak"]["ratio"], 1.8)
 
     def test_batch_missing_in_one_report_is_absent(self) -> None:
@@ -114,9 +125,9 @@ class BatchFold(unittest.TestCase):
         uni = (Path("u"), batch_report("llama.cpp", "unified", [ok(1, 50.0)]))
         t = compare.batch_table(fak, [uni])
         r32 = [r for r in t["rows"] if r["batch"] == 32][0]
-        self.assertEqual(r32["llama.cpp"]["unified"]["status"], "absent")
+        self.assertEqual(r32["llama.cpp"]["unified fa=auto f16"]["status"], "absent")
         self.assertIsNone(r32["ratio"])
-        self.assertEqual(t["configs"], ["unified"])
+        self.assertEqual(t["configs"], ["unified fa=auto f16"])
 
     def test_engine_checks(self) -> None:
         a = (Path("a"), batch_report("llama.cpp", "unified", [ok(1, 1.0)]))
@@ -125,7 +136,14 @@ class BatchFold(unittest.TestCase):
         with self.assertRaises(compare.CompareError):
             compare.split_engines([a, b], compare.BATCH_SCHEMA)  # no fak
         with self.assertRaises(compare.CompareError):
-            compare.split_engines([f, a, b], compare.BATCH_SCHEMA)  # same kv twice
+            compare.split_engines([f, a, b], compare.BATCH_SCHEMA)  # same configuration twice
+        # an old report (no settings) is the library defaults: auto, f16
+        c = (Path("c"), batch_report("llama.cpp", "unified", [ok(1, 1.0)], fa="auto", ty="f16"))
+        with self.assertRaises(compare.CompareError):
+            compare.split_engines([f, a, c], compare.BATCH_SCHEMA)
+        d = (Path("d"), batch_report("llama.cpp", "unified", [ok(1, 1.0)], fa="off"))
+        _, peers = compare.split_engines([f, d, a], compare.BATCH_SCHEMA)
+        self.assertEqual([compare.peer_config(p[1]) for p in peers], ["unified fa=auto f16", "unified fa=off f16"])
         with self.assertRaises(compare.CompareError):
             fl = (Path("x"), fleet_report("llama.cpp", "unified", []))
             compare.split_engines([f, fl], compare.BATCH_SCHEMA)  # schema mix
@@ -141,7 +159,7 @@ class BatchFold(unittest.TestCase):
             p = fs.write("p.json", batch_report("llama.cpp", "per-seq", [ok(1, 80.0), skip(512)]))
             rc, out, _ = run_main(["batch", str(u), str(f), str(p)])
             self.assertEqual(rc, 0)
-            self.assertIn("peak: fak 900.00 (B=512) vs llama.cpp 80.00 (per-seq, B=1)", out)
+            self.assertIn("peak: fak 900.00 (B=512) vs llama.cpp 80.00 (per-seq fa=auto f16, B=1)", out)
             self.assertIn("skipped", out)
             rc, out, _ = run_main(["batch", str(f), str(u), "--json"])
             self.assertEqual(rc, 0)
@@ -177,7 +195,7 @@ class BatchFold(unittest.TestCase):
 
 
 class FleetFold(unittest.TestCase):
-    def test_tuned_reference_and_ratio(self) -> None:
+    def test_fastest_llamacpp_and_ratio(self) -> None:
         abl = {"agent_turns_per_s": 0.5, "tokens_reused": 0}
         fak = (Path("f"), fleet_report("fak", "paged", [fleet_run("probe", 8, 3.0, "g", ablation=abl)]))
         uni = (Path("u"), fleet_report("llama.cpp", "unified", [fleet_run("probe", 8, 1.5, "g")]))
@@ -186,25 +204,65 @@ class FleetFold(unittest.TestCase):
         t = compare.fleet_table(f, peers)
         self.assertEqual(len(t["rows"]), 1)
         r = t["rows"][0]
-        self.assertEqual(r["tuned_reference"], {"kv": "per-seq", "agent_turns_per_s": 2.0})
-        self.assertAlmostEqual(r["current_vs_tuned_reference"], 1.5)
-        self.assertEqual(r["llama.cpp"]["unified"]["ttft_ms_p50"], 15.0)
+        self.assertEqual(r["fastest_llamacpp"], {"config": "per-seq fa=auto f16", "agent_turns_per_s": 2.0})
+        self.assertAlmostEqual(r["fak_vs_fastest_llamacpp"], 1.5)
+        self.assertEqual(r["llama.cpp"]["unified fa=auto f16"]["ttft_ms_p50"], 15.0)
         self.assertEqual(r["fak"]["ttft_ms_p95"], 60.0)
-        self.assertEqual(r["generated_sha256_match"], {"unified": True, "per-seq": False})
+        self.assertEqual(r["generated_sha256_match"], {"unified fa=auto f16": True, "per-seq fa=auto f16": False})
+        self.assertEqual(t["reference_tried"], ["unified fa=auto f16", "per-seq fa=auto f16"])
+        self.assertEqual(t["reference_not_tried"], ["unified fa=off f16", "per-seq fa=off f16"])
         self.assertEqual(r["internal"], {"fak_ablation": abl})
         text = compare.render_fleet([], t)
         self.assertNotIn("ablation", text)
         self.assertIn("1.50x", text)
+        self.assertIn("not tried", text)
+        self.assertNotIn("tuned", text)
+
+    def test_reference_is_the_fastest_of_the_grid_at_f16(self) -> None:
+        fak = (Path("f"), fleet_report("fak", "paged", [fleet_run("probe", 8, 4.0)]))
+        peers = [
+            (Path("ua"), fleet_report("llama.cpp", "unified", [fleet_run("probe", 8, 1.4)], fa="auto", ty="f16")),
+            (Path("uo"), fleet_report("llama.cpp", "unified", [fleet_run("probe", 8, 1.1)], fa="off", ty="f16")),
+            (Path("pa"), fleet_report("llama.cpp", "per-seq", [fleet_run("probe", 8, 2.0)], fa="auto", ty="f16")),
+            (Path("po"), fleet_report("llama.cpp", "per-seq", [fleet_run("probe", 8, 2.1)], fa="off", ty="f16")),
+            # faster, but outside the reference grid: FA on, and a q8_0 cache
+            (Path("pn"), fleet_report("llama.cpp", "per-seq", [fleet_run("probe", 8, 9.0)], fa="on", ty="f16")),
+            (Path("p8"), fleet_report("llama.cpp", "per-seq", [fleet_run("probe", 8, 8.0)], fa="auto", ty="q8_0")),
+        ]
+        f, ps = compare.split_engines([fak, *reversed(peers)], compare.FLEET_SCHEMA)
+        self.assertEqual(
+            [compare.peer_config(p[1]) for p in ps],
+            [
+                "unified fa=auto f16",
+                "unified fa=off f16",
+                "per-seq fa=auto f16",
+                "per-seq fa=auto q8_0",
+                "per-seq fa=off f16",
+                "per-seq fa=on f16",
+            ],
+        )
+        t = compare.fleet_table(f, ps)
+        r = t["rows"][0]
+        self.assertEqual(r["fastest_llamacpp"], {"config": "per-seq fa=off f16", "agent_turns_per_s": 2.1})
+        self.assertAlmostEqual(r["fak_vs_fastest_llamacpp"], 4.0 / 2.1)
+        self.assertEqual(t["reference_not_tried"], [])
+        # fak ran f16: no q8_0 row
+        self.assertNotIn("fastest_llamacpp_q8_0", r)
+        fak8 = (Path("f"), {**fak[1], "kv_type": "q8_0"})
+        r8 = compare.fleet_table(fak8, ps)["rows"][0]
+        self.assertEqual(r8["fastest_llamacpp_q8_0"], {"config": "per-seq fa=auto q8_0", "agent_turns_per_s": 8.0})
+        self.assertAlmostEqual(r8["fak_vs_fastest_llamacpp_q8_0"], 0.5)
+        self.assertIn("q8_0 KV like for like", compare.render_fleet([], compare.fleet_table(fak8, ps)))
 
     def test_runs_matched_by_shape_and_skips(self) -> None:
         fak = (Path("f"), fleet_report("fak", "paged", [fleet_run("long", 8, 1.0), fleet_run("long", 300, 0.5)]))
         uni = (Path("u"), fleet_report("llama.cpp", "unified", [fleet_run("long", 300, None), fleet_run("long", 8, 2.0)]))
         t = compare.fleet_table(fak, [uni])
         by_a = {r["agents"]: r for r in t["rows"]}
-        self.assertAlmostEqual(by_a[8]["current_vs_tuned_reference"], 0.5)
-        self.assertIsNone(by_a[300]["tuned_reference"])
-        self.assertIsNone(by_a[300]["current_vs_tuned_reference"])
-        self.assertTrue(by_a[300]["llama.cpp"]["unified"]["status"].startswith("skipped"))
+        self.assertAlmostEqual(by_a[8]["fak_vs_fastest_llamacpp"], 0.5)
+        self.assertIsNone(by_a[300]["fastest_llamacpp"])
+        self.assertIsNone(by_a[300]["fak_vs_fastest_llamacpp"])
+        self.assertTrue(by_a[300]["llama.cpp"]["unified fa=auto f16"]["status"].startswith("skipped"))
         self.assertNotIn("internal", by_a[8])
 
     def test_explicit_shape_runs_match_across_engines(self) -> None:
@@ -214,7 +272,7 @@ class FleetFold(unittest.TestCase):
         per = (Path("p"), fleet_report("llama.cpp", "per-seq", [fleet_run("custom", 8, 0.6)]))
         t = compare.fleet_table(fak, [per])
         self.assertEqual(len(t["rows"]), 1)
-        self.assertAlmostEqual(t["rows"][0]["current_vs_tuned_reference"], 2.0)
+        self.assertAlmostEqual(t["rows"][0]["fak_vs_fastest_llamacpp"], 2.0)
         self.assertIn("custom P1024", compare.render_fleet([], t))
 
     def test_peer_only_run_is_listed(self) -> None:
@@ -224,7 +282,7 @@ class FleetFold(unittest.TestCase):
         self.assertEqual([r["agents"] for r in t["rows"]], [8, 12])
         self.assertEqual(t["rows"][1]["fak"]["status"], "absent")
 
-    def test_cli_json_has_current_vs_tuned_reference(self) -> None:
+    def test_cli_json_has_fak_vs_fastest_llamacpp(self) -> None:
         with Files() as fs:
             f = fs.write("f.json", fleet_report("fak", "paged", [fleet_run("probe", 8, 3.0)]))
             u = fs.write("u.json", fleet_report("llama.cpp", "unified", [fleet_run("probe", 8, 1.0)]))
@@ -233,14 +291,14 @@ class FleetFold(unittest.TestCase):
             self.assertEqual(rc, 0)
             obj = json.loads(out)
             for r in obj["rows"]:
-                self.assertIn("current_vs_tuned_reference", r)
-            self.assertAlmostEqual(obj["rows"][0]["current_vs_tuned_reference"], 1.5)
+                self.assertIn("fak_vs_fastest_llamacpp", r)
+            self.assertAlmostEqual(obj["rows"][0]["fak_vs_fastest_llamacpp"], 1.5)
             rc, out, _ = run_main(["fleet", str(f), str(u), str(p)])
             self.assertEqual(rc, 0)
             self.assertIn("probe P1024 T10 A8 D32 R64", out)
             rc, _, err = run_main(["fleet", str(f)])
             self.assertEqual(rc, 1)
-            self.assertIn("one or two llama.cpp reports", err)
+            self.assertIn("1 to 8 llama.cpp reports", err)
 
 
 class SingleUnchanged(unittest.TestCase):

@@ -108,5 +108,16 @@ class PlotFleetTest(unittest.TestCase):
         self.assertIn("missing.json", err)
 
 
+class Labels(unittest.TestCase):
+    def test_peer_settings_are_named_when_not_defaults(self) -> None:
+        base = {"engine": "llama.cpp", "kv": "per-seq"}
+        self.assertEqual(plot_fleet.engine_label(base), "llama.cpp (kv per-seq)")
+        self.assertEqual(plot_fleet.engine_label({**base, "flash_attn": "auto", "type_kv": "f16"}), "llama.cpp (kv per-seq)")
+        self.assertEqual(plot_fleet.engine_label({**base, "flash_attn": "off"}), "llama.cpp (kv per-seq, FA off)")
+        self.assertEqual(
+            plot_fleet.engine_label({**base, "flash_attn": "on", "type_kv": "q8_0"}), "llama.cpp (kv per-seq, FA on, q8_0 KV)"
+        )
+
+
 if __name__ == "__main__":
     unittest.main()

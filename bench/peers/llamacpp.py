@@ -25,6 +25,12 @@ The cache is emptied with ``llama_memory_clear`` before every run. The
 context uses the library defaults (f16 K/V cache, flash attention "auto")
 apart from sizes and thread counts.
 
+``batched`` and ``fleet`` also take ``--flash-attn auto|on|off``
+(``flash_attn_type``) and ``--type-kv f16|q8_0`` (``type_k`` and
+``type_v``; q8_0 needs flash attention auto or on); their reports carry
+``flash_attn`` and ``type_kv``. The fleet context has ``n_ubatch =
+n_batch``, so a whole turn's ingest is one micro-batch.
+
 ``llamacpp.py batched`` and ``llamacpp.py fleet`` run the multi-sequence
 workloads of ``workloads.py`` (schemas ``fak-bench-batch/1`` and
 ``fak-bench-fleet/1``) with llama.cpp's KV cache either unified (one cell
@@ -276,6 +282,32 @@ LLAMA_MAX_SEQ = 256
 # n_ctx / n_seq_max) up to a multiple of 256 cells.
 CTX_PAD = 256
 KV_MODES = ("unified", "per-seq")
+# --flash-attn: llama_context_params.flash_attn_type (enum llama_flash_attn_type).
+FLASH_ATTN = {"auto": -1, "on": 1, "off": 0}
+# --type-kv: llama_context_params.type_k and type_v (enum ggml_type).
+KV_TYPES = {"f16": 1, "q8_0": 8}
+DEFAULT_SETTINGS = {"flash_attn": "auto", "type_kv": "f16"}
+
+
+def context_settings(flash_attn: str, type_kv: str) -> dict[str, str]:
+    """The attention settings of a context, checked before llama.cpp sees
+    them: llama.cpp refuses a quantized V cache without flash attention
+    (``llama_init_from_model``: "V cache quantization requires flash_attn")."""
+    if flash_attn not in FLASH_ATTN:
+        raise common.PeerError(f"--flash-attn {flash_attn!r}: want one of {', '.join(FLASH_ATTN)}")
+    if type_kv not in KV_TYPES:
+        raise common.PeerError(f"--type-kv {type_kv!r}: want one of {', '.join(KV_TYPES)}")
+    if type_kv != "f16" and flash_attn == "off":
+        raise common.PeerError(f"--type-kv {type_kv} needs flash attention (llama.cpp quantizes V only with it): use --flash-attn auto or on")
+    return {"flash_attn": flash_attn, "type_kv": type_kv}
+
+
+def settings_label(kv: str, settings: dict[str, str]) -> str:
+    """Checkpoint name part: the KV layout, plus the settings when they are
+    not the library defaults (so earlier checkpoints keep their names)."""
+    if settings == DEFAULT_SETTINGS:
+        return kv
+    return f"{kv}-fa-{settings['flash_attn']}-kv-{settings['type_kv']}"
 
 
 # First bytes of a per-sequence state file (see ``Context.save_state``).
@@ -313,15 +345,30 @@ class Context:
     stream's buffers, queued until the next ``llama_decode``).
     """
 
-    def __init__(self, model: Model, *, n_ctx: int, n_batch: int, n_ubatch: int, n_seq_max: int, kv: str, threads: int) -> None:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        n_ubatch: int,
+        n_seq_max: int,
+        kv: str,
+        threads: int,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         L = model.L
         self.L = L
+        st = settings or DEFAULT_SETTINGS
         cp = L.llama_context_default_params()
         cp.n_ctx = n_ctx
         cp.n_batch = n_batch
         cp.n_ubatch = n_ubatch
         cp.n_seq_max = n_seq_max
         cp.kv_unified = kv == "unified"
+        cp.flash_attn_type = FLASH_ATTN[st["flash_attn"]]
+        cp.type_k = KV_TYPES[st["type_kv"]]
+        cp.type_v = KV_TYPES[st["type_kv"]]
         cp.n_threads = threads
         cp.n_threads_batch = threads
         common.llama_log_clear()
@@ -329,7 +376,7 @@ class Context:
         if not self.ctx:
             tail = "; ".join(common.llama_log_lines()[-3:])
             raise common.PeerError(
-                f"llama_init_from_model failed (n_ctx {n_ctx}, n_seq_max {n_seq_max}, kv {kv}): {tail}"
+                f"llama_init_from_model failed (n_ctx {n_ctx}, n_seq_max {n_seq_max}, kv {kv}, {st}): {tail}"
             )
         self.n_batch = n_batch
         self.n_ctx = int(L.llama_n_ctx(self.ctx))
@@ -489,13 +536,13 @@ def batched_once(c: Context, w: wl.BatchWorkload) -> tuple[float, list[float]]:
     return prefill_s, steps
 
 
-def batched_one(m: Model, b: int, kv: str, threads: int, reps: int) -> dict[str, Any]:
+def batched_one(m: Model, b: int, kv: str, threads: int, reps: int, settings: dict[str, str] | None = None) -> dict[str, Any]:
     """Runs one batch size ``reps`` times (fresh stream each time) in a fresh
     context sized for it; medians over the runs."""
     if b > LLAMA_MAX_SEQ:
         return {"batch": b, "status": f"skipped: n_seq_max cap {LLAMA_MAX_SEQ}"}
     n_batch = max(512, b)
-    c = Context(m, n_ctx=batch_ctx_size(b, kv), n_batch=n_batch, n_ubatch=n_batch, n_seq_max=b, kv=kv, threads=threads)
+    c = Context(m, n_ctx=batch_ctx_size(b, kv), n_batch=n_batch, n_ubatch=n_batch, n_seq_max=b, kv=kv, threads=threads, settings=settings)
     try:
         pre, dec, tok_s, step_ms = [], [], [], []
         for _ in range(reps):
@@ -531,6 +578,7 @@ def batched(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise common.PeerError("--threads must be at least 1")
     sizes = wl.parse_batches(args.batch)
+    st = context_settings(args.flash_attn, args.type_kv)
     path = Path(args.model)
     if not path.is_file():
         raise common.PeerError(f"model file {path} does not exist")
@@ -538,11 +586,11 @@ def batched(args: argparse.Namespace) -> int:
     m = Model(L, path)
     try:
         progress_line("llama.cpp batched warm-up (B=1)")
-        batched_one(m, 1, args.kv, args.threads, 1)
+        batched_one(m, 1, args.kv, args.threads, 1, st)
         results = []
         for k, b in enumerate(sizes):
             progress_line(f"llama.cpp batched {args.kv} {k + 1}/{len(sizes)} B={b}")
-            r = batched_one(m, b, args.kv, args.threads, args.reps)
+            r = batched_one(m, b, args.kv, args.threads, args.reps, st)
             results.append(r)
             if r["status"] == "ok":
                 progress_done(f"llama.cpp batched {args.kv} B={b}: decode {r['decode_tok_s']:.1f} tok/s, prefill {r['prefill_tok_s']:.1f} tok/s")
@@ -562,6 +610,7 @@ def batched(args: argparse.Namespace) -> int:
             "decode_steps": wl.BATCH_STEPS,
             "reps": args.reps,
             "kv": args.kv,
+            **st,
             "token_stream": wl.BATCH_TOKEN_STREAM,
             "results": results,
         }
@@ -602,7 +651,13 @@ def peak_rss_mb() -> float:
 
 
 def fleet_one(
-    m: Model, s: wl.FleetShape, kv: str, threads: int, label: str, ckpt: ck.Checkpoint | None
+    m: Model,
+    s: wl.FleetShape,
+    kv: str,
+    threads: int,
+    label: str,
+    ckpt: ck.Checkpoint | None,
+    settings: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[list[list[int]]]]:
     """One fleet run (see README), or one segment of it when ``ckpt`` is
     given (see ``checkpoint.py``); returns the run's report fields (status
@@ -614,7 +669,9 @@ def fleet_one(
         return {"status": f"skipped: n_seq_max cap {LLAMA_MAX_SEQ} (needs {A + 1})"}, []
     ids = wl.lcg_ids(m.n_vocab, s.stream_len())
     n_batch = fleet_n_batch(s)
-    c = Context(m, n_ctx=fleet_ctx_size(s, kv), n_batch=n_batch, n_ubatch=512, n_seq_max=A + 1, kv=kv, threads=threads)
+    # n_ubatch = n_batch: a whole turn's ingest is one micro-batch, as fak
+    # runs it in one pass (up to its token budget).
+    c = Context(m, n_ctx=fleet_ctx_size(s, kv), n_batch=n_batch, n_ubatch=n_batch, n_seq_max=A + 1, kv=kv, threads=threads, settings=settings)
     # What a checkpoint saves: the whole context (unified: the agents share
     # the prefix cells), or each agent's own stream (per-seq; the spare
     # prefix sequence A is never read again).
@@ -709,7 +766,7 @@ def fleet_one(
         "generated_sha256": wl.generated_sha256(gen),
         "n_ctx": n_ctx,
         "n_batch": n_batch,
-        "n_ubatch": 512,
+        "n_ubatch": n_batch,
     }
     if ckpt:
         ckpt.save_finished(report, gen)
@@ -731,7 +788,7 @@ def fleet_shapes(args: argparse.Namespace) -> list[tuple[str, wl.FleetShape]]:
     return [("custom", shape)]
 
 
-def fleet_checkpoint(args: argparse.Namespace, s: wl.FleetShape, model_sha: str, isa: str) -> ck.Checkpoint | None:
+def fleet_checkpoint(args: argparse.Namespace, s: wl.FleetShape, model_sha: str, isa: str, settings: dict[str, str]) -> ck.Checkpoint | None:
     """The run's checkpoint under ``--checkpoint DIR`` (None without it)."""
     if not args.checkpoint:
         if args.segment_s is not None:
@@ -747,15 +804,19 @@ def fleet_checkpoint(args: argparse.Namespace, s: wl.FleetShape, model_sha: str,
         "shape": s.as_dict(),
         "n_ctx": fleet_ctx_size(s, args.kv),
         "n_batch": fleet_n_batch(s),
-        "n_ubatch": 512,
+        "n_ubatch": fleet_n_batch(s),
     }
-    return ck.Checkpoint(Path(args.checkpoint), ck.run_name(args.kv, s.as_dict(), args.threads), key, args.segment_s)
+    if settings != DEFAULT_SETTINGS:
+        key.update(settings)
+    name = ck.run_name(settings_label(args.kv, settings), s.as_dict(), args.threads)
+    return ck.Checkpoint(Path(args.checkpoint), name, key, args.segment_s)
 
 
 def fleet(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise common.PeerError("--threads must be at least 1")
     shapes = fleet_shapes(args)
+    st = context_settings(args.flash_attn, args.type_kv)
     path = Path(args.model)
     if not path.is_file():
         raise common.PeerError(f"model file {path} does not exist")
@@ -766,14 +827,14 @@ def fleet(args: argparse.Namespace) -> int:
         runs = []
         dumps = []
         for k, (name, s) in enumerate(shapes):
-            label = f"llama.cpp fleet {args.kv} run {k + 1}/{len(shapes)} {name} T={s.turns} A={s.agents}"
-            ckpt = fleet_checkpoint(args, s, model_sha, isa_string(L))
+            label = f"llama.cpp fleet {args.kv} fa={st['flash_attn']} kv={st['type_kv']} run {k + 1}/{len(shapes)} {name} T={s.turns} A={s.agents}"
+            ckpt = fleet_checkpoint(args, s, model_sha, isa_string(L), st)
             done = ckpt.finished() if ckpt else None
             if done is not None:
                 r, gen = done
                 progress_done(f"{label}: finished earlier, report taken from {ckpt.json_path}")
             else:
-                r, gen = fleet_one(m, s, args.kv, args.threads, label, ckpt)
+                r, gen = fleet_one(m, s, args.kv, args.threads, label, ckpt, st)
             if r["status"].startswith("checkpointed"):
                 progress_done(f"{label}: {r['status']}; run the same command again to continue")
                 return ck.EXIT_CHECKPOINTED
@@ -794,6 +855,7 @@ def fleet(args: argparse.Namespace) -> int:
             "model_sha256": model_sha,
             "n_vocab": m.n_vocab,
             "kv": args.kv,
+            **st,
             "token_stream": wl.FLEET_TOKEN_STREAM,
             "runs": runs,
         }
@@ -801,8 +863,24 @@ def fleet(args: argparse.Namespace) -> int:
         m.close()
     write_report(report, args.out)
     if args.dump_generated:
-        Path(args.dump_generated).write_text(json.dumps({"kv": args.kv, "runs": dumps}) + "\n", encoding="utf-8")
+        Path(args.dump_generated).write_text(json.dumps({"kv": args.kv, **st, "runs": dumps}) + "\n", encoding="utf-8")
     return 0
+
+
+def add_settings_args(p: Any) -> None:
+    """--flash-attn and --type-kv, shared by batched and fleet."""
+    p.add_argument(
+        "--flash-attn",
+        choices=tuple(FLASH_ATTN),
+        default="auto",
+        help="flash attention: auto (library default), on or off (llama_context_params.flash_attn_type)",
+    )
+    p.add_argument(
+        "--type-kv",
+        choices=tuple(KV_TYPES),
+        default="f16",
+        help="K and V cache element type (type_k, type_v); q8_0 needs flash attention auto or on",
+    )
 
 
 def add_multiseq_subcommands(sub: Any) -> None:
@@ -813,6 +891,7 @@ def add_multiseq_subcommands(sub: Any) -> None:
     b.add_argument("--kv", choices=KV_MODES, required=True, help="unified KV cache or one stream per sequence")
     b.add_argument("--reps", type=int, default=1, help="measured runs per batch size (median reported)")
     b.add_argument("--out", help="write the JSON report here (default: stdout)")
+    add_settings_args(b)
     f = sub.add_parser("fleet", help="agents sharing a prefix: turns of ingest + greedy decode")
     f.add_argument("--model", required=True, help="GGUF model file")
     f.add_argument("--threads", type=int, required=True, help="llama.cpp threads (n_threads and n_threads_batch)")
@@ -836,10 +915,11 @@ def add_multiseq_subcommands(sub: Any) -> None:
         metavar="S",
         help="with --checkpoint: stop (exit 75) after the first turn ending S timed seconds into this segment",
     )
+    add_settings_args(f)
 
 
-def main() -> int:
-    common.ensure_peer_python()
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of every subcommand."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("single", help="single-stream prefill and decode throughput")
@@ -848,7 +928,12 @@ def main() -> int:
     s.add_argument("--reps", type=int, default=3, help="measured runs per workload after one warm-up")
     s.add_argument("--out", help="write the JSON report here (default: stdout)")
     add_multiseq_subcommands(sub)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    common.ensure_peer_python()
+    args = build_parser().parse_args()
     try:
         if args.cmd == "single":
             return single(args)

@@ -14,6 +14,11 @@
 //! through the fleet scheduler without a barrier between agents (an agent
 //! starts its next turn as soon as its previous one is done). The ablation
 //! repeats the run with no reuse: every agent prefills the prefix itself.
+//!
+//! Each run with reuse also carries its MODELED roofline
+//! ([`crate::roofline`]) beside the measured phases, and the achieved
+//! fraction (MODELED bound / MEASURED seconds) per phase and overall; the
+//! machine figures it rests on are the report's `machine`.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -27,6 +32,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{params, Result};
+use crate::roofline::{
+    fleet_roofline, FleetRoofline, Machine, MachineSpec, ModelShape, RooflineParams,
+};
 use crate::{hex, percentile, LcgIds, ModelSpec, RunHeader};
 
 /// Schema tag of [`FleetReport`].
@@ -99,7 +107,7 @@ pub enum Workloads {
 }
 
 /// What `fak bench fleet` measures.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     pub model: ModelSpec,
     pub workloads: Workloads,
@@ -111,6 +119,9 @@ pub struct Params {
     pub block_size: usize,
     /// Element type of the KV cache.
     pub kv_type: KvType,
+    /// Where the roofline's machine figures come from (each run reports
+    /// its MODELED bound per phase and the achieved fraction).
+    pub machine: MachineSpec,
 }
 
 /// Measurements of one run.
@@ -130,6 +141,100 @@ pub struct RunResult {
     pub status: String,
     /// Measured time per phase (forward-pass clocks).
     pub phases: crate::phases::Phases,
+    /// The MODELED bound per phase and the achieved fraction (the run with
+    /// reuse only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<RunRoofline>,
+}
+
+/// Achieved fraction of the roofline: MODELED bound / MEASURED time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Achieved {
+    /// Prefix bound / measured prefix wall time.
+    pub prefix: f64,
+    /// (prefix + result ingest) bound / measured ingest passes.
+    pub ingest: f64,
+    /// Decode bound / measured decode passes.
+    pub decode: f64,
+    /// Total bound / wall time.
+    pub overall: f64,
+}
+
+/// Rates the run achieved: MODELED operation counts / MEASURED seconds of
+/// the matmul and attention clocks (compare with the machine's peaks).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AchievedRates {
+    pub ingest_matmul_gmacs_per_s: f64,
+    pub ingest_attention_gmacs_per_s: f64,
+    pub decode_matmul_gmacs_per_s: f64,
+    pub decode_attention_gmacs_per_s: f64,
+}
+
+/// A run's roofline beside its measured phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRoofline {
+    /// The MODELED bounds (the machine figures are in the report's `machine`).
+    #[serde(flatten)]
+    pub modeled: RunBounds,
+    pub achieved_fraction: Achieved,
+    pub achieved_rates: AchievedRates,
+}
+
+/// The MODELED phase bounds of one run, in seconds, with their counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunBounds {
+    pub label: &'static str,
+    pub prefix: crate::roofline::PhaseBound,
+    pub result_ingest: crate::roofline::PhaseBound,
+    pub decode: crate::roofline::PhaseBound,
+    pub total_s: f64,
+}
+
+impl RunRoofline {
+    /// The roofline `r` beside the measured `m`.
+    pub fn new(r: &FleetRoofline, m: &RunResult) -> RunRoofline {
+        let frac = |modeled: f64, measured: f64| {
+            if measured > 0.0 {
+                modeled / measured
+            } else {
+                0.0
+            }
+        };
+        let ingest = r.prefix.cost;
+        let ingest_mm = (ingest.matmul_macs + r.result_ingest.cost.matmul_macs) as f64;
+        let ingest_att = (ingest.attention_macs + r.result_ingest.cost.attention_macs) as f64;
+        let ph = &m.phases;
+        RunRoofline {
+            achieved_rates: AchievedRates {
+                ingest_matmul_gmacs_per_s: frac(ingest_mm / 1e9, ph.ingest.matmul_s),
+                ingest_attention_gmacs_per_s: frac(ingest_att / 1e9, ph.ingest.attention_s),
+                decode_matmul_gmacs_per_s: frac(
+                    r.decode.cost.matmul_macs as f64 / 1e9,
+                    ph.decode.matmul_s,
+                ),
+                decode_attention_gmacs_per_s: frac(
+                    r.decode.cost.attention_macs as f64 / 1e9,
+                    ph.decode.attention_s,
+                ),
+            },
+            achieved_fraction: Achieved {
+                prefix: frac(r.prefix.bound_s, m.prefix_s),
+                ingest: frac(
+                    r.prefix.bound_s + r.result_ingest.bound_s,
+                    m.phases.ingest.total_s,
+                ),
+                decode: frac(r.decode.bound_s, m.phases.decode.total_s),
+                overall: frac(r.total_s, m.wall_s),
+            },
+            modeled: RunBounds {
+                label: crate::roofline::MODELED,
+                prefix: r.prefix,
+                result_ingest: r.result_ingest,
+                decode: r.decode,
+                total_s: r.total_s,
+            },
+        }
+    }
 }
 
 /// One workload's row of the report.
@@ -155,6 +260,8 @@ pub struct FleetReport {
     pub block_size: usize,
     pub token_budget: usize,
     pub token_stream: &'static str,
+    /// The measured machine figures the runs' rooflines rest on.
+    pub machine: Machine,
     pub runs: Vec<FleetRun>,
 }
 
@@ -279,6 +386,7 @@ fn run_shape(
         generated_sha256: hex(&h.finalize()),
         status: "ok".into(),
         phases: crate::phases::Phases::new(&c.forward, wall_s),
+        roofline: None,
     })
 }
 
@@ -307,13 +415,24 @@ pub fn run(p: &Params) -> Result<FleetReport> {
         ));
     }
     let model = p.model.load()?;
+    let shape = ModelShape::from_gguf(&p.model.path, p.kv_type)?;
+    let machine = p.machine.resolve(model.threads())?;
     let reps = if p.ablation { 2 } else { 1 };
     let total: usize = shapes.iter().map(|s| s.agents * s.turns * reps).sum();
     let bar = crate::progress_bar(total, "bench fleet", "agent-turns ")?;
     let mut runs = Vec::with_capacity(shapes.len());
     for s in &shapes {
         bar.set_message(format!("A={} T={} P={}", s.agents, s.turns, s.prefix));
-        let result = run_shape(&model, s, p, Reuse::Fork, &bar)?;
+        let mut result = run_shape(&model, s, p, Reuse::Fork, &bar)?;
+        let modeled = fleet_roofline(
+            &RooflineParams {
+                shape,
+                workload: *s,
+                budget: p.budget,
+            },
+            &machine,
+        );
+        result.roofline = Some(RunRoofline::new(&modeled, &result));
         let ablation = if p.ablation {
             bar.set_message(format!("A={} T={} ablation", s.agents, s.turns));
             Some(run_shape(&model, s, p, Reuse::None, &bar)?)
@@ -335,6 +454,7 @@ pub fn run(p: &Params) -> Result<FleetReport> {
         block_size: p.block_size,
         token_budget: p.budget,
         token_stream: TOKEN_STREAM,
+        machine,
         runs,
     })
 }
@@ -362,6 +482,21 @@ impl FleetReport {
                 r.result.ttft_ms_p95
             );
             let _ = writeln!(out, "      {}", r.result.phases.line());
+            if let Some(rl) = &r.result.roofline {
+                let a = &rl.achieved_fraction;
+                let _ = writeln!(
+                    out,
+                    "      MODELED bound {:.2} s (prefix {:.2}, result ingest {:.2}, decode {:.2}); \
+                     achieved fraction of the roofline: ingest {:.3}, decode {:.3}, overall {:.3}",
+                    rl.modeled.total_s,
+                    rl.modeled.prefix.bound_s,
+                    rl.modeled.result_ingest.bound_s,
+                    rl.modeled.decode.bound_s,
+                    a.ingest,
+                    a.decode,
+                    a.overall
+                );
+            }
             if let Some(ab) = &r.ablation {
                 let _ = writeln!(
                     out,

@@ -11,6 +11,7 @@
 //! fak bench bandwidth          fak-bench-bandwidth/1    (machine probe)
 //! fak bench peak  peak         fak-bench-peak/1         (machine probe; kernel in fak_kernels::peak)
 //! fak project     project      fak-project/1            (MODELED, from the reports above)
+//! fak project roofline roofline fak-roofline/1         (MODELED bound per fleet phase; in fleet reports)
 //! ```
 //!
 //! Every protocol takes a plain params struct and returns its report; the
@@ -35,6 +36,7 @@ mod load;
 pub mod peak;
 pub mod phases;
 pub mod project;
+pub mod roofline;
 pub mod single;
 pub mod stats;
 

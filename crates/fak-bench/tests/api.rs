@@ -45,6 +45,7 @@ fn bad_params_fail_before_loading_the_model() {
         budget: 512,
         block_size: 256,
         kv_type: fak_model::KvType::F16,
+        machine: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(e, Error::Params(_)), "{e:?}");
@@ -64,6 +65,7 @@ fn bad_params_fail_before_loading_the_model() {
         budget: 512,
         block_size: 256,
         kv_type: fak_model::KvType::F16,
+        machine: Default::default(),
     })
     .unwrap_err();
     assert!(matches!(e, Error::Params(_)), "{e:?}");
@@ -194,4 +196,59 @@ fn packets_validate_and_tampering_is_not_valid() {
     let e = project::projection(&p).unwrap_err();
     assert!(matches!(e, Error::Input(_)), "{e:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A real fleet run reports, beside its measured phases, the MODELED
+/// bound of each phase on the machine measured in-process, and achieved
+/// fractions of that roofline in (0, 1.5].
+#[test]
+fn fleet_reports_its_roofline_and_achieved_fraction() {
+    let m = model_path();
+    let r = fleet::run(&fleet::Params {
+        model: ModelSpec {
+            path: m,
+            threads: Some(2),
+        },
+        workloads: fleet::Workloads::One(Workload {
+            prefix: 32,
+            turns: 2,
+            agents: 2,
+            decode: 3,
+            result: 4,
+        }),
+        ablation: false,
+        budget: 512,
+        block_size: 256,
+        kv_type: fak_model::KvType::F16,
+        machine: Default::default(),
+    })
+    .expect("fleet run");
+    let v = serde_json::to_value(&r).expect("json");
+    let mach = &v["machine"];
+    assert_eq!(mach["threads"], 2);
+    assert!(mach["read_gb_per_s"].as_f64().expect("bandwidth") > 0.0);
+    assert!(mach["int8_gmacs_per_s"].as_f64().expect("peak") > 0.0);
+    assert!(mach["bandwidth_source"]
+        .as_str()
+        .expect("source")
+        .starts_with("measured in-process"));
+    let run = &v["runs"][0];
+    let rl = &run["roofline"];
+    assert_eq!(rl["label"], "MODELED");
+    // 2 turns × (3 − 1) decode steps of 2 agents.
+    assert_eq!(rl["decode"]["units"], 4);
+    assert_eq!(rl["decode"]["tokens"], 8);
+    assert!(rl["decode"]["bound_s"].as_f64().expect("bound") > 0.0);
+    for k in ["prefix", "ingest", "decode", "overall"] {
+        let f = rl["achieved_fraction"][k].as_f64().expect("fraction");
+        assert!(f > 0.0 && f <= 1.5, "{k}: {f} ({rl})");
+    }
+    for k in [
+        "ingest_matmul_gmacs_per_s",
+        "decode_matmul_gmacs_per_s",
+        "decode_attention_gmacs_per_s",
+    ] {
+        assert!(rl["achieved_rates"][k].as_f64().expect("rate") > 0.0, "{k}");
+    }
+    assert!(r.table().contains("achieved fraction of the roofline"));
 }

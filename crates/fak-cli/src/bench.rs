@@ -130,6 +130,8 @@ struct BenchBatchArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    #[command(flatten)]
+    machine: crate::project::MachineArgs,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -194,6 +196,8 @@ struct BenchFleetArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    #[command(flatten)]
+    machine: crate::project::MachineArgs,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -311,6 +315,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 budget: f.budget,
                 block_size: f.block_size,
                 kv_type: f.kv_type.into(),
+                machine: f.machine.spec(),
             })?;
             print(&r, f.json, Json::Pretty, fleet::FleetReport::table)
         }

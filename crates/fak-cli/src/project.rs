@@ -6,6 +6,9 @@
 //!              [--threads N] [--out PACKET.json] [--json]
 //!  fak project validate PACKET.json
 //!  fak project calibrate --model M [--rates ...] --fleet fleet.json [--json]
+//!  fak project roofline --model M --agents A --turns T --prefix P [--decode D]
+//!              [--result R] [--budget N] [--kv-type f16|q8_0] [--threads N]
+//!              [--bandwidth bw.json] [--peak peak.json] [--f32-gflops X] [--json]
 //!
 //!  rates files ──► inputs ──► calc::project ──► outputs (every figure MODELED,
 //!  (or brief in-process            │             naming the measured inputs
@@ -20,13 +23,19 @@
 //! `fak_bench::project`; this module turns the flags into its params and
 //! prints. A projection packet with `--fleet` also carries the calibration
 //! (projected vs measured agent-turns/s per fleet run); `fak project
-//! calibrate` prints just that.
+//! calibrate` prints just that. `fak project roofline` prints the MODELED
+//! roofline of a fleet workload (`fak_bench::roofline`): bytes and
+//! operations per phase and the time bound of each on this machine's
+//! measured bandwidth and int8 peak.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use fak_bench::project::{self as proj, ProjectionParams, RatesParams};
+use fak_bench::roofline::{self, MachineSpec};
 use fak_bench::Workload;
+
+use crate::KvTypeArg;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -43,6 +52,72 @@ enum ProjectCmd {
     Validate(ValidateArgs),
     /// Projected vs measured agent-turns/s for every run of a fleet report.
     Calibrate(CalibrateArgs),
+    /// The MODELED roofline of a fleet workload: bytes, operations and the
+    /// time bound of each phase on this machine's measured bandwidth and peaks.
+    Roofline(RooflineArgs),
+}
+
+/// Where a roofline's machine figures come from (also `fak bench fleet`'s).
+#[derive(clap::Args)]
+pub struct MachineArgs {
+    /// A `fak bench bandwidth --json` report (same threads); default:
+    /// measured in-process (512 MiB, 3 passes).
+    #[arg(long)]
+    bandwidth: Option<PathBuf>,
+    /// A `fak bench peak --json` report (same threads); default: measured
+    /// in-process (4M rounds, 3 passes).
+    #[arg(long)]
+    peak: Option<PathBuf>,
+    /// f32 GFLOP/s (2 per FMA) that bounds the attention arithmetic; fak
+    /// has no f32 probe, so without it attention arithmetic is unbounded.
+    #[arg(long)]
+    f32_gflops: Option<f64>,
+}
+
+impl MachineArgs {
+    pub fn spec(&self) -> MachineSpec {
+        MachineSpec {
+            bandwidth: self.bandwidth.clone(),
+            peak: self.peak.clone(),
+            f32_gflops: self.f32_gflops,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct RooflineArgs {
+    /// Path to the GGUF model.
+    #[arg(long, short = 'm')]
+    model: PathBuf,
+    /// Threads the machine figures are for (default: all cores).
+    #[arg(long, short = 't', value_parser = crate::parse_threads)]
+    threads: Option<usize>,
+    /// Agents A.
+    #[arg(long)]
+    agents: usize,
+    /// Turns T per agent.
+    #[arg(long)]
+    turns: usize,
+    /// Shared prefix tokens P.
+    #[arg(long)]
+    prefix: usize,
+    /// Tokens D decoded per turn.
+    #[arg(long, default_value_t = 32)]
+    decode: usize,
+    /// Result tokens R ingested per turn.
+    #[arg(long, default_value_t = 64)]
+    result: usize,
+    /// Most tokens per forward pass (as `fak bench fleet --budget`).
+    #[arg(long, default_value_t = 512)]
+    budget: usize,
+    /// Element type of the KV cache.
+    #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
+    kv_type: KvTypeArg,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Where the measured rates come from.
@@ -117,6 +192,7 @@ pub fn run(a: ProjectArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Some(ProjectCmd::Calibrate(c)) => calibrate(&c),
+        Some(ProjectCmd::Roofline(r)) => roofline_cmd(&r),
         None => projection(&a.proj),
     }
 }
@@ -185,6 +261,29 @@ fn calibrate(a: &CalibrateArgs) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
         out!("{}", proj::calibration_table(&out["calibration"]))?;
+    }
+    Ok(())
+}
+
+fn roofline_cmd(a: &RooflineArgs) -> anyhow::Result<()> {
+    let r = roofline::report(&roofline::ReportParams {
+        model: a.model.clone(),
+        threads: a.threads,
+        workload: Workload {
+            prefix: a.prefix,
+            turns: a.turns,
+            agents: a.agents,
+            decode: a.decode,
+            result: a.result,
+        },
+        budget: a.budget,
+        kv_type: a.kv_type.into(),
+        machine: a.machine.spec(),
+    })?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        out!("{}", r.roofline.table())?;
     }
     Ok(())
 }

@@ -567,3 +567,84 @@ fn bad_invocations_are_one_line_errors() {
     args.extend_from_slice(&shape);
     assert_clean_error(&fak(&args), "not a rates file");
 }
+
+/// `fak project roofline` reads the machine figures from `fak bench
+/// bandwidth` / `fak bench peak` reports, names them, and labels its
+/// table and JSON MODELED; a report of other threads is refused.
+#[test]
+fn roofline_reads_machine_reports_and_is_labelled_modeled() {
+    let m = model_path();
+    let dir = tmpdir("roofline");
+    let bw = dir.join("bw.json");
+    let pk = dir.join("peak.json");
+    std::fs::write(
+        &bw,
+        json!({"schema": "fak-bench-bandwidth/1", "threads": 2, "read_gb_per_s_median": 20.0})
+            .to_string(),
+    )
+    .expect("write");
+    std::fs::write(
+        &pk,
+        json!({"schema": "fak-bench-peak/1", "threads": 2, "int8_gmacs_per_s_median": 100.0})
+            .to_string(),
+    )
+    .expect("write");
+    let (bw_s, pk_s) = (bw.display().to_string(), pk.display().to_string());
+    let args = [
+        "project",
+        "roofline",
+        "-m",
+        &m,
+        "-t",
+        "2",
+        "--agents",
+        "8",
+        "--turns",
+        "2",
+        "--prefix",
+        "1024",
+        "--bandwidth",
+        &bw_s,
+        "--peak",
+        &pk_s,
+    ];
+    let o = fak(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-roofline/1");
+    assert_eq!(v["label"], "MODELED");
+    assert_eq!(v["machine"]["read_gb_per_s"], 20.0);
+    assert!(v["machine"]["peak_source"]
+        .as_str()
+        .expect("source")
+        .contains("peak.json"));
+    // A decode step of 8 agents reads the weights (135 MB of Q8_0 and the
+    // tied head) once: at 20 GB/s that alone is several ms.
+    let step = &v["first_decode_step"];
+    assert!(step["memory_s"].as_f64().expect("s") > 0.005, "{step}");
+    assert_eq!(step["tokens"], 8);
+    let o = fak(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("MODELED roofline"), "{text}");
+    assert!(text.contains("result ingest"), "{text}");
+    let o = fak(&[
+        "project",
+        "roofline",
+        "-m",
+        &m,
+        "-t",
+        "1",
+        "--agents",
+        "8",
+        "--turns",
+        "2",
+        "--prefix",
+        "64",
+        "--bandwidth",
+        &bw_s,
+        "--peak",
+        &pk_s,
+    ]);
+    assert_clean_error(&o, "measured with 2 threads");
+}
