@@ -58,6 +58,7 @@ fn config(
         max_waiting: None,
         n_ctx,
         prefix_cache,
+        prefill: fak_engine::SERIAL_PREFILL,
     }
 }
 
