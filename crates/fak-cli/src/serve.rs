@@ -66,7 +66,7 @@ pub struct ServeArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
-    /// Tokens per KV block (prefixes are shared in whole blocks).
+    /// Tokens per KV block (the unit of allocation and copy-on-write).
     #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
     /// Most tokens in one forward pass (decode tokens, then prefill chunks).
