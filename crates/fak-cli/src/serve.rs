@@ -6,6 +6,25 @@ use anyhow::{bail, Context};
 
 use crate::KvTypeArg;
 
+/// `--prefill` values (fak_engine::PrefillMix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrefillArg {
+    /// One prompt per pass, oldest first (prompts under 16 tokens share):
+    /// a burst's first tokens come one prompt apart, not all at its end.
+    Serial,
+    /// Prompts fill the token budget: the fewest passes.
+    Fill,
+}
+
+impl From<PrefillArg> for fak_engine::PrefillMix {
+    fn from(a: PrefillArg) -> fak_engine::PrefillMix {
+        match a {
+            PrefillArg::Serial => fak_engine::SERIAL_PREFILL,
+            PrefillArg::Fill => fak_engine::PrefillMix::Fill,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// Path to a GGUF model file.
@@ -47,12 +66,15 @@ pub struct ServeArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
-    /// Tokens per KV block (prefixes are shared in whole blocks).
+    /// Tokens per KV block (the unit of allocation and copy-on-write).
     #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
     /// Most tokens in one forward pass (decode tokens, then prefill chunks).
     #[arg(long, default_value_t = fak_engine::DEFAULT_TOKEN_BUDGET)]
     token_budget: usize,
+    /// How a pass takes in waiting prompts.
+    #[arg(long, value_enum, default_value_t = PrefillArg::Serial)]
+    prefill: PrefillArg,
     /// Directory where sessions are saved (at each turn and on SIGTERM) and restored from at start.
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -117,6 +139,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         kv_type: a.kv_type.into(),
         block_size: a.block_size,
         token_budget: a.token_budget,
+        prefill: a.prefill.into(),
         state_dir: a.state_dir,
         max_sessions_per_tenant: a.max_sessions,
         session_ttl: a.session_ttl.map(std::time::Duration::from_secs),

@@ -128,6 +128,9 @@ impl<'m> Fleet<'m> {
                 max_waiting: None,
                 n_ctx: cfg.kv.n_blocks.saturating_mul(cfg.kv.block_size),
                 prefix_cache: cfg.prefix_cache,
+                // A turn's results arrive together and are measured as a
+                // whole: the fewest passes win.
+                prefill: crate::PrefillMix::Fill,
             },
         )?;
         Ok(Fleet {

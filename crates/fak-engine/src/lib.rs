@@ -22,7 +22,10 @@ mod sampling;
 mod seqs;
 
 pub use constraint::Constraint;
-pub use engine::{Engine, EngineConfig, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET};
+pub use engine::{
+    Engine, EngineConfig, PrefillMix, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET,
+    SERIAL_PREFILL,
+};
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
 pub use generate::{

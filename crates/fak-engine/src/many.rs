@@ -111,6 +111,8 @@ pub fn generate_many(
         max_waiting: None,
         n_ctx,
         prefix_cache: PrefixCache::Off,
+        // An offline batch: the fewest passes win.
+        prefill: crate::PrefillMix::Fill,
     };
     let mut engine = Engine::new(model, Some(tok), cfg)?;
     let groups: Vec<Vec<usize>> = match params.mode {

@@ -221,13 +221,15 @@ impl PagedKv {
     }
 
     /// Attaches the longest cached prefix of `tokens` to the empty `seq`;
-    /// returns how many tokens it covers (whole blocks).
+    /// returns how many tokens it covers: whole blocks, then the rows of
+    /// one more cached block that spell the rest of the match
+    /// ([`KvManager::attach_prefix_rows`]; copied before the first write).
     ///
     /// # Errors
     ///
     /// [`EngineError::Kv`] for an unknown or non-empty sequence.
     pub fn attach_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, EngineError> {
-        let n = self.mgr.attach_prefix(SeqSlot(seq.0), tokens)?;
+        let n = self.mgr.attach_prefix_rows(SeqSlot(seq.0), tokens)?;
         self.committed.insert(SeqSlot(seq.0), n);
         Ok(n)
     }

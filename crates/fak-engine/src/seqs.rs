@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   prefix  ──publish──► radix index (per tenant)
-//!                            │ attach_prefix (whole blocks)
+//!                            │ attach_prefix (blocks, then rows)
 //!   new seq ◄────────────────┘  then compute only the rest
 //!
 //!   step([(seq a, 5 prompt ids), (seq b, 1 decode id), ...])
@@ -165,8 +165,9 @@ impl Sequences {
     }
 
     /// For an empty `seq`: attaches the cached blocks of the longest cached
-    /// prefix of `prompt` (whole blocks; at least one token is always left
-    /// to compute, so the caller gets logits). Returns the number of tokens
+    /// prefix of `prompt` (whole blocks, then the matching rows of one more
+    /// cached block, copied before the first write; at least one token is
+    /// always left to compute, so the caller gets logits). Returns the number of tokens
     /// reused; 0 when prefix caching is off.
     ///
     /// # Errors

@@ -43,6 +43,7 @@ fn roomy() -> EngineConfig {
         max_waiting: None,
         n_ctx: 1024,
         prefix_cache: PrefixCache::Off,
+        prefill: fak_engine::SERIAL_PREFILL,
     }
 }
 

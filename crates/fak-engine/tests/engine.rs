@@ -58,6 +58,7 @@ fn config(
         max_waiting: None,
         n_ctx,
         prefix_cache,
+        prefill: fak_engine::SERIAL_PREFILL,
     }
 }
 
@@ -494,7 +495,7 @@ fn decode_is_round_robin_when_the_budget_is_short() {
 }
 
 #[test]
-fn prefix_reuse_counts_whole_blocks_per_tenant() {
+fn prefix_reuse_counts_tokens_per_tenant() {
     let bs = 16;
     let mut e = engine(config(bs, 64, 512, 8, 512, PrefixCache::On));
     let mut rec = Recorder::default();
@@ -505,13 +506,14 @@ fn prefix_reuse_counts_whole_blocks_per_tenant() {
     assert_eq!(oa.cached, Some(0));
     assert_eq!(oa.finish.expect("finish").1.cached_tokens, 0);
     // A's 100 prompt tokens and 3 fed generated tokens: 6 full blocks
-    // cached. A new prompt reuses whole blocks of its shared prefix, of
-    // all but its last token (one token is always computed).
-    let rule = |shared: usize, len: usize| shared.min(len - 1) / bs * bs;
+    // (96 tokens) published. A new prompt reuses its shared prefix with
+    // them, whole blocks and then the rows of one more block, of all but
+    // its last token (one token is always computed).
+    let rule = |shared: usize, len: usize| shared.min(len - 1).min(96);
 
     // B: the first 80 tokens of A, then others.
     let b_prompt = [&a_prompt[..80], &ids(701, 20)[..]].concat();
-    // C: A's first 96 tokens exactly (6 blocks, but the last is computed).
+    // C: A's first 96 tokens exactly: 5 blocks and 15 rows of the sixth.
     let c_prompt = a_prompt[..96].to_vec();
     let d_prompt = b_prompt.clone();
     let (rb, rc) = (greedy(b_prompt.clone(), 4), greedy(c_prompt.clone(), 4));
@@ -528,24 +530,39 @@ fn prefix_reuse_counts_whole_blocks_per_tenant() {
     assert_eq!(rule(80, 100), 80);
     assert_eq!(ob.cached, Some(80));
     assert_eq!(ob.finish.expect("finish").1.cached_tokens, 80);
-    assert_eq!(rule(96, 96), 80);
-    assert_eq!(oc.cached, Some(80));
-    assert_eq!(oc.finish.expect("finish").1.cached_tokens, 80);
+    assert_eq!(rule(96, 96), 95);
+    assert_eq!(oc.cached, Some(95));
+    assert_eq!(oc.finish.expect("finish").1.cached_tokens, 95);
     assert_eq!(od.cached, Some(0), "another tenant's blocks are never used");
     assert_eq!(od.finish.expect("finish").1.cached_tokens, 0);
-    assert_eq!(e.stats().prefix_hits_tokens - hits_before, 160);
+    assert_eq!(e.stats().prefix_hits_tokens - hits_before, 175);
     let wb = alone(rb);
     assert_eq!(ob.tokens, wb.tokens);
     assert!(ob.logits == wb.logits);
-    assert_eq!(oc.tokens, alone(rc).tokens);
+    let wc = alone(rc);
+    assert_eq!(oc.tokens, wc.tokens, "15 rows copied from a cached block");
+    assert!(oc.logits == wc.logits, "15 rows copied from a cached block");
     assert_eq!(od.tokens, wb.tokens, "same prompt, other tenant");
 
-    // A prompt that diverges inside the first block reuses nothing.
+    // A prompt that diverges inside the first block reuses the rows
+    // before the divergence, and computes the same logits.
     let mut early = a_prompt[..40].to_vec();
     early[10] = (early[10] + 1) % model().config().n_vocab as u32;
-    let x = e.add(greedy(early, 2)).expect("add");
+    let rx = greedy(early, 2);
+    let x = e.add(rx.clone()).expect("add");
     rec.drain(&mut e);
-    assert_eq!(rec.take(x).cached, Some(0));
+    let ox = rec.take(x);
+    assert_eq!(ox.cached, Some(10));
+    let wx = alone(rx);
+    assert_eq!(ox.tokens, wx.tokens);
+    assert!(ox.logits == wx.logits);
+    // The cached block those rows came from is still intact: C's prompt
+    // again reuses its 95 tokens.
+    let c2 = e.add(greedy(c_prompt, 4)).expect("add");
+    rec.drain(&mut e);
+    let oc2 = rec.take(c2);
+    assert_eq!(oc2.cached, Some(95));
+    assert_eq!(oc2.tokens, wc.tokens);
 }
 
 #[test]

@@ -203,6 +203,7 @@ fn outputs_of_random_schemas_parse_and_validate() {
         max_waiting: None,
         n_ctx: 1024,
         prefix_cache: PrefixCache::On,
+        prefill: fak_engine::SERIAL_PREFILL,
     };
     let mut e = Engine::new(model(), Some(tok()), cfg).expect("engine");
     let p = prompt();

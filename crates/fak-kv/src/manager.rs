@@ -336,6 +336,47 @@ impl KvManager {
     /// Errors (state unchanged): [`KvError::UnknownSeq`],
     /// [`KvError::SeqNotEmpty`].
     pub fn attach_prefix(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<usize, KvError> {
+        self.attach_blocks(s, tokens).map(|(n, _)| n)
+    }
+
+    /// [`KvManager::attach_prefix`] at token grain: after the chain of
+    /// full blocks, a published block whose first `k` ids (`0 < k <
+    /// block_size`) spell the rest of `tokens` is attached too, as a
+    /// partial last block, and `len(s)` grows by `k`. Its rows `0..k` were
+    /// computed from exactly this prefix, so they are the KV `s` would
+    /// compute; the block stays published, so the next [`KvManager::append`]
+    /// copies those `k` rows to a fresh block before anything is written
+    /// (one block copy instead of `k` positions of forward pass).
+    ///
+    /// ```text
+    ///   published:  [1 2 3 4]→[5 6 7 8]        (block_size 4)
+    ///   tokens:      1 2 3 4   5 6 9           → 4 + 2 = 6 attached
+    ///   s:          [b0      ][b1: rows 0..2 ]  append copies b1's 2 rows
+    /// ```
+    ///
+    /// Errors (state unchanged): as [`KvManager::attach_prefix`].
+    pub fn attach_prefix_rows(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<usize, KvError> {
+        let bs = self.block_size;
+        let (full, at) = self.attach_blocks(s, tokens)?;
+        let rest = &tokens[full..];
+        let Some((node, k)) = self.index.longest_child(at, rest, bs - 1) else {
+            return Ok(full);
+        };
+        let Some(b) = self.index.block_of(node) else {
+            return Ok(full);
+        };
+        let Some(seq) = self.seqs.get_mut(&s) else {
+            return Err(KvError::UnknownSeq(s));
+        };
+        self.pool.incref(b);
+        seq.blocks.push(b);
+        seq.len = full + k;
+        Ok(seq.len)
+    }
+
+    /// The full-block chain of [`KvManager::attach_prefix`]; also returns
+    /// the trie place after its last block.
+    fn attach_blocks(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<(usize, Place), KvError> {
         let bs = self.block_size;
         let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
         if seq.len != 0 {
@@ -357,7 +398,7 @@ impl KvManager {
             at = Place::Node(node);
         }
         seq.len = seq.blocks.len() * bs;
-        Ok(seq.len)
+        Ok((seq.len, at))
     }
 
     /// Registers the full blocks of `s` in the prefix index under `s`'s

@@ -89,6 +89,39 @@ impl PrefixIndex {
         self.children(at)?.get(key).copied()
     }
 
+    /// The child of `at` whose key starts with the longest run of `rest`'s
+    /// ids (at most `limit` of them), with that length; `None` when no
+    /// child's key starts with `rest[0]`. Keys sharing the longest prefix
+    /// with `rest` sort next to it, so only its two neighbours are read.
+    pub(crate) fn longest_child(
+        &self,
+        at: Place,
+        rest: &[u32],
+        limit: usize,
+    ) -> Option<(NodeId, usize)> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let children = self.children(at)?;
+        let below = children
+            .range::<[u32], _>((Unbounded, Included(rest)))
+            .next_back();
+        let above = children
+            .range::<[u32], _>((Excluded(rest), Unbounded))
+            .next();
+        let lcp = |key: &[u32]| {
+            key.iter()
+                .zip(rest)
+                .take(limit)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        [below, above]
+            .into_iter()
+            .flatten()
+            .map(|(key, &node)| (node, lcp(key)))
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(_, n)| n)
+    }
+
     /// The block node `n` publishes.
     pub(crate) fn block_of(&self, n: NodeId) -> Option<BlockId> {
         self.node(n).map(|node| node.block)

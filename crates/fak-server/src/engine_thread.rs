@@ -250,6 +250,7 @@ fn load(
         max_waiting: Some(cfg.max_waiting),
         n_ctx,
         prefix_cache: PrefixCache::On,
+        prefill: cfg.prefill,
     };
     Ok((model, tok, template, ecfg))
 }

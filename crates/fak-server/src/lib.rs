@@ -69,6 +69,8 @@ pub struct ServerConfig {
     pub block_size: usize,
     /// Most tokens per forward pass.
     pub token_budget: usize,
+    /// How a pass takes in waiting prompts.
+    pub prefill: fak_engine::PrefillMix,
     /// Element type of the KV cache.
     pub kv_type: fak_model::KvType,
     /// Where sessions are saved (restored at start); `None`: not saved.
@@ -96,6 +98,7 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             block_size: fak_engine::DEFAULT_BLOCK_SIZE,
             token_budget: fak_engine::DEFAULT_TOKEN_BUDGET,
+            prefill: fak_engine::SERIAL_PREFILL,
             kv_type: fak_model::KvType::F16,
             state_dir: None,
             max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,

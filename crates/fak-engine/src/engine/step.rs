@@ -4,6 +4,8 @@
 //!   queue ─admit─► running [r0 r1 r2 r3]        (oldest admission first)
 //!   plan:  decode r1 r3 (round-robin from the cursor)  + prefill r0[12..76]
 //!          └──────────── ≤ token_budget tokens, one forward call ─────┘
+//!          (PrefillMix::Serial: a second prompt joins only a pass still
+//!           below `join_below` tokens; Fill: prompts fill the budget)
 //!   out of KV blocks?  preempt the youngest running request and plan again
 //! ```
 //!
@@ -15,7 +17,7 @@
 use fak_model::{LogitsWanted, SeqId};
 
 use super::text::{logprobs, Scan};
-use super::{Engine, Phase, Release};
+use super::{Engine, Phase, PrefillMix, Release};
 use crate::request::{Context, Event, FinishReason, Logprobs, RequestId, StepLogprobs, StopAt};
 use crate::seqs::{Append, PrefixCache};
 use crate::EngineError;
@@ -246,7 +248,8 @@ impl Engine<'_> {
 
     /// One pass: decode tokens round-robin, then prefill chunks oldest
     /// first, within the token budget (decode leaves at least one token to
-    /// a pending prefill when the budget is above 1).
+    /// a pending prefill when the budget is above 1). How many requests'
+    /// prefills share the pass is the config's [`PrefillMix`].
     fn plan(&mut self) -> Vec<Item> {
         let mut budget = self.cfg.token_budget;
         let mut plan = Vec::new();
@@ -298,9 +301,15 @@ impl Engine<'_> {
             budget -= take;
             self.cursor = (start + take) % n;
         }
+        let mut prefills = 0usize;
         for &slot in &self.running {
             if budget == 0 {
                 break;
+            }
+            if let PrefillMix::Serial { join_below } = self.cfg.prefill {
+                if prefills > 0 && self.cfg.token_budget - budget >= join_below {
+                    break;
+                }
             }
             let Some(l) = self.slots[slot as usize].live.as_ref() else {
                 continue;
@@ -326,6 +335,7 @@ impl Engine<'_> {
                 },
             });
             budget -= n;
+            prefills += 1;
         }
         plan
     }

@@ -566,3 +566,75 @@ fn is_writable_and_locate_reject_positions_past_len() {
     assert_eq!(kv.refcount(BlockId(1)), 0);
     assert_eq!(kv.refcount(BlockId(1000)), 0);
 }
+
+#[test]
+fn attach_prefix_rows_adds_the_matching_rows_of_one_more_block() {
+    let mut kv = kv(4, 16);
+    let a = kv.create_seq(T0);
+    kv.append(a, 12).unwrap();
+    kv.publish(a, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+        .unwrap();
+    let ab = kv.blocks(a).unwrap().to_vec();
+    // A sibling of [5 6 7 8] under [1 2 3 4].
+    let b = kv.create_seq(T0);
+    kv.append(b, 8).unwrap();
+    kv.publish(b, &[1, 2, 3, 4, 5, 6, 9, 9]).unwrap();
+    let sibling = kv.blocks(b).unwrap()[1];
+
+    // One whole block, then 3 rows of [5 6 7 8].
+    let s = kv.create_seq(T0);
+    assert_eq!(kv.attach_prefix_rows(s, &[1, 2, 3, 4, 5, 6, 7, 0]), Ok(7));
+    assert_eq!(kv.blocks(s).unwrap(), &ab[..2]);
+    assert_eq!(kv.len(s), Ok(7));
+    assert_eq!(kv.refcount(ab[1]), 2);
+    assert_eq!(kv.is_writable(s, 6), Ok(false));
+    audit(&kv);
+    // The next append copies those 3 rows; the cached block stays as it is.
+    let copies = kv.append(s, 1).unwrap();
+    let fresh = kv.blocks(s).unwrap()[1];
+    assert_eq!(
+        copies,
+        vec![BlockCopy {
+            src: ab[1],
+            dst: fresh,
+            n_tokens: 3
+        }]
+    );
+    assert!(kv.is_published(ab[1]) && !kv.is_published(fresh));
+    assert_eq!(kv.refcount(ab[1]), 1);
+    audit(&kv);
+
+    // Of two siblings, the longer match: [5 6 9] is 3 rows of the sibling.
+    let t = kv.create_seq(T0);
+    assert_eq!(kv.attach_prefix_rows(t, &[1, 2, 3, 4, 5, 6, 9]), Ok(7));
+    assert_eq!(kv.blocks(t).unwrap(), &[ab[0], sibling]);
+    // Two whole blocks and 2 rows of the third.
+    let u = kv.create_seq(T0);
+    assert_eq!(
+        kv.attach_prefix_rows(u, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        Ok(10)
+    );
+    assert_eq!(kv.blocks(u).unwrap(), &ab[..3]);
+    // No first id in common after the whole blocks.
+    let v = kv.create_seq(T0);
+    assert_eq!(kv.attach_prefix_rows(v, &[1, 2, 3, 4, 0, 6]), Ok(4));
+    // Rows of the first block; another tenant's blocks never.
+    let w = kv.create_seq(T0);
+    assert_eq!(kv.attach_prefix_rows(w, &[1, 2]), Ok(2));
+    let x = kv.create_seq(T1);
+    assert_eq!(kv.attach_prefix_rows(x, &[1, 2, 3, 4, 5, 6]), Ok(0));
+    // Not on a non-empty sequence, state unchanged.
+    let before = snapshot(&kv);
+    assert_eq!(
+        kv.attach_prefix_rows(w, &[1, 2]),
+        Err(KvError::SeqNotEmpty { seq: w, len: 2 })
+    );
+    assert_eq!(snapshot(&kv), before);
+    audit(&kv);
+    // Freeing every holder leaves the published blocks cached.
+    for q in [a, b, s, t, u, v, w, x] {
+        kv.free_seq(q).unwrap();
+    }
+    assert_eq!(kv.stats().used, 0);
+    audit(&kv);
+}
