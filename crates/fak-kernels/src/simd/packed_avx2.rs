@@ -1,35 +1,21 @@
-//! AVX2 kernel of [`crate::packed`]: one register holds the running sums
+//! AVX2 kernels of [`crate::packed`]: one register holds the running sums
 //! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
-//! Q8_0 runs the signed tile below ([`tile_q8`]); Q5_0 rebuilds each
-//! step's quants plus 16 from its bit planes and runs an unsigned tile
-//! ([`tile_q5`]) that needs no sign trick, in its own loop ([`gemm_q5`])
-//! that shares each activation block's sum across a chunk of groups. Both
-//! end each block the same way ([`scale_block`]).
-//!
-//! ```text
-//!   per block b, step k (values 4k..4k+4 of the block):
-//!     w   = 32 bytes: rows 0..8 × 4 quants          (loaded once per tile)
-//!     |w| = sign(w, w)
-//!     per token t:  x = the token's 4 quants, broadcast to all 8 lanes
-//!                   s[t] += madd(maddubs(|w|, sign(x, w)), 1)   exact i32
-//!   per token t:    acc[t] = acc[t] + (d_w · d_x[t]) · f32(s[t])
-//! ```
-//!
-//! `|w| · sign(x, w)` is `w · x` for `x` in `-127..=127` (what the Q8_0
-//! activation quantizer produces); pairs of such products stay below
-//! `i16::MAX` even for a weight of `-128` (read by `maddubs` as unsigned
-//! 128). The float steps are exactly the scalar twin's.
+//! Q8_0's signed tiles (the `sign` / `maddubs` / `madd` chain) are in
+//! `packed_q8_avx2.rs`, the k-quants' in `packed_k_avx2.rs`; this file
+//! holds Q5_0 and the dispatch. Q5_0 rebuilds each step's quants plus 16
+//! from its bit planes and runs an unsigned tile ([`tile_q5`]) that needs
+//! no sign trick, in its own loop ([`gemm_q5`]) that shares each
+//! activation block's sum across a chunk of groups. Every tile ends its
+//! blocks with the same float steps ([`scale_block`]: `acc + (d_w · d_x)
+//! · f32(s)`), exactly the scalar twin's.
 
 use std::arch::x86_64::*;
 
 use super::packed_tiles::{
-    blocks_at, bytes32, gemm_tiles, load, prefetch_ahead, quad, scale_block, store, Tiles, AB,
-    TILE_TOKENS,
+    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, TILE_TOKENS,
 };
-use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
+use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, SCALE_BYTES, STEPS};
 
-/// Q8_0's [`Tiles`].
-struct Q8;
 /// Q5_0's step decoding (its loop is [`gemm_q5`]).
 pub(super) struct Q5;
 
@@ -68,34 +54,7 @@ fn block_sum(ab: &[u8; AB]) -> __m256i {
     _mm256_add_epi32(s, _mm256_permute2x128_si256::<1>(s, s))
 }
 
-/// One Q8_0 group (`w`: its `nb` blocks) times `T` activation rows;
-/// returns the 8 row results of each token.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_q8<const T: usize>(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; T]) -> [__m256; T] {
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for (b, wb) in w.iter().enumerate() {
-        if T == 1 {
-            prefetch_ahead(wb);
-        }
-        let ab = blocks_at(&a, b);
-        let mut sumi = [_mm256_setzero_si256(); T];
-        for k in 0..STEPS {
-            let wq = load(bytes32(wb, SCALE_BYTES + 32 * k));
-            let aw = _mm256_sign_epi8(wq, wq);
-            for t in 0..T {
-                let x = _mm256_set1_epi32(quad::<2, AB>(ab[t], k));
-                let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wq));
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ones));
-            }
-        }
-        scale_block(wb, ab, sumi, &mut acc);
-    }
-    acc
-}
-
-/// The Q5_0 tile: [`tile_q8`]'s sums without the sign trick. The quants
+/// The Q5_0 tile: the Q8_0 tiles' sums without the sign trick. The quants
 /// plus 16 are unsigned (below 32), so `maddubs` takes them directly; its
 /// pair sums (at most `2 · 31 · 128` in size) add up exactly in `i16` over
 /// 4 steps (half a block), and the offset comes off in integers:
@@ -151,7 +110,7 @@ const Q5_CHUNK_GROUPS: usize = 4;
 /// (rows of up to 32,768 values); later blocks are summed in the tile.
 const Q5_SUM_BLOCKS: usize = 1024;
 
-/// Q5_0's loop over groups and tokens. Unlike [`gemm_tiles`], groups go in
+/// Q5_0's loop over groups and tokens. Unlike `gemm_tiles`, groups go in
 /// chunks of [`Q5_CHUNK_GROUPS`], and each token tile's `16 · Σ x` per
 /// activation block is computed once per chunk and shared by its groups
 /// (it was once per group); a chunk's weights stay in L1 across the
@@ -197,21 +156,6 @@ fn gemm_q5(g: &PackedArgs<'_>, out: &mut [f32]) {
     }
 }
 
-impl Tiles<Q8_0_BYTES, AB, TILE_TOKENS> for Q8 {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile(w: &[[u8; Q8_0_BYTES]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
-        tile_q8::<TILE_TOKENS>(w, a)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile1(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile_q8::<1>(w, [a]);
-        v
-    }
-}
-
 /// The packed product of [`crate::packed::packed_gemm`].
 ///
 /// # Safety
@@ -221,7 +165,7 @@ impl Tiles<Q8_0_BYTES, AB, TILE_TOKENS> for Q8 {
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q8_0 => unsafe { gemm_tiles::<Q8, Q8_0_BYTES, AB, TILE_TOKENS>(g, out) },
+        PackedFormat::Q8_0 => unsafe { super::packed_q8_avx2::gemm_q8(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_avx2::gemm(g, out) },

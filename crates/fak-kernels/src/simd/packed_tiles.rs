@@ -16,8 +16,10 @@ use crate::packed_layout::{PackedArgs, SCALE_BYTES};
 /// Activation block bytes.
 pub(super) const AB: usize = BlockQ8_0::BYTES;
 
-/// Tokens per tile (measured best of 2–6 on the 1536 × 576 and 576 × 1536
-/// Q8_0 products: 4 fills the 16 registers without spilling).
+/// Tokens per AVX2 tile of Q5_0 and the k-quants (measured best of 2–6 on
+/// the 1536 × 576 and 576 × 1536 Q8_0 products with the earlier Q8_0
+/// tile: 4 fills the 16 registers without spilling; Q8_0 now has its own
+/// tiles of up to 8).
 pub(super) const TILE_TOKENS: usize = 4;
 
 /// Tokens per VNNI tile: eight sums, the shared correction, the weights,
