@@ -26,7 +26,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{prefetch_ahead, store, AB};
+use super::packed_tiles::{bytes32, load, prefetch_ahead, quad, scale_block, store, AB};
 use crate::fp::f16_to_f32;
 use crate::packed_layout::{PackedArgs, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
@@ -144,12 +144,38 @@ fn run_tile<const T: usize>(
     }
 }
 
+/// One group against one token: the one-token tile as it was before the
+/// multi-token tiles (bounds-checked reads, scale converted per block,
+/// prefetch on every block), kept for decode's products, where it
+/// measured faster than [`tile`]`::<1>` with its scale table
+/// (docs/PERFORMANCE.md).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_one(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); 1];
+    for (wb, ab) in w.iter().zip(a) {
+        prefetch_ahead(wb);
+        let mut sumi = [_mm256_setzero_si256(); 1];
+        for k in 0..STEPS {
+            let wq = load(bytes32(wb, SCALE_BYTES + 32 * k));
+            let aw = _mm256_sign_epi8(wq, wq);
+            let x = _mm256_set1_epi32(quad::<2, AB>(ab, k));
+            let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wq));
+            sumi[0] = _mm256_add_epi32(sumi[0], _mm256_madd_epi16(p, ones));
+        }
+        scale_block(wb, [ab], sumi, &mut acc);
+    }
+    acc[0]
+}
+
 /// The Q8_0 product on AVX2: the groups in chunks of [`CHUNK_BYTES`];
 /// per chunk, the tokens in tiles of [`Q8_TILE`] and one tile of the
 /// rest, each tile's scales converted once ([`Scales`]) and run against
 /// every group of the chunk. One-token tiles always prefetch (decode
 /// streams the weights); wider tiles do on a chunk's first token tile
-/// when the weights exceed [`PREFETCH_MIN_BYTES`].
+/// when the weights exceed [`PREFETCH_MIN_BYTES`]. A one-token product
+/// (decode) runs [`tile_one`] over the groups instead.
 ///
 /// # Safety
 ///
@@ -159,6 +185,13 @@ pub(super) unsafe fn gemm_q8(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<Q8_0_BYTES>();
     let (acts, _) = g.a.as_chunks::<AB>();
+    if g.n_tok == 1 {
+        let a = acts.get(..g.nb).unwrap_or(&[]);
+        for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+            store(out, gi * 8, tile_one(group, a));
+        }
+        return;
+    }
     let big = g.w.len() > PREFETCH_MIN_BYTES;
     let chunk_groups = (CHUNK_BYTES / (nb * Q8_0_BYTES)).max(1);
     let mut dx: Scales = [[0.0; DX_BLOCKS]; Q8_TILE];
