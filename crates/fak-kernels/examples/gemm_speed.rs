@@ -5,8 +5,8 @@
 //! Per type: a `[rows x n]` weight matrix times `toks` quantized activation
 //! rows (prefill), and times one row (decode); median of 9 runs each.
 //! `GEMM_SPEED_ONLY=q6_k` (a type name) runs one type;
-//! `GEMM_SPEED_SHAPE=1536,576,512` (rows, n, tokens) runs that one shape
-//! instead of the built-in list.
+//! `GEMM_SPEED_SHAPE=1536,576,512` (rows, n, tokens) runs that shape
+//! instead of the built-in list (several: `1536,576,8;576,1536,8`).
 
 use std::time::Instant;
 
@@ -51,13 +51,21 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
     w
 }
 
-/// Median of 9 timings of `f`, in milliseconds.
+/// Median of 9 timings of `f`, in milliseconds per call. Each timing
+/// repeats `f` for about 5 ms (a small product takes well under 0.1 ms,
+/// too short for one call to time steadily on a shared VM).
 fn median_ms(mut f: impl FnMut()) -> f64 {
+    let s = Instant::now();
+    f();
+    let once = s.elapsed().as_secs_f64();
+    let reps = (5e-3 / once.max(1e-7)).ceil().clamp(1.0, 10_000.0) as usize;
     let mut t: Vec<f64> = (0..9)
         .map(|_| {
             let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64() * 1e3
+            for _ in 0..reps {
+                f();
+            }
+            s.elapsed().as_secs_f64() * 1e3 / reps as f64
         })
         .collect();
     t.sort_by(f64::total_cmp);
@@ -124,22 +132,24 @@ fn bench(ty: GgmlType, rows: usize, n: usize, toks: usize) {
 
 fn main() {
     println!("isa: {:?}", fak_kernels::isa());
-    if let Ok(shape) = std::env::var("GEMM_SPEED_SHAPE") {
-        let v: Vec<usize> = shape
-            .split(',')
-            .filter_map(|x| x.trim().parse().ok())
-            .collect();
-        let [rows, n, toks] = v[..] else {
-            eprintln!("GEMM_SPEED_SHAPE must be rows,n,tokens");
-            std::process::exit(2);
-        };
-        for ty in [
-            GgmlType::Q8_0,
-            GgmlType::Q4_K,
-            GgmlType::Q6_K,
-            GgmlType::Q5_0,
-        ] {
-            bench(ty, rows, n, toks);
+    if let Ok(shapes) = std::env::var("GEMM_SPEED_SHAPE") {
+        for shape in shapes.split(';') {
+            let v: Vec<usize> = shape
+                .split(',')
+                .filter_map(|x| x.trim().parse().ok())
+                .collect();
+            let [rows, n, toks] = v[..] else {
+                eprintln!("GEMM_SPEED_SHAPE must be rows,n,tokens[;rows,n,tokens...]");
+                std::process::exit(2);
+            };
+            for ty in [
+                GgmlType::Q8_0,
+                GgmlType::Q4_K,
+                GgmlType::Q6_K,
+                GgmlType::Q5_0,
+            ] {
+                bench(ty, rows, n, toks);
+            }
         }
         return;
     }

@@ -5,9 +5,9 @@
 //! nothing; bad shapes are typed errors.
 //!
 //! Inputs are fresh random blocks (three fixed seeds plus one new seed per
-//! run), over 1-7 blocks per row, 8-40 rows and 0-11 tokens (whole and
-//! partial 4-token tiles), with Q8_0 weight quants including -128 and all
-//! other quant bytes random.
+//! run), over 1-7 blocks per row, 8-40 rows and 0-17 tokens (whole and
+//! partial 4-token tiles, and every Q8_0 AVX2 tile width 1-8), with Q8_0
+//! weight quants including -128 and all other quant bytes random.
 
 use fak_kernels::blocks::{
     get_scale_min_k4, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K,
@@ -228,7 +228,7 @@ fn every_isa_gives_the_reference_bits() {
         for nb in [1usize, 2, 3, 7] {
             let n = nb * qk(format);
             for rows in [8usize, 16, 40] {
-                for n_tok in [0usize, 1, 3, 4, 5, 8, 11] {
+                for n_tok in [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 11, 17] {
                     let w = weights(format, &mut rng, rows * nb);
                     let a = acts(format, &mut rng, n_tok, nb);
                     let p = PackedMatrix::pack(format, &w, rows, n).unwrap();
@@ -273,6 +273,41 @@ fn wide_q5_0_rows_give_the_reference_bits() {
         for (i, (got, want)) in out.iter().zip(&want).enumerate() {
             let (t, j) = (i / rows, i % rows);
             assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} token {t} row {j}");
+        }
+    }
+}
+
+/// The AVX2 Q8_0 loop's edges: groups in several chunks (a chunk holds 64
+/// KiB of weights: one group of 240 blocks), rows wider than its stack
+/// table of activation scales (512 blocks: the tile converts the later
+/// scales itself), and more than 1 MiB of weights (the first token tile
+/// of a chunk prefetches). Every ISA gives the reference bits for every
+/// tile width.
+#[test]
+fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
+    let format = PackedFormat::Q8_0;
+    let mut rng = StdRng::seed_from_u64(11);
+    for (nb, rows, n_tok) in [
+        (240usize, 24usize, 9usize),
+        (3, 720, 3),
+        (520, 16, 10),
+        (240, 136, 7),
+    ] {
+        let w = weights(format, &mut rng, rows * nb);
+        let a = acts(format, &mut rng, n_tok, nb);
+        let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
+        let want = reference_outputs(format, (&w, rows), (&a, n_tok), rows);
+        for isa in Isa::available() {
+            let mut out = vec![f32::NAN; n_tok * rows];
+            packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
+            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+                let (t, j) = (i / rows, i % rows);
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{isa:?} nb {nb} rows {rows} n_tok {n_tok}: token {t} row {j}"
+                );
+            }
         }
     }
 }
@@ -348,15 +383,17 @@ fn extreme_quants_give_the_reference_bits() {
                     got, want,
                     "{format:?} {isa:?} weights {wfill:#x} acts {afill}"
                 );
-                let mut four = vec![f32::NAN; 4 * rows];
-                let a4: Vec<u8> = a.iter().copied().cycle().take(4 * a.len()).collect();
-                packed_gemm_with_isa(isa, &p, 0..rows, (&a4, 4), &mut four, rows).unwrap();
-                for t in 0..4 {
-                    let got: Vec<u32> = four[t * rows..(t + 1) * rows]
-                        .iter()
-                        .map(|x| x.to_bits())
-                        .collect();
-                    assert_eq!(got, want, "{format:?} {isa:?} 4-token tile, token {t}");
+                for k in 2..=9 {
+                    let mut many = vec![f32::NAN; k * rows];
+                    let ak: Vec<u8> = a.iter().copied().cycle().take(k * a.len()).collect();
+                    packed_gemm_with_isa(isa, &p, 0..rows, (&ak, k), &mut many, rows).unwrap();
+                    for t in 0..k {
+                        let got: Vec<u32> = many[t * rows..(t + 1) * rows]
+                            .iter()
+                            .map(|x| x.to_bits())
+                            .collect();
+                        assert_eq!(got, want, "{format:?} {isa:?} {k} tokens, token {t}");
+                    }
                 }
             }
         }

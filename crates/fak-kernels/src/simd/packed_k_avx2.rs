@@ -20,10 +20,10 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{
+use super::packed_tiles::{
     blocks_at, bytes32, gemm_tiles, load, prefetch_ahead, quad, Tiles, TILE_TOKENS,
+    VNNI_TILE as TILE,
 };
-use super::packed_vnni::TILE;
 use crate::blocks::BlockQ8_K;
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
@@ -325,10 +325,10 @@ impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE_TOKENS> for K<S> {
     }
 }
 
-/// [`tile`] on VNNI (the diagram of [`super::packed_vnni`]): each step is
-/// one `vpdpbusd` of the unsigned quants against the signed activations
-/// into an `i32` sub-block sum, which takes its scale with one `vpmulld`
-/// per sub-block. Same exact `sumi`, same float steps.
+/// [`tile`] on VNNI (the diagram of the VNNI kernels, `packed_vnni.rs`):
+/// each step is one `vpdpbusd` of the unsigned quants against the signed
+/// activations into an `i32` sub-block sum, which takes its scale with one
+/// `vpmulld` per sub-block. Same exact `sumi`, same float steps.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(

@@ -32,14 +32,11 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::{
-    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, Q5,
+use super::packed_avx2::Q5;
+use super::packed_tiles::{
+    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, VNNI_TILE as TILE,
 };
 use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
-
-/// Tokens per tile: eight sums, the shared correction, the weights, one
-/// broadcast and eight float accumulators fit in 32 registers.
-pub(super) const TILE: usize = 8;
 
 /// A 32-value format whose steps decode to signed quants (against Q8_0
 /// activations).

@@ -1,0 +1,197 @@
+//! The pieces that the packed products' SIMD kernels share
+//! (`packed_avx2`, `packed_k_avx2`, `packed_vnni`): fixed-offset loads of
+//! a group block, the weight prefetch, the activation quads, the float end
+//! of a block ([`scale_block`]), the 8-lane store, and the [`Tiles`] trait
+//! with its loop over groups and tokens ([`gemm_tiles`]).
+//!
+//! A leaf: it imports only the block types and the packed geometry
+//! (`crate::packed_layout`), so the three kernel files import it and
+//! never each other in a loop.
+
+use std::arch::x86_64::*;
+
+use crate::blocks::BlockQ8_0;
+use crate::packed_layout::{PackedArgs, SCALE_BYTES};
+
+/// Activation block bytes.
+pub(super) const AB: usize = BlockQ8_0::BYTES;
+
+/// Tokens per AVX2 tile of Q5_0 and the k-quants (measured best of 2–6 on
+/// the 1536 × 576 and 576 × 1536 Q8_0 products with the earlier Q8_0
+/// tile: 4 fills the 16 registers without spilling; Q8_0 now has its own
+/// tiles of up to 8).
+pub(super) const TILE_TOKENS: usize = 4;
+
+/// Tokens per VNNI tile: eight sums, the shared correction, the weights,
+/// one broadcast and eight float accumulators fit in 32 registers.
+pub(super) const VNNI_TILE: usize = 8;
+
+/// 32 bytes of `b` from byte `at` (zeros if out of range, which the fixed
+/// layouts rule out).
+#[inline(always)]
+pub(super) fn bytes32<const B: usize>(b: &[u8; B], at: usize) -> &[u8; 32] {
+    match b
+        .get(at..at + 32)
+        .and_then(|s| <&[u8; 32]>::try_from(s).ok())
+    {
+        Some(s) => s,
+        None => &[0; 32],
+    }
+}
+
+/// Loads 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn load(b: &[u8; 32]) -> __m256i {
+    // SAFETY: 32 readable bytes; `loadu` needs no alignment.
+    unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+}
+
+/// How far ahead of the block being read [`prefetch_ahead`] asks for
+/// weight bytes. Decode streams every weight matrix from DRAM once per
+/// token; without the hint the hardware prefetcher fell behind on the
+/// packed k-quant blocks (two streams per Q6_K block: nibbles and high
+/// bits), and a `[71680 × 1536]` single-token Q6_K product ran at 5 GB/s
+/// on one Zen 3 core instead of 11. 2–8 KiB ahead measured the same on the
+/// 1.5B model's decode (docs/PERFORMANCE.md); 4 KiB is the middle.
+pub(super) const PREFETCH_BYTES: usize = 4096;
+
+/// Asks for the cache lines [`PREFETCH_BYTES`] past the start of `wb`
+/// (one block's worth: the tiles call it once per block, so the hints run
+/// a fixed distance ahead of the reads). Only one-token tiles ask: they
+/// stream the weights (decode), while a wider tile spends `T` times the
+/// work on each byte and is compute-bound, where the hints measured a few
+/// percent slower.
+#[inline(always)]
+pub(super) fn prefetch_ahead<const B: usize>(wb: &[u8; B]) {
+    let base = wb.as_ptr().wrapping_add(PREFETCH_BYTES);
+    for line in (0..B).step_by(64) {
+        // SAFETY: a prefetch is a hint that never faults, whatever the
+        // address; the pointer is never dereferenced.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line).cast()) };
+    }
+}
+
+/// The four activation quants `4k..4k+4` of an `N`-byte activation block
+/// whose quants start at byte `OFF`, as one `i32` (0 past the end, which
+/// the callers' fixed layouts rule out).
+#[inline(always)]
+pub(super) fn quad<const OFF: usize, const N: usize>(b: &[u8; N], k: usize) -> i32 {
+    let at = OFF + 4 * k;
+    match b.get(at..at + 4) {
+        Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
+        None => 0,
+    }
+}
+
+/// Block `b` of each of `T` activation rows (a zero block past a row's
+/// end, which the callers' checked lengths rule out).
+#[inline(always)]
+pub(super) fn blocks_at<'a, const N: usize, const T: usize>(
+    a: &[&'a [[u8; N]]; T],
+    b: usize,
+) -> [&'a [u8; N]; T] {
+    let mut ab: [&[u8; N]; T] = [&[0; N]; T];
+    for t in 0..T {
+        if let Some(x) = a[t].get(b) {
+            ab[t] = x;
+        }
+    }
+    ab
+}
+
+/// The end of a block for `T` tokens: `acc[t] = acc[t] + (d_w · d_x[t]) ·
+/// f32(sumi[t])`, with the 8 row scales `d_w` at the front of `wb` and
+/// each token's scale at the front of its activation block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn scale_block<const B: usize, const T: usize>(
+    wb: &[u8; B],
+    ab: [&[u8; AB]; T],
+    sumi: [__m256i; T],
+    acc: &mut [__m256; T],
+) {
+    let mut scales = [0u8; SCALE_BYTES];
+    scales.copy_from_slice(&wb[..SCALE_BYTES]);
+    // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+    let dw = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(scales.as_ptr().cast()) });
+    for t in 0..T {
+        let bits = u16::from_le_bytes([ab[t][0], ab[t][1]]);
+        let dx = _mm256_cvtph_ps(_mm_set1_epi16(bits as i16));
+        let d = _mm256_mul_ps(dw, dx);
+        acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
+    }
+}
+
+/// Writes one token's 8 row results at `out[at..at + 8]` (skipped if
+/// `out` is too short, which the caller's checks rule out).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
+    if let Some(o) = out.get_mut(at..at + 8) {
+        // SAFETY: `o` is 8 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
+/// A packed format's register tiles: one group of `B`-byte blocks against
+/// `T` tokens or one token of `A`-byte activation blocks. The AVX2 tiles
+/// take [`TILE_TOKENS`] tokens; the VNNI k-quant tiles take [`VNNI_TILE`].
+pub(super) trait Tiles<const B: usize, const A: usize, const T: usize> {
+    /// The 8 row results of each of `T` tokens.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support the tile's features: AVX2, FMA and F16C, and
+    /// AVX-512 F/BW/VL/VNNI for the VNNI tiles.
+    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; A]]; T]) -> [__m256; T];
+
+    /// The 8 row results of one token.
+    ///
+    /// # Safety
+    ///
+    /// As [`Tiles::tile`].
+    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
+}
+
+/// Every group of `g.w` against every token, `T` at a time, then one at a
+/// time (the loop of Q4_K and Q6_K on AVX2 and VNNI, where the caller is a
+/// VNNI function and `K`'s tiles inline into it; Q8_0 and Q5_0 have their
+/// own).
+///
+/// # Safety
+///
+/// The CPU must support what `K`'s tiles need (see [`Tiles::tile`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemm_tiles<
+    K: Tiles<B, A, T>,
+    const B: usize,
+    const A: usize,
+    const T: usize,
+>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<A>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let full = g.n_tok / T * T;
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let col = gi * 8;
+        for t0 in (0..full).step_by(T) {
+            let a: [&[[u8; A]]; T] = std::array::from_fn(|t| arow(t0 + t));
+            // SAFETY: the caller's CPU guarantee (also for `tile1` below).
+            let y = unsafe { K::tile(group, a) };
+            for (t, v) in y.into_iter().enumerate() {
+                store(out, (t0 + t) * g.out_stride + col, v);
+            }
+        }
+        for t in full..g.n_tok {
+            // SAFETY: as above.
+            let v = unsafe { K::tile1(group, arow(t)) };
+            store(out, t * g.out_stride + col, v);
+        }
+    }
+}
