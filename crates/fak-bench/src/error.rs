@@ -86,6 +86,9 @@ pub enum Error {
     /// The engine (sequences, fleet) failed.
     #[error(transparent)]
     Engine(#[from] fak_engine::EngineError),
+    /// The model's tokenizer or chat template could not be read or used.
+    #[error(transparent)]
+    Tokenizer(#[from] fak_tokenizer::TokenizerError),
     /// A projection packet that does not validate.
     #[error("{} is not valid", path.display())]
     NotValid {

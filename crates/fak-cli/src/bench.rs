@@ -1,10 +1,10 @@
 //! `fak bench ...`: the flags of every benchmark, turned into the params of
-//! its protocol in fak-bench (`fak_bench::{single, batch, fleet, evict,
-//! bandwidth, peak}`); the report is printed as JSON (`--json`) or as its
+//! its protocol in fak-bench (`fak_bench::{single, batch, constrained,
+//! fleet, evict, bandwidth, peak}`); the report is printed as JSON (`--json`) or as its
 //! table.
 
 use anyhow::bail;
-use fak_bench::{bandwidth, batch, evict, fleet, peak, single, ModelSpec, Workload};
+use fak_bench::{bandwidth, batch, constrained, evict, fleet, peak, single, ModelSpec, Workload};
 use serde::Serialize;
 
 use crate::{KvTypeArg, ModelArgs};
@@ -25,6 +25,8 @@ enum BenchWhat {
     Peak(PeakArgs),
     /// Aggregate decode throughput of many sequences through the paged KV cache.
     Batch(BenchBatchArgs),
+    /// Decode throughput with every request held to a JSON schema vs free, alternated.
+    Constrained(BenchConstrainedArgs),
     /// Cost of evicting a span from one sequence (exact vs re-ingest vs shift).
     Evict(BenchEvictArgs),
     /// Agent fleets: shared prefix, many agents, many turns.
@@ -132,6 +134,24 @@ struct BenchBatchArgs {
     kv_type: KvTypeArg,
     #[command(flatten)]
     machine: crate::project::MachineArgs,
+    /// Print one JSON report on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct BenchConstrainedArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Batch sizes (requests decoding together), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    batch: Vec<usize>,
+    /// Pairs of runs (free, then constrained) per batch size.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Tokens each request generates.
+    #[arg(long, default_value_t = 64)]
+    tokens: usize,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -282,6 +302,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 kv_type: b.kv_type.into(),
             })?;
             print(&r, b.json, Json::Pretty, batch::BatchReport::table)
+        }
+        BenchWhat::Constrained(c) => {
+            let r = constrained::run(&constrained::Params {
+                model: c.model.spec(),
+                batch: c.batch,
+                reps: c.reps,
+                tokens: c.tokens,
+            })?;
+            print(&r, c.json, Json::Pretty, constrained::Report::table)
         }
         BenchWhat::Evict(e) => {
             let r = evict::run(&evict::Params {

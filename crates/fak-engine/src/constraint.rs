@@ -5,23 +5,42 @@
 //!   Engine::add ──► Grammars::compile(constraint) ──► Matcher (per request)
 //!                     (ParserFactory over a token trie, built once from the
 //!                      tokenizer: token id → bytes, control tokens marked)
-//!   each sample:  matcher.mask() ──► logits of disallowed tokens = -inf
-//!                 end-of-generation tokens allowed only when it accepts
+//!   each sample, when the sampling settings allow it (Check::First):
+//!                 token := sample(logits)            no mask
+//!                 allows(token)?  one token through the lexer and parser
+//!                   yes ──► token                    (most tokens)
+//!                   no  ──► the masked path below, a second draw
+//!   otherwise:    compute_mask() ──► logits of disallowed tokens = -inf,
+//!                 32 ids per mask word; end-of-generation tokens allowed
+//!                 only when it accepts ──► sample
 //!   each token:   matcher.consume(token)
 //! ```
 //!
-//! A mask depends only on the request's own matcher, which only sees the
-//! request's own tokens, so constrained outputs keep the engine's batch
+//! Why checking first is exact: masking and renormalizing `p` gives
+//! `p(x) / p(A)` on the allowed set `A`. Drawing `x ~ p` and keeping it
+//! when `x ∈ A`, else drawing from the masked distribution, gives
+//! `p(x) + (1 − p(A)) · p(x) / p(A) = p(x) / p(A)`: the same distribution
+//! (rejection sampling with one try). Greedy picks the same token either
+//! way. It does not hold once top-k, top-p or min-p cut the distribution
+//! before the draw (they would cut the unmasked one), nor for
+//! log-probabilities (reported from the masked logits), so those requests
+//! always take the masked path ([`Check::for_request`]).
+//!
+//! A mask and a check depend only on the request's own matcher, which only
+//! sees the request's own tokens, and the path taken only on the request's
+//! own settings and draws, so constrained outputs keep the engine's batch
 //! invariance.
 
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+use llguidance::toktrie::{ApproximateTokEnv, SimpleVob, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 
 use fak_tokenizer::Tokenizer;
 
+use crate::request::Logprobs;
+use crate::sampling::SamplingParams;
 use crate::EngineError;
 
 /// What a request's output must match.
@@ -107,6 +126,7 @@ impl Grammars {
         Ok(ConstraintState {
             matcher,
             eog: self.eog.clone(),
+            saved: Vec::new(),
         })
     }
 }
@@ -122,52 +142,175 @@ fn compact(mut schema: serde_json::Value) -> serde_json::Value {
     schema
 }
 
+/// Whether a constrained request's sampled token is checked against the
+/// grammar before any mask is computed (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Sample from the raw logits, check the token, mask only on a miss.
+    First,
+    /// Always mask, then sample.
+    MaskFirst,
+}
+
+impl Check {
+    /// [`Check::First`] exactly when it gives the masked path's
+    /// distribution: greedy, or a plain temperature draw (no top-k, top-p
+    /// or min-p cut), and no log-probabilities.
+    pub(crate) fn for_request(s: &SamplingParams, logprobs: Logprobs) -> Check {
+        let uncut = s.top_k == 0 && s.top_p >= 1.0 && s.min_p <= 0.0;
+        if logprobs == Logprobs::Off && (s.temperature <= 0.0 || uncut) {
+            Check::First
+        } else {
+            Check::MaskFirst
+        }
+    }
+}
+
 /// One request's grammar state.
 pub(crate) struct ConstraintState {
     matcher: Matcher,
     eog: Vec<u32>,
+    /// End-of-generation logits saved while a mask is applied.
+    saved: Vec<(usize, f32)>,
 }
 
 impl ConstraintState {
+    /// Whether the grammar allows `token` next: one token through the
+    /// lexer and parser, no mask. An end-of-generation token is allowed
+    /// only when the grammar accepts the output so far, as in
+    /// [`ConstraintState::apply`].
+    pub(crate) fn allows(&mut self, token: u32) -> Result<bool, EngineError> {
+        if self.eog.contains(&token) {
+            return Ok(self.matcher.is_stopped() || self.matcher.is_accepting().map_err(failed)?);
+        }
+        if self.matcher.is_stopped() {
+            return Ok(false);
+        }
+        Ok(self.matcher.validate_tokens(&[token]).map_err(failed)? == 1)
+    }
+
     /// Sets the logits of tokens the grammar does not allow next to
     /// `-inf`; end-of-generation tokens stay only when the grammar
     /// accepts the output so far.
     pub(crate) fn apply(&mut self, logits: &mut [f32]) -> Result<(), EngineError> {
-        let accepting = self.matcher.is_stopped()
-            || self
-                .matcher
-                .is_accepting()
-                .map_err(|e| EngineError::ConstraintFailed(e.to_string()))?;
-        if self.matcher.is_stopped() {
-            for (i, v) in logits.iter_mut().enumerate() {
-                if !self.eog.contains(&(i as u32)) {
-                    *v = f32::NEG_INFINITY;
-                }
+        let stopped = self.matcher.is_stopped();
+        let accepting = stopped || self.matcher.is_accepting().map_err(failed)?;
+        self.saved.clear();
+        for &t in &self.eog {
+            if let Some(&v) = logits.get(t as usize) {
+                self.saved.push((t as usize, v));
             }
-            return Ok(());
         }
-        let mask = self
-            .matcher
-            .compute_mask()
-            .map_err(|e| EngineError::ConstraintFailed(e.to_string()))?;
-        for (i, v) in logits.iter_mut().enumerate() {
-            let id = i as u32;
-            let ok = if self.eog.contains(&id) {
-                accepting
-            } else {
-                i < mask.len() && mask.is_allowed(id)
-            };
-            if !ok {
-                *v = f32::NEG_INFINITY;
-            }
+        if stopped {
+            logits.fill(f32::NEG_INFINITY);
+        } else {
+            let mask = self.matcher.compute_mask().map_err(failed)?;
+            mask_words(&mask, logits);
+        }
+        for &(i, v) in &self.saved {
+            logits[i] = if accepting { v } else { f32::NEG_INFINITY };
         }
         Ok(())
     }
 
     /// Advances the grammar past a sampled token (not an end token).
     pub(crate) fn consume(&mut self, token: u32) -> Result<(), EngineError> {
-        self.matcher
-            .consume_token(token)
-            .map_err(|e| EngineError::ConstraintFailed(e.to_string()))
+        self.matcher.consume_token(token).map_err(failed)
+    }
+}
+
+/// A matcher's error as the engine's.
+fn failed(e: impl std::fmt::Display) -> EngineError {
+    EngineError::ConstraintFailed(e.to_string())
+}
+
+/// Sets `logits[i]` to `-inf` for every id `i` whose bit in `mask` is
+/// clear (ids past the mask too), one 32-id word at a time: a word of all
+/// ones is skipped, a word of zeros filled. Same result as
+/// [`mask_ids`], its per-id twin (tested against it).
+fn mask_words(mask: &SimpleVob, logits: &mut [f32]) {
+    let words = mask.as_slice();
+    for (w, chunk) in logits.chunks_mut(32).enumerate() {
+        let bits = words.get(w).copied().unwrap_or(0);
+        if bits == u32::MAX {
+            continue;
+        }
+        if bits == 0 {
+            chunk.fill(f32::NEG_INFINITY);
+            continue;
+        }
+        for (j, v) in chunk.iter_mut().enumerate() {
+            if bits >> j & 1 == 0 {
+                *v = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// [`mask_words`] one id at a time (the reference).
+#[cfg(test)]
+fn mask_ids(mask: &SimpleVob, logits: &mut [f32]) {
+    for (i, v) in logits.iter_mut().enumerate() {
+        if i >= mask.len() || !mask.is_allowed(i as u32) {
+            *v = f32::NEG_INFINITY;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_words_equals_the_per_id_twin() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Mask sizes around word edges, logits longer and shorter than it.
+        for (n_mask, n_logits) in [(64, 64), (70, 70), (49152, 49152), (100, 130), (130, 100)] {
+            for density in [0u64, 1, 8, 31, 32] {
+                let mut mask = SimpleVob::alloc(n_mask);
+                for i in 0..n_mask {
+                    if next() % 32 < density {
+                        mask.allow_token(i as u32);
+                    }
+                }
+                // Whole words of ones and of zeros.
+                if n_mask >= 64 {
+                    mask.allow_range(0..=31);
+                }
+                let logits: Vec<f32> = (0..n_logits).map(|_| (next() % 1000) as f32).collect();
+                let (mut a, mut b) = (logits.clone(), logits);
+                mask_words(&mask, &mut a);
+                mask_ids(&mask, &mut b);
+                assert_eq!(a, b, "mask {n_mask} logits {n_logits} density {density}/32");
+            }
+        }
+    }
+
+    #[test]
+    fn check_first_only_where_it_is_exact() {
+        let g = SamplingParams::greedy();
+        let t = SamplingParams {
+            temperature: 0.7,
+            ..g
+        };
+        assert_eq!(Check::for_request(&g, Logprobs::Off), Check::First);
+        assert_eq!(Check::for_request(&t, Logprobs::Off), Check::First);
+        assert_eq!(Check::for_request(&g, Logprobs::Top(2)), Check::MaskFirst);
+        for cut in [
+            SamplingParams { top_k: 40, ..t },
+            SamplingParams { top_p: 0.9, ..t },
+            SamplingParams { min_p: 0.05, ..t },
+        ] {
+            assert_eq!(Check::for_request(&cut, Logprobs::Off), Check::MaskFirst);
+        }
+        // Greedy ignores the cuts: the top token survives all of them.
+        let gk = SamplingParams { top_k: 40, ..g };
+        assert_eq!(Check::for_request(&gk, Logprobs::Off), Check::First);
     }
 }

@@ -283,9 +283,14 @@ pub struct EngineStats {
     /// Idle sessions whose KV rows were dropped under pressure (or on
     /// request); their tokens are recomputed at their next request.
     pub sessions_dropped: u64,
-    /// Token masks computed for constrained requests.
+    /// Token masks computed for constrained requests (samples whose
+    /// token did not pass the check, or whose settings need the mask).
     pub constraint_masks: u64,
-    /// Time spent computing them (and applying them to the logits).
+    /// Samples of constrained requests whose token the grammar allowed at
+    /// the check, with no mask computed.
+    pub constraint_checks: u64,
+    /// Time spent on constraints while sampling: checks, computing masks
+    /// and applying them to the logits (and the second draw after a miss).
     pub constraint_mask_time: Duration,
     /// Time inside the forward passes, by phase and pass kind.
     pub forward: fak_model::ForwardTimes,

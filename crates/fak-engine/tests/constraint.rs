@@ -243,7 +243,7 @@ fn a_constrained_request_gets_the_same_tokens_among_others() {
 }
 
 #[test]
-fn every_sample_of_a_constrained_request_is_masked_and_timed() {
+fn every_sample_of_a_constrained_request_is_checked_or_masked_and_timed() {
     let mut e = engine();
     let req = constrained(
         chat("Describe a person as JSON."),
@@ -258,14 +258,39 @@ fn every_sample_of_a_constrained_request_is_masked_and_timed() {
     assert!(outs.remove(&plain).is_some_and(|o| o.error.is_none()));
     assert_eq!(out.finish, Some(FinishReason::EndOfGeneration));
     let s = e.stats();
-    // One mask per sample: each generated token, plus the end token.
-    assert_eq!(s.constraint_masks, out.tokens.len() as u64 + 1);
-    let per = s.constraint_mask_time / s.constraint_masks as u32;
+    // One check or mask per sample: each generated token, plus the end
+    // token; a temperature draw with no cuts is checked first.
+    let samples = out.tokens.len() as u64 + 1;
+    assert_eq!(s.constraint_masks + s.constraint_checks, samples);
+    assert!(s.constraint_checks > 0, "no sample took the check");
+    let per = s.constraint_mask_time / samples as u32;
     eprintln!(
-        "constraint mask: {} masks, {:?} total, {:?} per token (n_vocab {})",
+        "constraint: {} checks, {} masks, {:?} total, {:?} per token (n_vocab {})",
+        s.constraint_checks,
         s.constraint_masks,
         s.constraint_mask_time,
         per,
         model().config().n_vocab
     );
+}
+
+#[test]
+fn checking_the_token_first_gives_the_masked_paths_greedy_output() {
+    // Logprobs make a request take the masked path at every sample
+    // (`Check::MaskFirst`); greedy without them checks first. The argmax
+    // of the raw logits, when allowed, is the masked logits' argmax, so
+    // both paths emit the same tokens.
+    let prompt = chat("Describe a person as JSON with name, age and tags.");
+    let checked = alone(Request {
+        constraint: Some(Constraint::JsonSchema(SCHEMA.into())),
+        ..Request::greedy(prompt.clone(), 96)
+    });
+    let masked = alone(Request {
+        constraint: Some(Constraint::JsonSchema(SCHEMA.into())),
+        logprobs: fak_engine::Logprobs::Top(1),
+        ..Request::greedy(prompt, 96)
+    });
+    assert_eq!(checked.finish, Some(FinishReason::EndOfGeneration));
+    assert_eq!(checked.tokens, masked.tokens);
+    assert_eq!(checked.text, masked.text);
 }

@@ -18,7 +18,11 @@ use fak_model::{LogitsWanted, SeqId};
 
 use super::text::{logprobs, Scan};
 use super::{Engine, Phase, PrefillMix, Release};
-use crate::request::{Context, Event, FinishReason, Logprobs, RequestId, StepLogprobs, StopAt};
+use crate::constraint::{Check, ConstraintState};
+use crate::request::{
+    Context, EngineStats, Event, FinishReason, Logprobs, RequestId, StepLogprobs, StopAt,
+};
+use crate::sampling::Sampler;
 use crate::seqs::{Append, PrefixCache};
 use crate::EngineError;
 
@@ -37,6 +41,33 @@ struct Item {
     ids: Vec<u32>,
     kind: ItemKind,
     logits: LogitsWanted,
+}
+
+/// A constrained request's token: drawn from the raw logits and checked
+/// against the grammar where that is exact ([`Check::First`]), else (or
+/// when the check fails) drawn from the masked logits, left in `masked`
+/// (see the `constraint` module).
+fn sample_constrained(
+    c: &mut ConstraintState,
+    sampler: &mut Sampler,
+    check: Check,
+    logits: &[f32],
+    masked: &mut Vec<f32>,
+    stats: &mut EngineStats,
+) -> Result<Option<u32>, EngineError> {
+    if check == Check::First {
+        if let Some(t) = sampler.sample(logits) {
+            if c.allows(t)? {
+                stats.constraint_checks += 1;
+                return Ok(Some(t));
+            }
+        }
+    }
+    masked.clear();
+    masked.extend_from_slice(logits);
+    c.apply(masked)?;
+    stats.constraint_masks += 1;
+    Ok(sampler.sample(masked))
 }
 
 /// What the sampler made of an item's logits.
@@ -375,25 +406,31 @@ impl Engine<'_> {
                 return;
             };
             on_logits(id, logits);
-            let logits = match live.constraint.as_mut() {
-                None => logits,
+            let token = match live.constraint.as_mut() {
+                None => live.sampler.sample(logits),
                 Some(c) => {
                     let t0 = std::time::Instant::now();
-                    masked.clear();
-                    masked.extend_from_slice(logits);
-                    let r = c.apply(masked);
-                    stats.constraint_masks += 1;
+                    let check = Check::for_request(&live.req.sampling, live.req.logprobs);
+                    let r = sample_constrained(c, &mut live.sampler, check, logits, masked, stats);
                     stats.constraint_mask_time += t0.elapsed();
-                    if let Err(e) = r {
-                        out.error = Some(e);
-                        return;
+                    match r {
+                        Ok(t) => t,
+                        Err(e) => {
+                            out.error = Some(e);
+                            return;
+                        }
                     }
-                    &masked[..]
                 }
             };
-            out.token = live.sampler.sample(logits);
-            if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, out.token) {
-                out.logprobs = Some(logprobs(logits, t, n));
+            out.token = token;
+            if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, token) {
+                // A constrained request with logprobs always masks.
+                let l = if live.constraint.is_some() {
+                    &masked[..]
+                } else {
+                    logits
+                };
+                out.logprobs = Some(logprobs(l, t, n));
             }
         })?;
         self.stats.passes += 1;
