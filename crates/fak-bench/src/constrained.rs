@@ -228,6 +228,8 @@ pub fn run(p: &Params) -> Result<Report> {
         max_waiting: None,
         n_ctx,
         prefix_cache: PrefixCache::Off,
+        // The batch's prompts go in together; the decode steps are timed.
+        prefill: fak_engine::PrefillMix::Fill,
     };
     let mut e = Engine::new(&model, Some(&tok), cfg)?;
     let bar = crate::progress_bar(p.batch.len() * p.reps * 2 + 2, "bench constrained", "")?;
