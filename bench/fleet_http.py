@@ -252,11 +252,24 @@ class Client:
         was left unread (a stream the caller stopped reading)."""
         last = self.last
         if last is not None and (last.will_close or not last.isclosed()):
-            self.conn.close()
-            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        self.conn.request(method, self.base + path, body, self.headers)
-        self.last = self.conn.getresponse()
+            self.reopen()
+        try:
+            self.conn.request(method, self.base + path, body, self.headers)
+            self.last = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # A kept-alive connection the server closed after its last reply
+            # without saying so: nothing of this request was answered, so
+            # send it once more on a new connection (as urllib3 does).
+            if last is None:
+                raise
+            self.reopen()
+            self.conn.request(method, self.base + path, body, self.headers)
+            self.last = self.conn.getresponse()
         return self.last
+
+    def reopen(self) -> None:
+        self.conn.close()
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         r = self.send("POST", path, json.dumps(body))

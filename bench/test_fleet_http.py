@@ -183,6 +183,19 @@ class KeepAliveFake(Fake):
         self.close_connection = True
 
 
+class SilentCloseFake(Fake):
+    """Keep-alive HTTP/1.1 whose JSON replies say nothing of closing, after
+    which the server closes the connection anyway (what hyper did to a fork
+    whose `{}` body its handler never read): the client's next request on
+    it hits a closed socket."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _json(self, obj: dict) -> None:
+        super()._json(obj)
+        self.close_connection = True
+
+
 class AgainstFakeServer(unittest.TestCase):
     def setUp(self) -> None:
         Fake.bodies = []
@@ -230,6 +243,17 @@ class AgainstFakeServer(unittest.TestCase):
         try:
             self.url = f"http://127.0.0.1:{srv.server_address[1]}"
             rep = fh.run(fh.parse_args(self.args("llama-server")))
+            self.assertEqual(rep["turns_done"], 6)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+
+    def test_a_connection_closed_after_a_reply_is_reopened_once(self) -> None:
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), SilentCloseFake)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            self.url = f"http://127.0.0.1:{srv.server_address[1]}"
+            rep = fh.run(fh.parse_args(self.args("fak")))
             self.assertEqual(rep["turns_done"], 6)
         finally:
             srv.shutdown()

@@ -635,3 +635,77 @@ fn idle_sessions_expire_after_the_ttl() {
     let r = req(&s, "GET", &format!("/v1/sessions/{id}"), None, &Value::Null);
     assert_error(&r, 404, "expired session");
 }
+
+/// A fork's body is read before its reply, so a keep-alive client can send
+/// its next request on the same connection. Regression: the handler
+/// replied without reading `{}`, the server then closed the connection,
+/// and bench/fleet_http.py's next request on it failed with a broken pipe.
+#[test]
+fn fork_reads_its_body_before_replying_on_a_keep_alive_connection() {
+    use std::io::{BufReader, Read, Write};
+    let s = Server::start(&["--ctx", "512", "--kv-mem", "32"]);
+    let (id, _) = system_session(&s, None);
+    let mut c = s.connect().expect("connect");
+    // The head first; the 2-byte body only after a pause.
+    write!(
+        c,
+        "POST /v1/sessions/{id}/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+    )
+    .expect("head");
+    c.flush().expect("flush");
+    c.set_read_timeout(Some(Duration::from_millis(700)))
+        .expect("timeout");
+    let mut one = [0u8; 1];
+    match c.peek(&mut one) {
+        Ok(n) => panic!("the fork replied ({n} bytes) before its body was sent"),
+        Err(e) => assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "{e}"
+        ),
+    }
+    c.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    // The body, then a second request on the same connection.
+    write!(
+        c,
+        "{{}}GET /v1/sessions/{id} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .expect("body and next request");
+    let mut r = BufReader::new(c);
+    let (status, h) = read_head(&mut r).expect("fork reply");
+    let mut body = BodyReader::new(r, &h);
+    let mut fork = Vec::new();
+    while let Some(piece) = body.next().expect("fork body") {
+        fork.extend(piece);
+    }
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&fork));
+    let fork: Value = serde_json::from_slice(&fork).expect("fork JSON");
+    assert_eq!(fork["parent"].as_str(), Some(id.as_str()), "{fork}");
+    let mut r = body.r;
+    let (status, _) = read_head(&mut r).expect("the next request's reply");
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).expect("GET body");
+    assert_eq!(status, 200, "{rest}");
+    assert!(rest.contains(&id), "{rest}");
+    // A fork takes no parameters.
+    let bad = req(
+        &s,
+        "POST",
+        &format!("/v1/sessions/{id}/fork"),
+        None,
+        &json!({"n": 2}),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    let ok = req(
+        &s,
+        "POST",
+        &format!("/v1/sessions/{id}/fork"),
+        None,
+        &Value::Null,
+    );
+    assert_eq!(ok.status, 200, "no body: {}", ok.text());
+}

@@ -239,12 +239,26 @@ async fn create(
     .into_response())
 }
 
+/// `POST /v1/sessions/{id}/fork`: `{}` or no body. The body is read (and
+/// checked) before the reply: a reply sent over an unread body made the
+/// server close a keep-alive connection that its client then wrote its
+/// next request into (a broken pipe, found by bench/fleet_http.py).
 async fn fork(
     State(st): State<AppState>,
     Extension(key): Extension<KeyTenant>,
     Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     st.ready()?;
+    let body = body_bytes(&st, body)?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = api::parse(&body)?;
+        if v.as_object().is_none_or(|o| !o.is_empty()) {
+            return Err(ApiError::bad_request(
+                "a fork takes no parameters: send {} or no body",
+            ));
+        }
+    }
     let owner = Owner(key.0);
     let claim = st.sessions().claim(owner, &id)?;
     let max = st.limits().max_per_tenant;
