@@ -54,6 +54,15 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
 /// bits), and a `[71680 × 1536]` single-token Q6_K product ran at 5 GB/s
 /// on one Zen 3 core instead of 11. 2–8 KiB ahead measured the same on the
 /// 1.5B model's decode (docs/PERFORMANCE.md); 4 KiB is the middle.
+///
+/// The hint asks for L2 (`prefetcht1`), not L1 (`prefetcht0`). On an AMD
+/// Zen 4 core, single-token products streaming from DRAM
+/// (`cargo bench -p fak-kernels --bench packed_k`, one thread) ran Q6_K at
+/// 7.5-8.4 GB/s with `t0` and 15.3-17.6 GB/s with `t1` (the core's read
+/// bandwidth: 16.8 GB/s), Q4_K at 12.5-13.5 and 17.0-18.8 GB/s; `nta`
+/// measured as `t0`, `t2` as `t1`. The 1.5B model's decode went from
+/// 20.1-21.6 to 27.8-28.0 tok/s (2 threads). Lines asked into L1 ahead of
+/// use likely hold the L1 miss buffers that the demand loads need.
 pub(super) const PREFETCH_BYTES: usize = 4096;
 
 /// Asks for the cache lines [`PREFETCH_BYTES`] past the start of `wb`
@@ -68,7 +77,7 @@ pub(super) fn prefetch_ahead<const B: usize>(wb: &[u8; B]) {
     for line in (0..B).step_by(64) {
         // SAFETY: a prefetch is a hint that never faults, whatever the
         // address; the pointer is never dereferenced.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line).cast()) };
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(base.wrapping_add(line).cast()) };
     }
 }
 
