@@ -79,5 +79,54 @@ fn main() -> Result<(), fak_kernels::KernelError> {
             );
         }
     }
+    // Prefill: 64 tokens against a matrix that fits in L3 (the first rows
+    // of a 1.5B-shaped one), as multiply-adds per second; compare with
+    // `fak bench peak --threads 1`.
+    const T: usize = 64;
+    for (name, format, rows, n) in [
+        ("q4_k [2048 x 1536] x 64 tok", PackedFormat::Q4K, 2048, 1536),
+        ("q6_k [2048 x 1536] x 64 tok", PackedFormat::Q6K, 2048, 1536),
+        ("q4_k [512 x 8960] x 64 tok", PackedFormat::Q4K, 512, 8960),
+    ] {
+        let ty = match format {
+            PackedFormat::Q4K => GgmlType::Q4_K,
+            _ => GgmlType::Q6_K,
+        };
+        let mut w = Vec::new();
+        for r in 0..rows {
+            w.extend(quantize_row_to_vec(ty, &row(n, r as u64 + 1))?);
+        }
+        let m = PackedMatrix::pack(format, &w, rows, n)?;
+        let mut a = Vec::new();
+        for t in 0..T {
+            a.extend(quantize_row_to_vec(
+                GgmlType::Q8_K,
+                &row(n, 1000 + t as u64),
+            )?);
+        }
+        let mut out = vec![0f32; rows * T];
+        for isa in Isa::ALL
+            .iter()
+            .copied()
+            .filter(|i| *i != Isa::Scalar && i.is_available())
+        {
+            let mut best = Duration::MAX;
+            for _ in 0..3 {
+                let mut calls = 0u32;
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_millis(300) {
+                    packed_gemm_with_isa(isa, &m, 0..rows, (&a, T), &mut out, rows)?;
+                    black_box(&out);
+                    calls += 1;
+                }
+                best = best.min(t0.elapsed() / calls);
+            }
+            let gmacs = (rows * n * T) as f64 / best.as_secs_f64() / 1e9;
+            println!(
+                "{name:32} {isa:>7}: {:8.1} us  {gmacs:6.1} GMAC/s",
+                best.as_secs_f64() * 1e6
+            );
+        }
+    }
     Ok(())
 }

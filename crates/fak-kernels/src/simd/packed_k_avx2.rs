@@ -22,19 +22,18 @@ use std::arch::x86_64::*;
 
 use super::packed_tiles::{
     blocks_at, bytes32, gemm_tiles, load, prefetch_ahead, quad, Tiles, TILE_TOKENS,
-    VNNI_TILE as TILE,
 };
 use crate::blocks::BlockQ8_K;
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// Activation (Q8_K) block bytes.
-const AB: usize = BlockQ8_K::BYTES;
+pub(super) const AB: usize = BlockQ8_K::BYTES;
 
 /// Byte offset of a Q8_K block's `bsums`.
-const BSUMS: usize = 260;
+pub(super) const BSUMS: usize = 260;
 
 /// How a packed k-quant group block yields its operands.
-trait KSteps<const B: usize> {
+pub(super) trait KSteps<const B: usize> {
     /// Steps per sub-block (8 for 32 values, 4 for 16).
     const SUB_STEPS: usize;
 
@@ -68,7 +67,8 @@ trait KSteps<const B: usize> {
     /// `summ` as 8 `i16`-pair dot products: pair `m` holds, per row, the
     /// two `i16` factors of activation sums `bsums[2m]` and
     /// `bsums[2m + 1]`, so that `summ = (Σ_m pairs[m] · bsum_pair[m]) <<
-    /// OFFSET_SHIFT` ([`tile_vnni`] sums them with `vpdpwssd`).
+    /// OFFSET_SHIFT` (the VNNI tiles of [`super::packed_k_vnni`] sum them
+    /// with `vpdpwssd`).
     ///
     /// # Safety
     ///
@@ -134,8 +134,8 @@ fn nibbles<const B: usize>(b: &[u8; B], nib: usize, k: usize) -> __m256i {
     }
 }
 
-struct Q4K;
-struct Q6K;
+pub(super) struct Q4K;
+pub(super) struct Q6K;
 
 impl KSteps<{ q4k::BYTES }> for Q4K {
     const SUB_STEPS: usize = 8;
@@ -322,96 +322,6 @@ impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE_TOKENS> for K<S> {
     unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
         let [v] = tile::<S, B, 1>(w, [a]);
         v
-    }
-}
-
-/// [`tile`] on VNNI (the diagram of the VNNI kernels, `packed_vnni.rs`):
-/// each step is one `vpdpbusd` of the unsigned quants against the signed
-/// activations into an `i32` sub-block sum, which takes its scale with one
-/// `vpmulld` per sub-block. Same exact `sumi`, same float steps.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
-    w: &[[u8; B]],
-    a: [&[[u8; AB]]; T],
-) -> [__m256; T] {
-    let mut acc = [_mm256_setzero_ps(); T];
-    for (b, wb) in w.iter().enumerate() {
-        if T == 1 {
-            prefetch_ahead(wb);
-        }
-        let ab = blocks_at(&a, b);
-        let mut sumi = [_mm256_setzero_si256(); T];
-        for j in 0..K_STEPS / S::SUB_STEPS {
-            let mut s = [_mm256_setzero_si256(); T];
-            for kk in 0..S::SUB_STEPS {
-                let k = j * S::SUB_STEPS + kk;
-                // SAFETY: this function runs with AVX2, FMA and F16C
-                // enabled (also for the calls below).
-                let u = unsafe { S::step(wb, k) };
-                for t in 0..T {
-                    let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
-                    s[t] = _mm256_dpbusd_epi32(s[t], u, x);
-                }
-            }
-            // SAFETY: as above.
-            let sc = unsafe { S::scales(wb, j) };
-            for t in 0..T {
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s[t], sc));
-            }
-        }
-        // SAFETY: as above.
-        let pairs: [__m256i; 8] = std::array::from_fn(|m| unsafe { S::offset_pair(wb, m) });
-        let shift = _mm_cvtsi32_si128(S::OFFSET_SHIFT);
-        for t in 0..T {
-            let mut summ = _mm256_setzero_si256();
-            for (m, p) in pairs.iter().enumerate() {
-                let x = _mm256_set1_epi32(quad::<BSUMS, AB>(ab[t], m));
-                summ = _mm256_dpwssd_epi32(summ, *p, x);
-            }
-            let summ = _mm256_sll_epi32(summ, shift);
-            let dx = _mm256_set1_ps(f32::from_le_bytes([ab[t][0], ab[t][1], ab[t][2], ab[t][3]]));
-            // SAFETY: as above.
-            let v = unsafe { S::term(wb, dx, sumi[t], summ) };
-            acc[t] = _mm256_add_ps(acc[t], v);
-        }
-    }
-    acc
-}
-
-/// [`tile_vnni`] as [`gemm_tiles`]' tiles.
-struct KV<S>(std::marker::PhantomData<S>);
-
-impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE> for KV<S> {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; AB]]; TILE]) -> [__m256; TILE] {
-        tile_vnni::<S, B, TILE>(w, a)
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile_vnni::<S, B, 1>(w, [a]);
-        v
-    }
-}
-
-/// The packed k-quant products on VNNI (`g.format` is Q4_K or Q6_K; other
-/// formats write nothing).
-///
-/// # Safety
-///
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
-    match g.format {
-        // SAFETY: this function runs with every feature the VNNI tiles
-        // need.
-        PackedFormat::Q4K => unsafe { gemm_tiles::<KV<Q4K>, { q4k::BYTES }, AB, TILE>(g, out) },
-        // SAFETY: as above.
-        PackedFormat::Q6K => unsafe { gemm_tiles::<KV<Q6K>, { q6k::BYTES }, AB, TILE>(g, out) },
-        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
     }
 }
 

@@ -280,6 +280,6 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
-        PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_avx2::gemm_vnni(g, out) },
+        PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_vnni::gemm_vnni(g, out) },
     }
 }

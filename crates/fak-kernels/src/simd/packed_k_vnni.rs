@@ -1,0 +1,234 @@
+//! AVX-512 VNNI kernels of the packed k-quants ([`crate::packed_k`]): the
+//! steps of [`super::packed_k_avx2`] with each step's products summed by
+//! one `vpdpbusd` (unsigned quants against signed activations, straight
+//! into `i32`) instead of `maddubs` and `madd`.
+//!
+//! Prefill runs two neighbouring 8-row groups at once in 512-bit
+//! registers, as the Q8_0 and Q5_0 tiles of [`super::packed_vnni`] do:
+//!
+//! ```text
+//!   groups g, g+1; tokens t0..t0+8 ([`TILE`]); per super-block:
+//!     per sub-block j:
+//!       per step k of j:
+//!         u = [ step k of g | step k of g+1 ]      (16 rows × 4 quants)
+//!         per token t: s[t] = dpbusd(s[t], u, x_t[k] in every lane)
+//!       per token t: sumi[t] += s[t] · [ sc_g[j] | sc_g+1[j] ]  (vpmulld)
+//!     per token t: summ = Σ_m dpwssd(offset pairs m, bsums of t)
+//!                  acc[t] += [ term_g | term_g+1 ]  (each half the
+//!                                                    256-bit float steps)
+//! ```
+//!
+//! Every lane runs the integer and float steps of the 256-bit tile
+//! ([`tile_vnni`]), so each output has the same bits on every ISA. The
+//! last group of an odd count, and the tokens after the last whole tile,
+//! take the 256-bit tile; one token at a time streams the weights from
+//! DRAM (decode) and asks for them ahead ([`prefetch_ahead`]).
+
+use std::arch::x86_64::*;
+
+use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q6K};
+use super::packed_tiles::{blocks_at, prefetch_ahead, quad, store, VNNI_TILE as TILE};
+use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
+
+/// One group (`w`: its super-blocks) times `T` activation rows; returns
+/// the 8 row results of each token. Each step is one `vpdpbusd` into an
+/// `i32` sub-block sum, which takes its scale with one `vpmulld` per
+/// sub-block; the same exact `sumi` and float steps as the AVX2 tile.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; AB]]; T],
+) -> [__m256; T] {
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        if T == 1 {
+            prefetch_ahead(wb);
+        }
+        let ab = blocks_at(&a, b);
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for j in 0..K_STEPS / S::SUB_STEPS {
+            let mut s = [_mm256_setzero_si256(); T];
+            for kk in 0..S::SUB_STEPS {
+                let k = j * S::SUB_STEPS + kk;
+                // SAFETY: this function runs with AVX2, FMA and F16C
+                // enabled (also for the calls below).
+                let u = unsafe { S::step(wb, k) };
+                for t in 0..T {
+                    let x = _mm256_set1_epi32(quad::<4, AB>(ab[t], k));
+                    s[t] = _mm256_dpbusd_epi32(s[t], u, x);
+                }
+            }
+            // SAFETY: as above.
+            let sc = unsafe { S::scales(wb, j) };
+            for t in 0..T {
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s[t], sc));
+            }
+        }
+        let mut pairs = [_mm256_setzero_si256(); 8];
+        for (m, p) in pairs.iter_mut().enumerate() {
+            // SAFETY: as above.
+            *p = unsafe { S::offset_pair(wb, m) };
+        }
+        let shift = _mm_cvtsi32_si128(S::OFFSET_SHIFT);
+        for t in 0..T {
+            let mut summ = _mm256_setzero_si256();
+            for (m, p) in pairs.iter().enumerate() {
+                let x = _mm256_set1_epi32(quad::<BSUMS, AB>(ab[t], m));
+                summ = _mm256_dpwssd_epi32(summ, *p, x);
+            }
+            let summ = _mm256_sll_epi32(summ, shift);
+            let dx = _mm256_set1_ps(scale(ab[t]));
+            // SAFETY: as above.
+            let v = unsafe { S::term(wb, dx, sumi[t], summ) };
+            acc[t] = _mm256_add_ps(acc[t], v);
+        }
+    }
+    acc
+}
+
+/// A Q8_K activation block's f32 scale (its first four bytes).
+#[inline(always)]
+fn scale(ab: &[u8; AB]) -> f32 {
+    f32::from_le_bytes([ab[0], ab[1], ab[2], ab[3]])
+}
+
+/// `lo` in the low and `hi` in the high 256 bits.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// The low and high 256 bits.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn halves(v: __m512i) -> (__m256i, __m256i) {
+    (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+}
+
+/// [`tile_vnni`] for [`TILE`] tokens over two neighbouring groups at once
+/// (the module diagram): lane `r < 8` is row `r` of `w[0]`, lane `8 + r`
+/// row `r` of `w[1]`. Returns each token's 16 row results.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_pair<S: KSteps<B>, const B: usize>(
+    w: [&[[u8; B]]; 2],
+    a: [&[[u8; AB]]; TILE],
+) -> [__m512; TILE] {
+    let mut acc = [_mm512_setzero_ps(); TILE];
+    for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
+        let ab = blocks_at(&a, b);
+        let mut sumi = [_mm512_setzero_si512(); TILE];
+        for j in 0..K_STEPS / S::SUB_STEPS {
+            let mut s = [_mm512_setzero_si512(); TILE];
+            for kk in 0..S::SUB_STEPS {
+                let k = j * S::SUB_STEPS + kk;
+                // SAFETY: this function runs with AVX2, FMA, F16C and
+                // AVX-512 enabled (also for the calls below).
+                let u = unsafe { join(S::step(w0, k), S::step(w1, k)) };
+                for t in 0..TILE {
+                    let x = _mm512_set1_epi32(quad::<4, AB>(ab[t], k));
+                    s[t] = _mm512_dpbusd_epi32(s[t], u, x);
+                }
+            }
+            // SAFETY: as above.
+            let sc = unsafe { join(S::scales(w0, j), S::scales(w1, j)) };
+            for t in 0..TILE {
+                sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], sc));
+            }
+        }
+        let mut pairs = [_mm512_setzero_si512(); 8];
+        for (m, p) in pairs.iter_mut().enumerate() {
+            // SAFETY: as above.
+            *p = unsafe { join(S::offset_pair(w0, m), S::offset_pair(w1, m)) };
+        }
+        let shift = _mm_cvtsi32_si128(S::OFFSET_SHIFT);
+        for t in 0..TILE {
+            let mut summ = _mm512_setzero_si512();
+            for (m, p) in pairs.iter().enumerate() {
+                let x = _mm512_set1_epi32(quad::<BSUMS, AB>(ab[t], m));
+                summ = _mm512_dpwssd_epi32(summ, *p, x);
+            }
+            let (sumi_lo, sumi_hi) = halves(sumi[t]);
+            let (summ_lo, summ_hi) = halves(_mm512_sll_epi32(summ, shift));
+            let dx = _mm256_set1_ps(scale(ab[t]));
+            // SAFETY: as above.
+            let (lo, hi) = unsafe {
+                (
+                    S::term(w0, dx, sumi_lo, summ_lo),
+                    S::term(w1, dx, sumi_hi, summ_hi),
+                )
+            };
+            let v = _mm512_castsi512_ps(join(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
+            acc[t] = _mm512_add_ps(acc[t], v);
+        }
+    }
+    acc
+}
+
+/// Writes one token's 16 row results at `out[at..at + 16]` (skipped if
+/// `out` is too short, which the caller's checks rule out).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn store16(out: &mut [f32], at: usize, v: __m512) {
+    if let Some(o) = out.get_mut(at..at + 16) {
+        // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
+/// Every pair of groups against every whole [`TILE`] of tokens, then the
+/// remaining tokens one at a time per group (the module diagram).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
+    let full = g.n_tok / TILE * TILE;
+    for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
+        let col = pi * 16;
+        let groups: [&[[u8; B]]; 2] = match pair.split_at_checked(nb) {
+            Some((g0, g1)) if g1.len() == nb => [g0, g1],
+            _ => [pair, &[]],
+        };
+        for t0 in (0..full).step_by(TILE) {
+            let a: [&[[u8; AB]]; TILE] = std::array::from_fn(|t| arow(t0 + t));
+            if groups[1].is_empty() {
+                // The last, unpaired group.
+                let y = tile_vnni::<S, B, TILE>(groups[0], a);
+                for (t, v) in y.into_iter().enumerate() {
+                    store(out, (t0 + t) * g.out_stride + col, v);
+                }
+            } else {
+                let y = tile_pair::<S, B>(groups, a);
+                for (t, v) in y.into_iter().enumerate() {
+                    store16(out, (t0 + t) * g.out_stride + col, v);
+                }
+            }
+        }
+        for t in full..g.n_tok {
+            for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
+                let [v] = tile_vnni::<S, B, 1>(group, [arow(t)]);
+                store(out, t * g.out_stride + col + 8 * h, v);
+            }
+        }
+    }
+}
+
+/// The packed k-quant products on VNNI (`g.format` is Q4_K or Q6_K; other
+/// formats write nothing).
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
+    match g.format {
+        PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
+    }
+}
