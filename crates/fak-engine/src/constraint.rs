@@ -39,8 +39,7 @@ use llguidance::{Matcher, ParserFactory};
 
 use fak_tokenizer::Tokenizer;
 
-use crate::request::Logprobs;
-use crate::sampling::SamplingParams;
+use crate::sampling::{Logprobs, SamplingParams};
 use crate::EngineError;
 
 /// What a request's output must match.

@@ -34,10 +34,10 @@ pub use generate::{
 pub use many::{generate_many, BatchMode, ManyParams};
 pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE};
 pub use request::{
-    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, SessionId,
-    StepLogprobs, StopAt, StopRules, TokenLogprob, Usage, MAX_TOP_LOGPROBS,
+    Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, StepLogprobs, StopAt,
+    StopRules, TokenLogprob, Usage,
 };
-pub use sampling::{argmax, BadSampling, Sampler, SamplingParams};
+pub use sampling::{argmax, BadSampling, Logprobs, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
 
 /// Errors of generation. Variants name what was wrong with a request (a

@@ -15,7 +15,7 @@ use std::time::Duration;
 use fak_kv::Tenant;
 
 use crate::constraint::Constraint;
-use crate::sampling::SamplingParams;
+use crate::sampling::{Logprobs, SamplingParams};
 use crate::EngineError;
 
 /// A request's handle: a slot of the engine's table plus that slot's
@@ -66,20 +66,6 @@ pub struct StopRules {
     /// resolves.
     pub strings: Vec<String>,
 }
-
-/// Whether the engine reports log-probabilities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Logprobs {
-    /// No log-probabilities.
-    #[default]
-    Off,
-    /// The chosen token's log-probability and the `n` most likely
-    /// alternatives (`0..=20`).
-    Top(usize),
-}
-
-/// Most alternatives [`Logprobs::Top`] may ask for (as OpenAI's API).
-pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// Where a request's tokens go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

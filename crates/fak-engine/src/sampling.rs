@@ -18,6 +18,20 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// Whether the engine reports log-probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Logprobs {
+    /// No log-probabilities.
+    #[default]
+    Off,
+    /// The chosen token's log-probability and the `n` most likely
+    /// alternatives (`0..=20`).
+    Top(usize),
+}
+
+/// Most alternatives [`Logprobs::Top`] may ask for (as OpenAI's API).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
 /// How to pick the next token.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SamplingParams {

@@ -40,11 +40,8 @@ use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::constraint::{ConstraintState, Grammars};
 use crate::paged::PagedKvConfig;
-use crate::request::{
-    Context, EngineStats, Event, FinishReason, Logprobs, Request, RequestId, Usage,
-    MAX_TOP_LOGPROBS,
-};
-use crate::sampling::Sampler;
+use crate::request::{Context, EngineStats, Event, FinishReason, Request, RequestId, Usage};
+use crate::sampling::{Logprobs, Sampler, MAX_TOP_LOGPROBS};
 use crate::seqs::{PrefixCache, Sequences};
 use crate::EngineError;
 use sessions::SessionSlot;

@@ -19,10 +19,8 @@ use fak_model::{LogitsWanted, SeqId};
 use super::text::{logprobs, Scan};
 use super::{Engine, Phase, PrefillMix, Release};
 use crate::constraint::{Check, ConstraintState};
-use crate::request::{
-    Context, EngineStats, Event, FinishReason, Logprobs, RequestId, StepLogprobs, StopAt,
-};
-use crate::sampling::Sampler;
+use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
+use crate::sampling::{Logprobs, Sampler};
 use crate::seqs::{Append, PrefixCache};
 use crate::EngineError;
 
