@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use fak_model::KvType;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::{model_file_name, sha256_file, threads_or_all, Workload};
 pub use machine::{Machine, MachineSpec};
 
@@ -70,18 +70,11 @@ impl ModelShape {
     ///
     /// # Errors
     ///
-    /// [`Error::Gguf`] when the file does not open or its metadata is not a
-    /// supported model; [`Error::Input`] without an output head.
+    /// [`Error::Gguf`](crate::Error::Gguf) when the file does not open or
+    /// its metadata is not a supported model;
+    /// [`Error::Input`](crate::Error::Input) without an output head.
     pub fn from_gguf(path: &Path, kv_type: KvType) -> Result<ModelShape> {
-        let gguf = |what| {
-            move |source| Error::Gguf {
-                what,
-                path: path.to_path_buf(),
-                source,
-            }
-        };
-        let f = fak_gguf::GgufFile::open(path).map_err(gguf("opening"))?;
-        let c = fak_gguf::model_config(&f).map_err(gguf("reading"))?;
+        let (f, c) = crate::load::open_gguf(path)?;
         let (mut lw, mut lm) = (0u64, 0u64);
         for t in f.tensors() {
             if t.name.starts_with("blk.") && t.dims.len() >= 2 {
