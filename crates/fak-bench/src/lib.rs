@@ -10,7 +10,7 @@
 //! fak bench fleet fleet        fak-bench-fleet/1        llamacpp.py fleet
 //! fak bench evict evict        fak-bench-evict/1
 //! fak bench bandwidth          fak-bench-bandwidth/1    (machine probe)
-//! fak bench peak  peak         fak-bench-peak/1         (machine probe; kernel in fak_kernels::peak)
+//! fak bench peak  peak         fak-bench-peak/1         (int8 and f32 machine probes; kernels in fak_kernels::peak)
 //! fak project     project      fak-project/1            (MODELED, from the reports above)
 //! fak project roofline roofline fak-roofline/1         (MODELED bound per fleet phase; in fleet reports)
 //! ```

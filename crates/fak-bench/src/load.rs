@@ -1,4 +1,5 @@
-//! The one model loader of the benchmarks and of `fak project`.
+//! The one model loader of the benchmarks and of `fak project`, and the one
+//! reader of a model file's metadata ([`open_gguf`]).
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,27 @@ pub fn load_model(path: &Path, threads: Option<usize>) -> Result<Model> {
             .map_err(|source| Error::Threads { wanted: t, source })?;
     }
     Ok(model)
+}
+
+/// The GGUF at `path`, opened (metadata parsed, tensors mapped, not read),
+/// and its model configuration: what `fak project`'s model identity and
+/// the roofline's model shape both read.
+///
+/// # Errors
+///
+/// [`Error::Gguf`] when the file does not open (`opening`) or its metadata
+/// is not a supported model (`reading`).
+pub(crate) fn open_gguf(path: &Path) -> Result<(fak_gguf::GgufFile, fak_gguf::ModelConfig)> {
+    let gguf = |what| {
+        move |source| Error::Gguf {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let f = fak_gguf::GgufFile::open(path).map_err(gguf("opening"))?;
+    let c = fak_gguf::model_config(&f).map_err(gguf("reading"))?;
+    Ok((f, c))
 }
 
 impl ModelSpec {

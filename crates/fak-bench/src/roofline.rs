@@ -10,6 +10,9 @@
 //!  bound_s(unit) = max(bytes / read bandwidth,
 //!                      matmul MACs / int8 peak + attention MACs / f32 FMA peak)
 //!  phase bound   = Σ bound_s over its units (units run one after another)
+//!  rule: the compute terms add (the same cores run the int8 matmuls and the
+//!        f32 attention one after the other); memory and compute overlap,
+//!        so their max bounds a unit
 //!
 //!  per (query token, key row), per layer: 2 · n_head · head_dim attention MACs
 //!                                         (scores q·k, then the value sum p·v)
@@ -24,12 +27,11 @@
 //!               rows once
 //! ```
 //!
-//! Every figure is MODELED; the measured inputs are named in [`Machine`].
-//! What the model leaves out: activations and logits traffic, norms, RoPE,
-//! softmax, re-reads when a turn's ingest is split over passes (only the
-//! weights are counted once per pass), and the f32 attention term when no
-//! f32 peak is given (then the bound is lower and the achieved fraction a
-//! lower bound of the one with it).
+//! Every figure is MODELED; the measured inputs are named in [`Machine`]
+//! (the f32 FMA peak is `fak bench peak`'s, like the int8 one). What the
+//! model leaves out: activations and logits traffic, norms, RoPE, softmax,
+//! and re-reads when a turn's ingest is split over passes (only the weights
+//! are counted once per pass).
 
 pub mod machine;
 
@@ -38,7 +40,7 @@ use std::path::{Path, PathBuf};
 use fak_model::KvType;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::{model_file_name, sha256_file, threads_or_all, Workload};
 pub use machine::{Machine, MachineSpec};
 
@@ -70,18 +72,11 @@ impl ModelShape {
     ///
     /// # Errors
     ///
-    /// [`Error::Gguf`] when the file does not open or its metadata is not a
-    /// supported model; [`Error::Input`] without an output head.
+    /// [`Error::Gguf`](crate::Error::Gguf) when the file does not open or
+    /// its metadata is not a supported model;
+    /// [`Error::Input`](crate::Error::Input) without an output head.
     pub fn from_gguf(path: &Path, kv_type: KvType) -> Result<ModelShape> {
-        let gguf = |what| {
-            move |source| Error::Gguf {
-                what,
-                path: path.to_path_buf(),
-                source,
-            }
-        };
-        let f = fak_gguf::GgufFile::open(path).map_err(gguf("opening"))?;
-        let c = fak_gguf::model_config(&f).map_err(gguf("reading"))?;
+        let (f, c) = crate::load::open_gguf(path)?;
         let (mut lw, mut lm) = (0u64, 0u64);
         for t in f.tensors() {
             if t.name.starts_with("blk.") && t.dims.len() >= 2 {
@@ -174,7 +169,7 @@ pub struct PhaseBound {
     pub memory_s: f64,
     /// Σ matmul MACs / int8 peak.
     pub matmul_s: f64,
-    /// Σ attention MACs / f32 FMA peak (0 without an f32 peak).
+    /// Σ attention MACs / f32 FMA peak.
     pub attention_s: f64,
     /// Σ over units of max(memory, matmul + attention): the phase's bound.
     pub bound_s: f64,
@@ -186,9 +181,7 @@ impl PhaseBound {
     fn add(&mut self, c: &Cost, m: &Machine) {
         let memory_s = c.bytes() as f64 / (m.read_gb_per_s * 1e9);
         let matmul_s = c.matmul_macs as f64 / (m.int8_gmacs_per_s * 1e9);
-        let attention_s = m
-            .f32_gflops
-            .map_or(0.0, |g| c.attention_macs as f64 / (g / 2.0 * 1e9));
+        let attention_s = c.attention_macs as f64 / (m.f32_gflops / 2.0 * 1e9);
         self.cost = self.cost.plus(c);
         self.memory_s += memory_s;
         self.matmul_s += matmul_s;
@@ -394,7 +387,7 @@ impl FleetRoofline {
         );
         let _ = writeln!(
             out,
-            "{:<18} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "{:<18} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
             "phase (MODELED)",
             "passes",
             "wt MiB",
@@ -403,7 +396,8 @@ impl FleetRoofline {
             "mm GMAC",
             "att GMAC",
             "mem s",
-            "comp s",
+            "mm s",
+            "att s",
             "bound s",
             "limit"
         );
@@ -419,7 +413,7 @@ impl FleetRoofline {
             let c = &b.cost;
             let _ = writeln!(
                 out,
-                "{:<18} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9.2} {:>9.4} {:>9.4} {:>9.4} {:>8}",
+                "{:<18} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.2} {:>9.2} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>8}",
                 name,
                 c.passes,
                 mib(c.weight_bytes),
@@ -428,7 +422,8 @@ impl FleetRoofline {
                 g(c.matmul_macs),
                 g(c.attention_macs),
                 b.memory_s,
-                b.matmul_s + b.attention_s,
+                b.matmul_s,
+                b.attention_s,
                 b.bound_s,
                 match b.limit() {
                     Limit::Memory => "memory",

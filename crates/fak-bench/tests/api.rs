@@ -126,9 +126,17 @@ fn peak_report_keys_lead_with_the_header() {
         "reps",
         "int8_gmacs_per_s_median",
         "checksum",
+        "f32_gflops_median",
+        "f32_gflops_runs",
+        "f32_fmas_per_pass",
+        "f32_checksum",
     ] {
         assert!(keys.contains(&k), "{k} missing from {keys:?}");
     }
+    assert!(r.f32_gflops_median.is_finite() && r.f32_gflops_median > 0.0);
+    // 1 thread × 1000 rounds × 192 FMAs, as the kernel counted them.
+    assert_eq!(r.f32_fmas_per_pass, 1000 * 192);
+    assert!(r.f32_checksum.is_finite());
     for k in ["engine", "engine_version", "model", "model_sha256"] {
         assert!(!keys.contains(&k), "{k} should not be written");
     }
@@ -228,6 +236,11 @@ fn fleet_reports_its_roofline_and_achieved_fraction() {
     assert_eq!(mach["threads"], 2);
     assert!(mach["read_gb_per_s"].as_f64().expect("bandwidth") > 0.0);
     assert!(mach["int8_gmacs_per_s"].as_f64().expect("peak") > 0.0);
+    assert!(mach["f32_gflops"].as_f64().expect("f32 peak") > 0.0);
+    assert!(mach["f32_source"]
+        .as_str()
+        .expect("source")
+        .starts_with("measured in-process"));
     assert!(mach["bandwidth_source"]
         .as_str()
         .expect("source")
@@ -239,6 +252,13 @@ fn fleet_reports_its_roofline_and_achieved_fraction() {
     assert_eq!(rl["decode"]["units"], 4);
     assert_eq!(rl["decode"]["tokens"], 8);
     assert!(rl["decode"]["bound_s"].as_f64().expect("bound") > 0.0);
+    // The attention arithmetic is in every phase's bound.
+    for k in ["prefix", "result_ingest", "decode"] {
+        assert!(
+            rl[k]["attention_s"].as_f64().expect("attention") > 0.0,
+            "{k}"
+        );
+    }
     for k in ["prefix", "ingest", "decode", "overall"] {
         let f = rl["achieved_fraction"][k].as_f64().expect("fraction");
         assert!(f > 0.0 && f <= 1.5, "{k}: {f} ({rl})");

@@ -21,7 +21,7 @@ enum BenchWhat {
     Model(BenchModelArgs),
     /// Memory read bandwidth (the decode roofline's denominator).
     Bandwidth(BandwidthArgs),
-    /// Int8 multiply-add throughput (the prefill roofline's denominator).
+    /// Int8 multiply-add and f32 FMA throughput (the roofline's compute denominators).
     Peak(PeakArgs),
     /// Aggregate decode throughput of many sequences through the paged KV cache.
     Batch(BenchBatchArgs),
@@ -102,7 +102,7 @@ struct PeakArgs {
     /// Threads, 1..=1024 (default: all cores).
     #[arg(long, short = 't', value_parser = crate::parse_threads)]
     threads: Option<usize>,
-    /// Rounds per thread per pass (256 int8 multiply-adds each).
+    /// Rounds per thread per pass (256 int8 multiply-adds, or 192 f32 FMAs, each).
     #[arg(long, default_value_t = 4_000_000)]
     rounds: u64,
     /// Timed passes after one warm-up.

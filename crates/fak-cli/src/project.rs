@@ -26,7 +26,7 @@
 //! calibrate` prints just that. `fak project roofline` prints the MODELED
 //! roofline of a fleet workload (`fak_bench::roofline`): bytes and
 //! operations per phase and the time bound of each on this machine's
-//! measured bandwidth and int8 peak.
+//! measured bandwidth, int8 peak and f32 FMA peak.
 
 use std::path::PathBuf;
 
@@ -64,12 +64,13 @@ pub struct MachineArgs {
     /// measured in-process (512 MiB, 3 passes).
     #[arg(long)]
     bandwidth: Option<PathBuf>,
-    /// A `fak bench peak --json` report (same threads); default: measured
-    /// in-process (4M rounds, 3 passes).
+    /// A `fak bench peak --json` report (same threads): its int8 and f32
+    /// peaks; default: measured in-process (4M rounds, 3 passes). A report
+    /// without the f32 peak (older fak) gets that one measured in-process.
     #[arg(long)]
     peak: Option<PathBuf>,
-    /// f32 GFLOP/s (2 per FMA) that bounds the attention arithmetic; fak
-    /// has no f32 probe, so without it attention arithmetic is unbounded.
+    /// f32 GFLOP/s (2 per FMA) that bounds the attention arithmetic, in
+    /// place of the measured f32 FMA peak (`fak bench peak`).
     #[arg(long)]
     f32_gflops: Option<f64>,
 }

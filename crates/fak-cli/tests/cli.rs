@@ -725,13 +725,15 @@ fn bench_evict_json_reports_every_operation() {
     assert_clean_error(&o, "span");
 }
 
-/// `fak bench peak --json` reports a positive int8 rate for the chosen
-/// ISA; the checksum is the same under every forced ISA (the SIMD loop
-/// did the work the scalar twin does), and bad arguments fail cleanly.
+/// `fak bench peak --json` reports positive int8 and f32 rates for the
+/// chosen ISA; the checksums and the f32 FMA count are the same under
+/// every forced ISA (the SIMD loops did the work the scalar twins do), and
+/// bad arguments fail cleanly.
 #[test]
 fn bench_peak_reports_a_rate_and_an_isa_independent_checksum() {
     let mut sums = Vec::new();
-    for isa in ["scalar", "auto"] {
+    let mut f32_sums = Vec::new();
+    for isa in ["scalar", "avx2", "avx512", "auto"] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fak"));
         cmd.args([
             "bench", "peak", "-t", "2", "--rounds", "20000", "--reps", "2", "--json",
@@ -747,7 +749,14 @@ fn bench_peak_reports_a_rate_and_an_isa_independent_checksum() {
         assert!(v["int8_gmacs_per_s_median"].as_f64().unwrap_or(0.0) > 0.0);
         assert_eq!(v["int8_gmacs_per_s_runs"].as_array().map(Vec::len), Some(2));
         sums.push(v["checksum"].clone());
+        let f32_rate = v["f32_gflops_median"].as_f64().unwrap_or(0.0);
+        assert!(f32_rate.is_finite() && f32_rate > 0.0, "{isa}: {f32_rate}");
+        assert_eq!(v["f32_gflops_runs"].as_array().map(Vec::len), Some(2));
+        // 2 threads × 20000 rounds × 192 FMAs, as the kernels counted them.
+        assert_eq!(v["f32_fmas_per_pass"], 2 * 20000 * 192, "{isa}");
+        f32_sums.push(v["f32_checksum"].clone());
     }
-    assert_eq!(sums[0], sums[1]);
+    assert!(sums.iter().all(|s| *s == sums[0]), "{sums:?}");
+    assert!(f32_sums.iter().all(|s| *s == f32_sums[0]), "{f32_sums:?}");
     assert_clean_error(&fak(&["bench", "peak", "--rounds", "0"]), "--rounds");
 }

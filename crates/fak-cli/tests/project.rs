@@ -570,7 +570,10 @@ fn bad_invocations_are_one_line_errors() {
 
 /// `fak project roofline` reads the machine figures from `fak bench
 /// bandwidth` / `fak bench peak` reports, names them, and labels its
-/// table and JSON MODELED; a report of other threads is refused.
+/// table and JSON MODELED; a report of other threads is refused. The f32
+/// peak comes from the peak report, from `--f32-gflops`, or (a report
+/// from before the f32 probe) is measured in-process; attention is in
+/// every phase's bound.
 #[test]
 fn roofline_reads_machine_reports_and_is_labelled_modeled() {
     let m = model_path();
@@ -623,6 +626,51 @@ fn roofline_reads_machine_reports_and_is_labelled_modeled() {
     let step = &v["first_decode_step"];
     assert!(step["memory_s"].as_f64().expect("s") > 0.005, "{step}");
     assert_eq!(step["tokens"], 8);
+    assert!(v["machine"]["f32_gflops"].as_f64().expect("f32") > 0.0);
+    assert!(v["machine"]["f32_source"]
+        .as_str()
+        .expect("source")
+        .contains("has no f32_gflops_median"));
+    for k in ["prefix", "result_ingest", "decode"] {
+        assert!(v[k]["attention_s"].as_f64().expect("s") > 0.0, "{k}");
+    }
+    let pk32 = dir.join("peak-f32.json");
+    std::fs::write(
+        &pk32,
+        json!({"schema": "fak-bench-peak/1", "threads": 2, "int8_gmacs_per_s_median": 100.0,
+               "f32_gflops_median": 40.0})
+        .to_string(),
+    )
+    .expect("write");
+    let pk32_s = pk32.display().to_string();
+    let mut with_f32 = args.to_vec();
+    // The last argument is the --peak file.
+    *with_f32.last_mut().expect("args") = &pk32_s;
+    let o = fak(&[&with_f32[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v32: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v32["machine"]["f32_gflops"], 40.0);
+    assert!(v32["machine"]["f32_source"]
+        .as_str()
+        .expect("source")
+        .contains("peak-f32.json"));
+    // 40 GFLOP/s = 20 G FMA/s over the prefix's attention multiply-adds.
+    let att = v32["prefix"]["attention_macs"].as_f64().expect("macs");
+    let att_s = v32["prefix"]["attention_s"].as_f64().expect("s");
+    assert!(
+        (att_s - att / 20e9).abs() < 1e-12 * att_s.max(1.0),
+        "{att_s}"
+    );
+    let o = fak(&[&with_f32[..], &["--f32-gflops", "10", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v10: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v10["machine"]["f32_gflops"], 10.0);
+    assert!(v10["machine"]["f32_source"]
+        .as_str()
+        .expect("source")
+        .contains("--f32-gflops"));
+    let total = |v: &Value| v["total_s"].as_f64().expect("total");
+    assert!(total(&v10) > total(&v32));
     let o = fak(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);

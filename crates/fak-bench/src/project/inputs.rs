@@ -248,15 +248,7 @@ pub fn read_fleet(path: &Path, model: &ModelInfo) -> Result<Measured<FleetPoint>
 /// Identity and KV geometry of the model file (metadata only; no weights
 /// are read).
 pub fn model_info(path: &Path) -> Result<ModelInfo> {
-    let gguf = |what| {
-        move |source| Error::Gguf {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
-    let f = fak_gguf::GgufFile::open(path).map_err(gguf("opening"))?;
-    let c = fak_gguf::model_config(&f).map_err(gguf("reading"))?;
+    let (_, c) = crate::load::open_gguf(path)?;
     Ok(ModelInfo {
         file: model_file_name(path),
         sha256: sha256_file(path)?,

@@ -18,7 +18,7 @@ fn tiny() -> ModelShape {
 }
 
 /// 1000 bytes/s, 100 int8 MAC/s, 400 f32 FLOP/s = 200 FMA/s.
-fn slow_machine(f32_gflops: Option<f64>) -> Machine {
+fn slow_machine(f32_gflops: f64) -> Machine {
     Machine {
         threads: 1,
         read_gb_per_s: 1e-6,
@@ -63,7 +63,7 @@ fn prefix_counts_match_hand_arithmetic() {
 
 #[test]
 fn fleet_counts_match_hand_arithmetic() {
-    let r = fleet_roofline(&params(), &slow_machine(Some(4e-7)));
+    let r = fleet_roofline(&params(), &slow_machine(4e-7));
     // Turn 0: each agent feeds R = 2 tokens over c = P = 4 rows.
     //   4 tokens, ceil(4/3) = 2 passes: 2·1000 + 300 (output once) = 2300 B
     //   shared 4 rows = 64 B; private 2 agents · 2 new rows = 4 rows = 64 B
@@ -113,23 +113,45 @@ fn fleet_counts_match_hand_arithmetic() {
     );
 }
 
+/// Decode on the slow machine is compute bound, and its attention (f32
+/// FMAs at 200/s) adds to its matmuls (int8 MACs at 100/s) in every step.
 #[test]
-fn without_an_f32_peak_attention_is_unbounded() {
-    let with = fleet_roofline(&params(), &slow_machine(Some(4e-7)));
-    let without = fleet_roofline(&params(), &slow_machine(None));
-    assert_eq!(without.prefix.attention_s, 0.0);
-    // Prefix: max(2.176 s memory, 4.0 s matmul).
-    assert!((without.prefix.bound_s - 4.0).abs() < 1e-9);
-    assert!(without.total_s < with.total_s);
-    assert_eq!(with.result_ingest.cost, without.result_ingest.cost);
+fn the_attention_term_is_in_the_decode_bound() {
+    let r = fleet_roofline(&params(), &slow_machine(4e-7));
+    // Steps (counts as in fleet_counts_match_hand_arithmetic):
+    //   bytes 1300 + 64 + private + 32 → 1.492, 1.524, 1.652, 1.684 s
+    //   matmul 260 MACs → 2.6 s each; attention 224, 256, 384, 416 FMAs
+    //   → 1.12, 1.28, 1.92, 2.08 s; compute 3.72, 3.88, 4.52, 4.68 s
+    let d = &r.decode;
+    assert!((d.memory_s - (1.492 + 1.524 + 1.652 + 1.684)).abs() < 1e-9);
+    assert!((d.matmul_s - 4.0 * 2.6).abs() < 1e-9);
+    assert!((d.attention_s - 6.4).abs() < 1e-9);
+    // Σ max(memory, matmul + attention); 10.4 s without the attention term.
+    assert!((d.bound_s - (3.72 + 3.88 + 4.52 + 4.68)).abs() < 1e-9);
+    assert_eq!(d.limit(), Limit::Compute);
+    let first = r.first_decode_step.expect("steps");
+    assert!((first.bound_s - 3.72).abs() < 1e-9);
+    assert!((r.last_decode_step.expect("steps").bound_s - 4.68).abs() < 1e-9);
+}
+
+#[test]
+fn a_faster_f32_peak_lowers_only_the_attention_term() {
+    let slow = fleet_roofline(&params(), &slow_machine(4e-7));
+    let fast = fleet_roofline(&params(), &slow_machine(8e-7));
+    assert_eq!(slow.result_ingest.cost, fast.result_ingest.cost);
+    assert_eq!(slow.decode.matmul_s, fast.decode.matmul_s);
+    assert!((fast.decode.attention_s - slow.decode.attention_s / 2.0).abs() < 1e-9);
+    // Prefix: max(2.176 s memory, 4.0 s matmul + 0.4 s attention).
+    assert!((fast.prefix.bound_s - 4.4).abs() < 1e-9);
+    assert!(fast.total_s < slow.total_s);
 }
 
 #[test]
 fn a_fast_core_makes_decode_memory_bound() {
     let m = Machine {
         int8_gmacs_per_s: 1.0,
-        f32_gflops: Some(1.0),
-        ..slow_machine(None)
+        f32_gflops: 1.0,
+        ..slow_machine(4e-7)
     };
     let r = fleet_roofline(&params(), &m);
     assert_eq!(r.decode.limit(), Limit::Memory);

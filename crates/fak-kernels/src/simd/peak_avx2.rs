@@ -1,6 +1,12 @@
-//! AVX2 body of the int8 throughput probe (`crate::peak`).
+//! AVX2 and AVX-512 bodies of the throughput probes (`crate::peak`): the
+//! int8 multiply-add loops, then the f32 FMA chains.
 
 use std::arch::x86_64::*;
+
+use crate::peak::{chain_sum, FmaRun, F32_CHAINS, FMA_ADD, FMA_MUL};
+
+/// Accumulator registers per block of the f32 loops.
+const BLOCK: usize = 12;
 
 /// AVX2 twin of `peak::scalar_int8_mac_loop`: per round, `v += 1`
 /// bytewise, then for each of the 8 accumulators
@@ -82,4 +88,72 @@ pub(crate) unsafe fn int8_mac_loop_vnni(rounds: u64, u: [[u8; 32]; 8], v0: [i8; 
         sum = lanes.iter().fold(sum, |s, &x| s.wrapping_add(x));
     }
     sum
+}
+
+/// AVX2 twin of `peak::scalar_f32_fma_loop`: the 192 chains as two blocks
+/// of 12 vectors of 8 (12 accumulators, the multiplier and the addend fill
+/// 14 of the 16 registers; 12 independent `vfmadd` cover the FMA latency
+/// of both ports); each block runs every round.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn f32_fma_loop(rounds: u64, x0: &[f32; F32_CHAINS]) -> FmaRun {
+    const LANES: usize = 8;
+    let mut x = *x0;
+    let (m, a) = (_mm256_set1_ps(FMA_MUL), _mm256_set1_ps(FMA_ADD));
+    let mut fmas = 0u64;
+    for block in x.chunks_exact_mut(BLOCK * LANES) {
+        // SAFETY: 8-float unaligned loads inside a block of BLOCK · 8 floats.
+        let mut acc: [__m256; BLOCK] =
+            std::array::from_fn(|j| unsafe { _mm256_loadu_ps(block.as_ptr().add(j * LANES)) });
+        for _ in 0..rounds {
+            for v in &mut acc {
+                *v = _mm256_fmadd_ps(*v, m, a);
+            }
+        }
+        for (j, v) in acc.iter().enumerate() {
+            // SAFETY: 8-float unaligned stores inside the block, as loaded.
+            unsafe { _mm256_storeu_ps(block.as_mut_ptr().add(j * LANES), *v) };
+        }
+        fmas = fmas.saturating_add(rounds.saturating_mul((BLOCK * LANES) as u64));
+    }
+    FmaRun {
+        fmas,
+        checksum: chain_sum(&x),
+    }
+}
+
+/// AVX-512 twin of `peak::scalar_f32_fma_loop`: the 192 chains as one
+/// block of 12 vectors of 16, every round.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512 F (and AVX2 and FMA).
+#[target_feature(enable = "avx2,fma,avx512f")]
+pub(crate) unsafe fn f32_fma_loop_avx512(rounds: u64, x0: &[f32; F32_CHAINS]) -> FmaRun {
+    const LANES: usize = 16;
+    let mut x = *x0;
+    let (m, a) = (_mm512_set1_ps(FMA_MUL), _mm512_set1_ps(FMA_ADD));
+    let mut fmas = 0u64;
+    for block in x.chunks_exact_mut(BLOCK * LANES) {
+        // SAFETY: 16-float unaligned loads inside a block of BLOCK · 16 floats.
+        let mut acc: [__m512; BLOCK] =
+            std::array::from_fn(|j| unsafe { _mm512_loadu_ps(block.as_ptr().add(j * LANES)) });
+        for _ in 0..rounds {
+            for v in &mut acc {
+                *v = _mm512_fmadd_ps(*v, m, a);
+            }
+        }
+        for (j, v) in acc.iter().enumerate() {
+            // SAFETY: 16-float unaligned stores inside the block, as loaded.
+            unsafe { _mm512_storeu_ps(block.as_mut_ptr().add(j * LANES), *v) };
+        }
+        fmas = fmas.saturating_add(rounds.saturating_mul((BLOCK * LANES) as u64));
+    }
+    FmaRun {
+        fmas,
+        checksum: chain_sum(&x),
+    }
 }
