@@ -56,23 +56,7 @@ shape_args=(--prefix "$P" --turns "$T" --agents "$A" --decode "$D" --result "$R"
 # shellcheck source=bench/server_lib.sh
 source "$root/bench/server_lib.sh"
 
-server_pid=
-cleanup() {
-    if [[ -n "$server_pid" ]]; then stop "$server_pid"; fi
-    server_pid=
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-
-fak=${FAK:-}
-if [[ " $engines " == *" fak "* && -z "$fak" ]]; then
-    cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
-    fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
-fi
-llama=${LLAMA_SERVER:-}
-if [[ " $engines " == *" llama-server "* && -z "$llama" ]]; then
-    llama=$("$root/bench/peers/build-server.sh")
-fi
+server_setup "$root" "$engines"
 n_vocab=$(python3 -c 'import json,subprocess,sys; print(json.loads(subprocess.check_output([sys.argv[1], "inspect", "--json", sys.argv[2]]))["config"]["n_vocab"])' "${fak:-$root/target/release/fak}" "$model")
 env_report "$out/env.txt" "$fak" "$llama" \
     "model: $(model_id "$model")  n_vocab: $n_vocab" \

@@ -69,23 +69,7 @@ log() { printf 'serve.sh: %s\n' "$*" >&2; }
 # shellcheck source=bench/server_lib.sh
 source "$root/bench/server_lib.sh"
 
-server_pid=
-cleanup() {
-    if [[ -n "$server_pid" ]]; then stop "$server_pid"; fi
-    server_pid=
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-
-fak=${FAK:-}
-if [[ " $engines " == *" fak "* && -z "$fak" ]]; then
-    cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
-    fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
-fi
-llama=${LLAMA_SERVER:-}
-if [[ " $engines " == *" llama-server "* && -z "$llama" ]]; then
-    llama=$("$root/bench/peers/build-server.sh")
-fi
+server_setup "$root" "$engines"
 
 env_report "$out/env.txt" "$fak" "$llama" \
     "model: $(model_id "$model")" \
