@@ -56,32 +56,11 @@ shape_args=(--prefix "$P" --turns "$T" --agents "$A" --decode "$D" --result "$R"
 # shellcheck source=bench/server_lib.sh
 source "$root/bench/server_lib.sh"
 
-server_pid=
-cleanup() {
-    if [[ -n "$server_pid" ]]; then stop "$server_pid"; fi
-    server_pid=
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-
-fak=${FAK:-}
-if [[ " $engines " == *" fak "* && -z "$fak" ]]; then
-    cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
-    fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
-fi
-llama=${LLAMA_SERVER:-}
-if [[ " $engines " == *" llama-server "* && -z "$llama" ]]; then
-    llama=$("$root/bench/peers/build-server.sh")
-fi
+server_setup "$root" "$engines"
 n_vocab=$(python3 -c 'import json,subprocess,sys; print(json.loads(subprocess.check_output([sys.argv[1], "inspect", "--json", sys.argv[2]]))["config"]["n_vocab"])' "${fak:-$root/target/release/fak}" "$model")
-{
-    echo "model: $model ($(sha256sum "$model" | cut -c1-16)...)  n_vocab: $n_vocab"
-    echo "threads: $threads  profile: $profile  P=$P T=$T A=$A D=$D R=$R  slot ctx: $slot_ctx"
-    [[ -n "$fak" ]] && echo "fak: $fak ($("$fak" --version 2>/dev/null || echo '?'))"
-    [[ -n "$llama" ]] && echo "llama-server: $llama ($("$llama" --version 2>&1 | head -1 || true))"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')  nproc: $(nproc)"
-    date -u +"started: %Y-%m-%dT%H:%M:%SZ"
-} | tee "$out/env.txt" >&2
+env_report "$out/env.txt" "$fak" "$llama" \
+    "model: $(model_id "$model")  n_vocab: $n_vocab" \
+    "threads: $threads  profile: $profile  P=$P T=$T A=$A D=$D R=$R  slot ctx: $slot_ctx"
 
 status=0
 # run_http TAG ENGINE CMD...: start the server CMD on $port, run the fleet

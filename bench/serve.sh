@@ -69,35 +69,11 @@ log() { printf 'serve.sh: %s\n' "$*" >&2; }
 # shellcheck source=bench/server_lib.sh
 source "$root/bench/server_lib.sh"
 
-server_pid=
-cleanup() {
-    if [[ -n "$server_pid" ]]; then stop "$server_pid"; fi
-    server_pid=
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
+server_setup "$root" "$engines"
 
-fak=${FAK:-}
-if [[ " $engines " == *" fak "* && -z "$fak" ]]; then
-    cargo build --release -p fak-cli --manifest-path "$root/Cargo.toml" >&2
-    fak="${CARGO_TARGET_DIR:-$root/target}/release/fak"
-fi
-llama=${LLAMA_SERVER:-}
-if [[ " $engines " == *" llama-server "* && -z "$llama" ]]; then
-    llama=$("$root/bench/peers/build-server.sh")
-fi
-
-{
-    echo "model: $model ($(sha256sum "$model" | cut -c1-16)...)"
-    echo "threads: $threads  concurrency: $concurrency  max_tokens: $max_tokens  system_tokens: $system_tokens"
-    if [[ -n "$fak" ]]; then echo "fak: $fak ($("$fak" --version 2>/dev/null || echo '?'))"; fi
-    if [[ -n "$llama" ]]; then
-        v=$("$llama" --version 2>&1 || true)
-        echo "llama-server: $llama (${v%%$'\n'*})"
-    fi
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')  nproc: $(nproc)"
-    date -u +"started: %Y-%m-%dT%H:%M:%SZ"
-} | tee "$out/env.txt" >&2
+env_report "$out/env.txt" "$fak" "$llama" \
+    "model: $(model_id "$model")" \
+    "threads: $threads  concurrency: $concurrency  max_tokens: $max_tokens  system_tokens: $system_tokens"
 
 if [[ -n "$fak" ]]; then
     log "fak bench model (single-stream decode baseline)"

@@ -16,20 +16,7 @@ use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
 mod common;
 
-use common::{model, tok};
-
-fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % nv) as u32
-        })
-        .collect()
-}
+use common::{ids, model, tok};
 
 fn text_ids(text: &str) -> Vec<u32> {
     tok().encode(text, EncodeOptions::default())

@@ -2,43 +2,15 @@
 //! mixed with decodes under a token budget, and exact eviction, all give
 //! each agent exactly the tokens it would get running alone.
 
-use std::path::Path;
-use std::sync::OnceLock;
-
 use fak_engine::{
     AgentId, EngineError, EvictMode, Fleet, FleetConfig, FleetEvent, PagedKvConfig, PrefixCache,
     SamplingParams, Sequence, Tenant,
 };
-use fak_model::{KvType, Model};
+use fak_model::KvType;
 
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
-        assert!(
-            p.exists(),
-            "{} is missing: run scripts/fetch-models.sh",
-            p.display()
-        );
-        let mut m = Model::load(&p).expect("load");
-        m.set_threads(2).expect("threads");
-        m
-    })
-}
+mod common;
 
-fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % nv) as u32
-        })
-        .collect()
-}
+use common::{ids, model};
 
 fn config(budget: usize, prefix_cache: PrefixCache) -> FleetConfig {
     FleetConfig {

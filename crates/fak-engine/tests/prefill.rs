@@ -11,20 +11,7 @@ use fak_model::KvType;
 
 mod common;
 
-use common::{model, tok};
-
-fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % nv) as u32
-        })
-        .collect()
-}
+use common::{ids, model, tok};
 
 fn config(prefill: PrefillMix) -> EngineConfig {
     EngineConfig {

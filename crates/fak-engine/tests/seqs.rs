@@ -3,44 +3,16 @@
 //! eviction, out-of-blocks handling. Logits are compared as bytes against
 //! a reference that runs each sequence alone in a flat (unpaged) cache.
 
-use std::path::Path;
-use std::sync::OnceLock;
-
 use fak_engine::{
     Append, EngineError, EvictMode, PagedKv, PagedKvConfig, PrefixCache, Sequence, Sequences,
     Tenant,
 };
-use fak_model::{KvType, LogitsWanted, Model, SeqId};
+use fak_model::{KvType, LogitsWanted, SeqId};
 use proptest::prelude::*;
 
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
-        assert!(
-            p.exists(),
-            "{} is missing: run scripts/fetch-models.sh",
-            p.display()
-        );
-        let mut m = Model::load(&p).expect("load");
-        m.set_threads(2).expect("threads");
-        m
-    })
-}
+mod common;
 
-fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % nv) as u32
-        })
-        .collect()
-}
+use common::{ids, model};
 
 fn bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -221,6 +221,37 @@ fn exact(format: PackedFormat, w: &[u8], a: &[u8]) -> (f64, f64) {
     })
 }
 
+/// Draws `rows` random `format` weight rows of `nb` blocks, then `n_tok`
+/// activation rows, from `rng` (seeded with `seed`), packs the weights, and
+/// asserts that every ISA this CPU can run gives [`reference_outputs`]'
+/// bits in an output of row stride `stride` (NaN past `rows` on both
+/// sides). Returns the packed matrix.
+fn assert_every_isa_gives_the_reference_bits(
+    format: PackedFormat,
+    (seed, rng): (u64, &mut StdRng),
+    (nb, rows, n_tok): (usize, usize, usize),
+    stride: usize,
+) -> PackedMatrix {
+    let w = weights(format, rng, rows * nb);
+    let a = acts(format, rng, n_tok, nb);
+    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
+    let want = reference_outputs(format, (&w, rows), (&a, n_tok), stride);
+    for isa in Isa::available() {
+        let mut out = vec![f32::NAN; n_tok * stride];
+        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, stride).unwrap();
+        for (i, (got, want)) in out.iter().zip(&want).enumerate() {
+            let (t, j) = (i / stride, i % stride);
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "seed {seed} {format:?} {isa:?} nb {nb} rows {rows} n_tok {n_tok}: \
+                 token {t} row {j}"
+            );
+        }
+    }
+    p
+}
+
 #[test]
 fn every_isa_gives_the_reference_bits() {
     for (seed, format) in seeds().into_iter().flat_map(|s| FORMATS.map(|f| (s, f))) {
@@ -229,27 +260,15 @@ fn every_isa_gives_the_reference_bits() {
             let n = nb * qk(format);
             for rows in [8usize, 16, 40] {
                 for n_tok in [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 11, 17] {
-                    let w = weights(format, &mut rng, rows * nb);
-                    let a = acts(format, &mut rng, n_tok, nb);
-                    let p = PackedMatrix::pack(format, &w, rows, n).unwrap();
+                    let p = assert_every_isa_gives_the_reference_bits(
+                        format,
+                        (seed, &mut rng),
+                        (nb, rows, n_tok),
+                        rows + 5,
+                    );
                     assert_eq!((p.rows(), p.n(), p.format()), (rows, n, format));
                     let gb = format.group_block_bytes();
                     assert_eq!(p.bytes(), rows / GROUP_ROWS * nb * gb);
-                    let stride = rows + 5;
-                    let want = reference_outputs(format, (&w, rows), (&a, n_tok), stride);
-                    for isa in Isa::available() {
-                        let mut out = vec![f32::NAN; n_tok * stride];
-                        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, stride)
-                            .unwrap();
-                        let same = out
-                            .iter()
-                            .zip(&want)
-                            .all(|(x, y)| x.to_bits() == y.to_bits());
-                        assert!(
-                            same,
-                            "seed {seed} {format:?} {isa:?} nb {nb} rows {rows} n_tok {n_tok}"
-                        );
-                    }
                 }
             }
         }
@@ -260,21 +279,14 @@ fn every_isa_gives_the_reference_bits() {
 /// blocks): the tile sums the later blocks itself, with the same bits.
 #[test]
 fn wide_q5_0_rows_give_the_reference_bits() {
-    let format = PackedFormat::Q5_0;
     let mut rng = StdRng::seed_from_u64(7);
     let (nb, rows, n_tok) = (1030usize, 40usize, 5usize);
-    let w = weights(format, &mut rng, rows * nb);
-    let a = acts(format, &mut rng, n_tok, nb);
-    let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
-    let want = reference_outputs(format, (&w, rows), (&a, n_tok), rows);
-    for isa in Isa::available() {
-        let mut out = vec![f32::NAN; n_tok * rows];
-        packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
-        for (i, (got, want)) in out.iter().zip(&want).enumerate() {
-            let (t, j) = (i / rows, i % rows);
-            assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} token {t} row {j}");
-        }
-    }
+    assert_every_isa_gives_the_reference_bits(
+        PackedFormat::Q5_0,
+        (7, &mut rng),
+        (nb, rows, n_tok),
+        rows,
+    );
 }
 
 /// The AVX2 Q8_0 loop's edges: groups in several chunks (a chunk holds 64
@@ -285,7 +297,6 @@ fn wide_q5_0_rows_give_the_reference_bits() {
 /// tile width.
 #[test]
 fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
-    let format = PackedFormat::Q8_0;
     let mut rng = StdRng::seed_from_u64(11);
     for (nb, rows, n_tok) in [
         (240usize, 24usize, 9usize),
@@ -293,22 +304,12 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
         (520, 16, 10),
         (240, 136, 7),
     ] {
-        let w = weights(format, &mut rng, rows * nb);
-        let a = acts(format, &mut rng, n_tok, nb);
-        let p = PackedMatrix::pack(format, &w, rows, nb * qk(format)).unwrap();
-        let want = reference_outputs(format, (&w, rows), (&a, n_tok), rows);
-        for isa in Isa::available() {
-            let mut out = vec![f32::NAN; n_tok * rows];
-            packed_gemm_with_isa(isa, &p, 0..rows, (&a, n_tok), &mut out, rows).unwrap();
-            for (i, (got, want)) in out.iter().zip(&want).enumerate() {
-                let (t, j) = (i / rows, i % rows);
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "{isa:?} nb {nb} rows {rows} n_tok {n_tok}: token {t} row {j}"
-                );
-            }
-        }
+        assert_every_isa_gives_the_reference_bits(
+            PackedFormat::Q8_0,
+            (11, &mut rng),
+            (nb, rows, n_tok),
+            rows,
+        );
     }
 }
 
