@@ -79,6 +79,63 @@ fn main() -> Result<(), fak_kernels::KernelError> {
             );
         }
     }
+    // A fleet's decode step: 8 tokens against a matrix larger than any
+    // cache, as weight bytes read per second.
+    for (name, format, rows, n) in [
+        (
+            "q8_0 [65536 x 1536] x 8 tok",
+            PackedFormat::Q8_0,
+            65536,
+            1536,
+        ),
+        (
+            "q4_k [131072 x 1536] x 8 tok",
+            PackedFormat::Q4K,
+            131072,
+            1536,
+        ),
+    ] {
+        let (ty, aty) = match format {
+            PackedFormat::Q8_0 => (GgmlType::Q8_0, GgmlType::Q8_0),
+            _ => (GgmlType::Q4_K, GgmlType::Q8_K),
+        };
+        let distinct: Vec<Vec<u8>> = (0..64)
+            .map(|r| quantize_row_to_vec(ty, &row(n, r as u64 + 1)))
+            .collect::<Result<_, _>>()?;
+        let mut w = Vec::with_capacity(rows * distinct[0].len());
+        for r in 0..rows {
+            w.extend_from_slice(&distinct[r % 64]);
+        }
+        let m = PackedMatrix::pack(format, &w, rows, n)?;
+        drop(w);
+        let mut a = Vec::new();
+        for t in 0..8 {
+            a.extend(quantize_row_to_vec(aty, &row(n, 500 + t as u64))?);
+        }
+        let mut out = vec![0f32; rows * 8];
+        for isa in Isa::ALL
+            .iter()
+            .copied()
+            .filter(|i| *i != Isa::Scalar && i.is_available())
+        {
+            let mut best = Duration::MAX;
+            for _ in 0..3 {
+                let mut calls = 0u32;
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_millis(300) {
+                    packed_gemm_with_isa(isa, &m, 0..rows, (&a, 8), &mut out, rows)?;
+                    black_box(&out);
+                    calls += 1;
+                }
+                best = best.min(t0.elapsed() / calls);
+            }
+            let gbs = m.bytes() as f64 / best.as_secs_f64() / 1e9;
+            println!(
+                "{name:32} {isa:>7}: {:8.1} us  {gbs:6.2} GB/s",
+                best.as_secs_f64() * 1e6
+            );
+        }
+    }
     // Prefill: 64 tokens against a matrix that fits in L3 (the first rows
     // of a 1.5B-shaped one), as multiply-adds per second; compare with
     // `fak bench peak --threads 1`.

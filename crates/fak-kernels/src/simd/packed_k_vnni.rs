@@ -27,7 +27,7 @@
 use std::arch::x86_64::*;
 
 use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q6K};
-use super::packed_tiles::{blocks_at, prefetch_ahead, quad, store, VNNI_TILE as TILE};
+use super::packed_tiles::{blocks_at, prefetch_ahead, quad, store, Weights, VNNI_TILE as TILE};
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
@@ -115,9 +115,14 @@ fn halves(v: __m512i) -> (__m256i, __m256i) {
 fn tile_pair<S: KSteps<B>, const B: usize>(
     w: [&[[u8; B]]; 2],
     a: [&[[u8; AB]]; TILE],
+    weights: Weights,
 ) -> [__m512; TILE] {
     let mut acc = [_mm512_setzero_ps(); TILE];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
+        if weights == Weights::Streamed {
+            prefetch_ahead(w0);
+            prefetch_ahead(w1);
+        }
         let ab = blocks_at(&a, b);
         let mut sumi = [_mm512_setzero_si512(); TILE];
         for j in 0..K_STEPS / S::SUB_STEPS {
@@ -203,7 +208,7 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
                     store(out, (t0 + t) * g.out_stride + col, v);
                 }
             } else {
-                let y = tile_pair::<S, B>(groups, a);
+                let y = tile_pair::<S, B>(groups, a, Weights::at(t0));
                 for (t, v) in y.into_iter().enumerate() {
                     store16(out, (t0 + t) * g.out_stride + col, v);
                 }

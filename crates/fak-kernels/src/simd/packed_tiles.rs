@@ -81,6 +81,29 @@ pub(super) fn prefetch_ahead<const B: usize>(wb: &[u8; B]) {
     }
 }
 
+/// Whether a wide tile asks for its weights ahead ([`prefetch_ahead`]).
+/// A batch of a few tokens (a fleet's decode step) runs one tile per
+/// group, which streams the weights from DRAM as a one-token tile does;
+/// in prefill, the later tiles over the same group find them in cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Weights {
+    /// The first token tile over a group: prefetch.
+    Streamed,
+    /// A later tile over the same group: no hints.
+    Cached,
+}
+
+impl Weights {
+    /// [`Weights::Streamed`] for the tile starting at token `t0`.
+    pub(super) fn at(t0: usize) -> Weights {
+        if t0 == 0 {
+            Weights::Streamed
+        } else {
+            Weights::Cached
+        }
+    }
+}
+
 /// The four activation quants `4k..4k+4` of an `N`-byte activation block
 /// whose quants start at byte `OFF`, as one `i32` (0 past the end, which
 /// the callers' fixed layouts rule out).

@@ -34,7 +34,8 @@ use std::arch::x86_64::*;
 
 use super::packed_avx2::Q5;
 use super::packed_tiles::{
-    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, VNNI_TILE as TILE,
+    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, Weights, AB,
+    VNNI_TILE as TILE,
 };
 use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
@@ -147,11 +148,16 @@ fn tile_prepared<S: SignedSteps<B>, const B: usize>(
     w: [&[[u8; B]]; 2],
     xu: &[[u8; 32]],
     dx: &[f32],
+    weights: Weights,
 ) -> [__m512; TILE] {
     let nb = w[0].len().min(w[1].len());
     let bias = _mm512_set1_epi8(i8::MIN);
     let mut acc = [_mm512_setzero_ps(); TILE];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
+        if weights == Weights::Streamed {
+            prefetch_ahead(w0);
+            prefetch_ahead(w1);
+        }
         let x: [&[u8; 32]; TILE] = std::array::from_fn(|t| xu.get(t * nb + b).unwrap_or(&[0; 32]));
         let mut corr = _mm512_setzero_si512();
         let mut sumi = [_mm512_setzero_si512(); TILE];
@@ -243,14 +249,15 @@ fn gemm_signed<S: SignedSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut 
                         if let Some((g0, g1)) =
                             pair.split_at_checked(nb).filter(|_| pair.len() == 2 * nb)
                         {
-                            let y = tile_prepared::<S, B>([g0, g1], xu, dx);
+                            let y = tile_prepared::<S, B>([g0, g1], xu, dx, Weights::at(t0 + t1));
                             for (t, v) in y.into_iter().enumerate() {
                                 store16(out, row(t), v);
                             }
                         } else {
                             // The last, unpaired group: its rows are the
                             // low 8 lanes.
-                            let y = tile_prepared::<S, B>([pair, pair], xu, dx);
+                            let y =
+                                tile_prepared::<S, B>([pair, pair], xu, dx, Weights::at(t0 + t1));
                             for (t, v) in y.into_iter().enumerate() {
                                 store(out, row(t), _mm512_castps512_ps256(v));
                             }
