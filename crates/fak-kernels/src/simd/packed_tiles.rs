@@ -53,7 +53,11 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
 /// packed k-quant blocks (two streams per Q6_K block: nibbles and high
 /// bits), and a `[71680 × 1536]` single-token Q6_K product ran at 5 GB/s
 /// on one Zen 3 core instead of 11. 2–8 KiB ahead measured the same on the
-/// 1.5B model's decode (docs/PERFORMANCE.md); 4 KiB is the middle.
+/// 1.5B model's decode there (docs/PERFORMANCE.md). On Zen 4 with the
+/// `t1` hint below, 8 KiB beat 4 KiB on that decode: 19.2 and 22.0 against
+/// 18.2 and 16.5 tok/s on one thread, 33.2 and 32.6 against 26.3 and 28.1
+/// on two (`fak bench model --reps 1`, alternated twice); 2 KiB was far
+/// slower (10.8-11.5 on one thread), 16 KiB mixed.
 ///
 /// The hint asks for L2 (`prefetcht1`), not L1 (`prefetcht0`). On an AMD
 /// Zen 4 core, single-token products streaming from DRAM
@@ -63,14 +67,15 @@ pub(super) fn load(b: &[u8; 32]) -> __m256i {
 /// measured as `t0`, `t2` as `t1`. The 1.5B model's decode went from
 /// 20.1-21.6 to 27.8-28.0 tok/s (2 threads). Lines asked into L1 ahead of
 /// use likely hold the L1 miss buffers that the demand loads need.
-pub(super) const PREFETCH_BYTES: usize = 4096;
+pub(super) const PREFETCH_BYTES: usize = 8192;
 
 /// Asks for the cache lines [`PREFETCH_BYTES`] past the start of `wb`
 /// (one block's worth: the tiles call it once per block, so the hints run
-/// a fixed distance ahead of the reads). Only one-token tiles ask: they
-/// stream the weights (decode), while a wider tile spends `T` times the
-/// work on each byte and is compute-bound, where the hints measured a few
-/// percent slower.
+/// a fixed distance ahead of the reads). One-token tiles ask (they stream
+/// the weights: decode), and so does the first tile of a VNNI two-group
+/// kernel over a group ([`Weights`]); the later tiles of a prefill find
+/// the weights in cache, and the AVX2 wide tiles, compute-bound, measured
+/// a few percent slower with the hints.
 #[inline(always)]
 pub(super) fn prefetch_ahead<const B: usize>(wb: &[u8; B]) {
     let base = wb.as_ptr().wrapping_add(PREFETCH_BYTES);
