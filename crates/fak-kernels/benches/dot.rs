@@ -5,24 +5,14 @@
 //! Run with `cargo bench -p fak-kernels --bench dot`. No external harness:
 //! each case is timed over enough calls to take ~0.2 s, best of 3.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::row;
 use fak_gguf::GgmlType;
 use fak_kernels::{quantize_row_to_vec, vec_dot_type, vec_dot_with_isa, Isa};
-
-/// A deterministic pseudo-random f32 row in `-1..1` (xorshift).
-fn row(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 /// Best-of-3 mean time per call of `f`.
 fn time_per_call(mut f: impl FnMut() -> f32) -> Duration {
