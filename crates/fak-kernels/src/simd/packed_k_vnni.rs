@@ -27,7 +27,9 @@
 use std::arch::x86_64::*;
 
 use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q6K};
-use super::packed_tiles::{blocks_at, prefetch_ahead, quad, store, Weights, VNNI_TILE as TILE};
+use super::packed_tiles::{
+    blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
+};
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
@@ -170,17 +172,6 @@ fn tile_pair<S: KSteps<B>, const B: usize>(
         }
     }
     acc
-}
-
-/// Writes one token's 16 row results at `out[at..at + 16]` (skipped if
-/// `out` is too short, which the caller's checks rule out).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn store16(out: &mut [f32], at: usize, v: __m512) {
-    if let Some(o) = out.get_mut(at..at + 16) {
-        // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
-    }
 }
 
 /// Every pair of groups against every whole [`TILE`] of tokens, then the

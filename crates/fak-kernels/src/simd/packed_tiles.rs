@@ -171,6 +171,17 @@ pub(super) fn store(out: &mut [f32], at: usize, v: __m256) {
     }
 }
 
+/// Writes one token's 16 row results at `out[at..at + 16]` (skipped if
+/// `out` is too short, which the caller's checks rule out).
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn store16(out: &mut [f32], at: usize, v: __m512) {
+    if let Some(o) = out.get_mut(at..at + 16) {
+        // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+    }
+}
+
 /// A packed format's register tiles: one group of `B`-byte blocks against
 /// `T` tokens or one token of `A`-byte activation blocks. The AVX2 tiles
 /// take [`TILE_TOKENS`] tokens; the VNNI k-quant tiles take [`VNNI_TILE`].

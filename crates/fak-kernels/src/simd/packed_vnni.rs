@@ -34,7 +34,7 @@ use std::arch::x86_64::*;
 
 use super::packed_avx2::Q5;
 use super::packed_tiles::{
-    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, Weights, AB,
+    blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, store16, Weights, AB,
     VNNI_TILE as TILE,
 };
 use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
@@ -186,17 +186,6 @@ fn tile_prepared<S: SignedSteps<B>, const B: usize>(
         }
     }
     acc
-}
-
-/// Writes one token's 16 row results at `out[at..at + 16]` (skipped if
-/// `out` is too short, which the caller's checks rule out).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn store16(out: &mut [f32], at: usize, v: __m512) {
-    if let Some(o) = out.get_mut(at..at + 16) {
-        // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
-    }
 }
 
 /// Tokens whose prepared activations [`gemm_signed`] holds at once (at
