@@ -749,8 +749,10 @@ fn small_kv_pool_preempts_and_keeps_greedy_text() {
             )
         })
         .collect();
+    // 64 tokens after a ~40-token prompt: every request needs a second
+    // 64-token block while decoding, so the 5-block pool runs dry.
     let body =
-        |p: &str| json!({"prompt": p, "max_tokens": 32, "temperature": 0, "ignore_eos": true});
+        |p: &str| json!({"prompt": p, "max_tokens": 64, "temperature": 0, "ignore_eos": true});
     let alone: Vec<String> = prompts
         .iter()
         .map(|p| completion_text(&s.post("/v1/completions", &body(p)).ok()))
@@ -760,12 +762,19 @@ fn small_kv_pool_preempts_and_keeps_greedy_text() {
         0.0,
         "preempted while alone"
     );
+    // All six are sent at once: a clean-clone CI run on Zen 4 (after this
+    // session's faster kernels) saw no preemption, likely because threads
+    // started one after another let early requests finish first.
+    let start = Arc::new(std::sync::Barrier::new(prompts.len()));
     let handles: Vec<_> = prompts
         .iter()
         .cloned()
         .map(|p| {
-            let s = s.clone();
-            thread::spawn(move || completion_text(&s.post("/v1/completions", &body(&p)).ok()))
+            let (s, start) = (s.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                completion_text(&s.post("/v1/completions", &body(&p)).ok())
+            })
         })
         .collect();
     for (i, h) in handles.into_iter().enumerate() {
