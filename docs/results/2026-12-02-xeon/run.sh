@@ -43,7 +43,7 @@ fleet15|all)
   ;;&
 fleethttp|all)
   step fleethttp
-  FAK=$F FAK_BENCH_OUT=$O/fleet-http FA_MODES="off on" KVU_MODES=off quiet bench/fleet_http.sh \
+  FAK=$F FAK_BENCH_OUT=$O/fleet-http FA_MODES=off KVU_MODES="off on" quiet bench/fleet_http.sh \
     models/smollm2-135m-instruct-q8_0.gguf 2 probe > $O/fleet-http.txt 2>&1
   ;;
 esac
