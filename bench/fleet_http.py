@@ -84,6 +84,10 @@ def fak_turn_body(shape: wl.FleetShape, ids: list[int], turn: int, agent: int) -
         "temperature": 0,
         "ignore_eos": True,
         "stream": True,
+        # The last event then carries usage: prompt_tokens (the session's
+        # tokens plus the new ones) and cached_tokens (those already in the
+        # session), so the turn's computed prompt tokens are the difference.
+        "stream_options": {"include_usage": True},
     }
 
 
@@ -140,6 +144,11 @@ class Chunk:
     tokens: list[int] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+    # Prompt tokens of the turn as the server counted them: all of them, and
+    # those it computed (not found in its cache). Only the event that
+    # reports them sets them: fak's usage event, llama-server's last event.
+    prompt_tokens: int | None = None
+    prompt_computed: int | None = None
 
 
 def parse_chunk(engine: str, data: str) -> Chunk:
@@ -156,9 +165,22 @@ def parse_chunk(engine: str, data: str) -> Chunk:
         choices = obj.get("choices") or []
         text = "".join(c.get("text") or "" for c in choices)
         done = any(c.get("finish_reason") for c in choices)
-        return Chunk(text=text, done=done)
+        c = Chunk(text=text, done=done)
+        usage = obj.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            c.prompt_tokens = usage["prompt_tokens"]
+            c.prompt_computed = usage["prompt_tokens"] - cached
+        return c
     toks = obj.get("tokens") or []
-    return Chunk(text=obj.get("content") or "", tokens=list(toks), done=bool(obj.get("stop")))
+    c = Chunk(text=obj.get("content") or "", tokens=list(toks), done=bool(obj.get("stop")))
+    # llama-server's last event: timings.prompt_n = prompt tokens processed,
+    # timings.cache_n = prompt tokens reused from the slot's cache.
+    timings = obj.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+        c.prompt_computed = timings["prompt_n"]
+        c.prompt_tokens = timings["prompt_n"] + (timings.get("cache_n") or 0)
+    return c
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -170,19 +192,23 @@ def percentile(values: list[float], q: float) -> float:
     return v[rank - 1]
 
 
-def summary_ms(values_s: list[float]) -> dict[str, float]:
-    """min / p50 / p95 / max / mean in milliseconds."""
-    if not values_s:
+def summary(values: list[float]) -> dict[str, float]:
+    """n / min / p50 / p95 / max / mean of ``values``."""
+    if not values:
         return {"n": 0}
-    ms = [x * 1e3 for x in values_s]
     return {
-        "n": len(ms),
-        "min": min(ms),
-        "p50": percentile(ms, 50),
-        "p95": percentile(ms, 95),
-        "max": max(ms),
-        "mean": sum(ms) / len(ms),
+        "n": len(values),
+        "min": min(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": max(values),
+        "mean": sum(values) / len(values),
     }
+
+
+def summary_ms(values_s: list[float]) -> dict[str, float]:
+    """:func:`summary` of seconds, in milliseconds."""
+    return summary([x * 1e3 for x in values_s])
 
 
 @dataclass
@@ -194,6 +220,23 @@ class Turn:
     ttft_s: float
     turn_s: float
     generated: list[int]
+    # The server's count of the turn's prompt tokens, all and computed
+    # (None when it reported none).
+    prompt_tokens: int | None = None
+    prompt_computed: int | None = None
+
+
+def prompt_summary(turns: list[Turn]) -> dict[str, Any] | None:
+    """Prompt tokens the server reported, summed and per turn (None unless
+    every turn reported them)."""
+    if not turns or any(t.prompt_computed is None or t.prompt_tokens is None for t in turns):
+        return None
+    computed = [float(t.prompt_computed or 0) for t in turns]
+    return {
+        "total_sent": sum(t.prompt_tokens or 0 for t in turns),
+        "total_computed": int(sum(computed)),
+        "computed_per_turn": summary(computed),
+    }
 
 
 def report(
@@ -224,6 +267,10 @@ def report(
         "agent_turns_per_s": done / wall_s if wall_s > 0 else 0.0,
         "ttft_ms": summary_ms([t.ttft_s for t in turns]),
         "turn_ms": summary_ms([t.turn_s for t in turns]),
+        # Prompt tokens per turn as each server counted them: the whole
+        # prompt (fak: the session so far plus the new ids; llama-server:
+        # the history it was sent) and the part it really computed.
+        "prompt_tokens": prompt_summary(turns),
         "generated_sha256": wl.generated_sha256(by_agent) if have_ids else None,
     }
 
@@ -296,10 +343,22 @@ class Client:
             yield piece
 
 
-def run_turn(engine: str, chunks: Iterator[bytes], t_sent: float, clock: Callable[[], float]) -> tuple[float, list[int]]:
-    """Reads one streamed turn; returns TTFT and the generated ids (if given)."""
+@dataclass
+class TurnRead:
+    """What reading one streamed turn gave."""
+
+    ttft_s: float
+    generated: list[int]
+    prompt_tokens: int | None = None
+    prompt_computed: int | None = None
+
+
+def run_turn(engine: str, chunks: Iterator[bytes], t_sent: float, clock: Callable[[], float]) -> TurnRead:
+    """Reads one streamed turn: TTFT, the generated ids (if given) and the
+    server's prompt-token counts (if reported)."""
     ttft = None
     gen: list[int] = []
+    counts: tuple[int | None, int | None] = (None, None)
     for data in sse_events(chunks):
         c = parse_chunk(engine, data)
         if c.error:
@@ -307,11 +366,13 @@ def run_turn(engine: str, chunks: Iterator[bytes], t_sent: float, clock: Callabl
         if ttft is None and (c.text or c.tokens):
             ttft = clock() - t_sent
         gen.extend(c.tokens)
+        if c.prompt_computed is not None:
+            counts = (c.prompt_tokens, c.prompt_computed)
         if c.done and engine == "llama-server":
             break
     if ttft is None:
         ttft = clock() - t_sent
-    return ttft, gen
+    return TurnRead(ttft, gen, counts[0], counts[1])
 
 
 def agent_loop(
@@ -324,9 +385,9 @@ def agent_loop(
             chunks = cl.stream(f"/v1/sessions/{session}/completions", fak_turn_body(shape, ids, t, agent))
         else:
             chunks = cl.stream("/completion", llama_turn_body(shape, ids, history, t, agent))
-        ttft, gen = run_turn(engine, chunks, t0, time.perf_counter)
-        out.append(Turn(agent, t, ttft, time.perf_counter() - t0, gen))
-        history += turn_ids(shape, ids, t, agent) + gen
+        r = run_turn(engine, chunks, t0, time.perf_counter)
+        out.append(Turn(agent, t, r.ttft_s, time.perf_counter() - t0, r.generated, r.prompt_tokens, r.prompt_computed))
+        history += turn_ids(shape, ids, t, agent) + r.generated
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -79,10 +79,37 @@ class PureParts(unittest.TestCase):
         with self.assertRaises(fh.BenchError):
             fh.parse_chunk("fak", "{not json")
 
+    def test_prompt_counts_from_each_server(self) -> None:
+        # fak: the usage event after the finish (stream_options.include_usage).
+        usage = {"choices": [], "usage": {"prompt_tokens": 1189, "completion_tokens": 32,
+                                          "prompt_tokens_details": {"cached_tokens": 1124}}}
+        c = fh.parse_chunk("fak", json.dumps(usage))
+        self.assertEqual((c.prompt_tokens, c.prompt_computed), (1189, 65))
+        self.assertIsNone(fh.parse_chunk("fak", json.dumps({"choices": [], "usage": None})).prompt_computed)
+        # llama-server: timings of the last event.
+        last = {"content": "", "stop": True, "timings": {"prompt_n": 97, "cache_n": 1120}}
+        c = fh.parse_chunk("llama-server", json.dumps(last))
+        self.assertEqual((c.prompt_tokens, c.prompt_computed, c.done), (1217, 97, True))
+        events = [b'data: {"choices": [{"text": "a", "finish_reason": "length"}]}\n\n',
+                  ("data: " + json.dumps(usage) + "\n\n").encode(), b"data: [DONE]\n\n"]
+        r = fh.run_turn("fak", iter(events), 0.0, lambda: 1.0)
+        self.assertEqual((r.prompt_tokens, r.prompt_computed), (1189, 65))
+        self.assertEqual(fh.fak_turn_body(SHAPE, list(range(10_000)), 0, 0)["stream_options"],
+                         {"include_usage": True})
+
+    def test_report_sums_prompt_counts_only_when_every_turn_has_them(self) -> None:
+        turns = [fh.Turn(0, t, 0.01, 0.02, [], 100 + t, 10 + t) for t in range(3)]
+        p = fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)["prompt_tokens"]
+        self.assertEqual((p["total_sent"], p["total_computed"]), (303, 33))
+        self.assertEqual((p["computed_per_turn"]["min"], p["computed_per_turn"]["max"]), (10, 12))
+        turns[1].prompt_computed = None
+        self.assertIsNone(fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)["prompt_tokens"])
+
     def test_run_turn_measures_the_first_chunk(self) -> None:
         times = iter([1.5, 9.0])
         events = [b'data: {"choices": [{"text": ""}]}\n\n', b'data: {"choices": [{"text": "a"}]}\n\n', b"data: [DONE]\n\n"]
-        ttft, gen = fh.run_turn("fak", iter(events), 1.0, lambda: next(times))
+        r = fh.run_turn("fak", iter(events), 1.0, lambda: next(times))
+        ttft, gen = r.ttft_s, r.generated
         self.assertEqual((ttft, gen), (0.5, []))
         err = [b'data: {"error": {"message": "boom"}}\n\n']
         with self.assertRaises(fh.BenchError):
