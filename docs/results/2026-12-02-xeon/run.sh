@@ -48,3 +48,8 @@ fleethttp|all)
   ;;
 esac
 step done
+# (after the steps above) the other models' single-stream pairs, 2 threads:
+#   for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-0.5b-instruct-q4_k_m gemma-3-270m-q4_k_m; do
+#     quiet python3 bench/single_pairs.py models/$m.gguf --threads 2 --pairs 3 --fak /tmp/fak-bench-bin \
+#       --llama-bench $LB --out docs/results/2026-12-02-xeon/models/$m > docs/results/2026-12-02-xeon/models-$m.txt 2>&1
+#   done
