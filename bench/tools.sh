@@ -19,7 +19,8 @@
 # binaries, CPU, times) and DIR/table.md (bench/tools_bench.py table of all
 # reports). Run it under /usr/local/bin/quiet for the throughput columns.
 #
-# Environment: CONCURRENCY, ROUNDS, SETTINGS, NUM_REQUESTS, MAX_TOKENS (call
+# Environment: CONCURRENCY, ROUNDS, SETTINGS, NUM_REQUESTS, SEED (the tasks,
+# default 0), TIMEOUT (seconds per request, default 600), MAX_TOKENS (call
 # turn, default 256), FINAL_MAX_TOKENS (default 64), SLOT_CTX (llama-server
 # context per slot, default 2048: the tools, the task, the call, the tool
 # result and the answer fit in about 1100 tokens), ENGINES (default
@@ -45,6 +46,8 @@ max_tokens=${MAX_TOKENS:-256}
 final_max_tokens=${FINAL_MAX_TOKENS:-64}
 slot_ctx=${SLOT_CTX:-2048}
 engines=${ENGINES:-fak llama-server}
+seed=${SEED:-0}
+timeout=${TIMEOUT:-600}
 
 log() { printf 'tools.sh: %s\n' "$*" >&2; }
 
@@ -54,7 +57,7 @@ source "$root/bench/server_lib.sh"
 server_setup "$root" "$engines"
 env_report "$out/env.txt" "$fak" "$llama" \
     "model: $(model_id "$model")" \
-    "threads: $threads  concurrency: $concurrency  rounds: $rounds  settings: $settings  episodes per run: $num" \
+    "threads: $threads  concurrency: $concurrency  rounds: $rounds  settings: $settings  episodes per run: $num  seed: $seed" \
     "max_tokens: $max_tokens  final_max_tokens: $final_max_tokens  llama-server slot ctx: $slot_ctx" \
     "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
@@ -109,7 +112,7 @@ for c in $concurrency; do
                 python3 "$root/bench/tools_bench.py" run --base-url "${url[$engine]}" --engine "$engine" \
                     --model "$name" --tool-choice "$choice" "${stream_flag[@]}" --concurrency "$c" \
                     --num-requests "$num" --max-tokens "$max_tokens" --final-max-tokens "$final_max_tokens" \
-                    --round "$r" --out "$rep" || { log "$rep: failed requests or no report"; status=1; }
+                    --seed "$seed" --timeout "$timeout" --round "$r" --out "$rep" || { log "$rep: failed requests or no report"; status=1; }
             done
         done
     done
