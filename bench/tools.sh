@@ -8,7 +8,7 @@
 # on free ports and kept up side by side (an idle one takes no CPU):
 #   fak:          FAK serve --model MODEL --threads THREADS
 #   llama-server: -m MODEL --alias <model stem> -t THREADS -tb THREADS --parallel C
-#                 -c C*SLOT_CTX -fa on --jinja      (its own chat template and
+#                 -c C*SLOT_CTX -fa FA --jinja      (its own chat template and
 #                 tool-call grammar; the alias is fak's default served name, so
 #                 both get byte-identical request bodies)
 # then, for ROUNDS rounds (default 2), for each setting in SETTINGS (default
@@ -20,12 +20,13 @@
 # reports). Run it under /usr/local/bin/quiet for the throughput columns.
 #
 # Environment: CONCURRENCY, ROUNDS, SETTINGS, NUM_REQUESTS, SEED (the tasks,
-# default 0), TIMEOUT (seconds per request, default 600), MAX_TOKENS (call
-# turn, default 256), FINAL_MAX_TOKENS (default 64), SLOT_CTX (llama-server
-# context per slot, default 2048: the tools, the task, the call, the tool
-# result and the answer fit in about 1100 tokens), ENGINES (default
-# "fak llama-server"), FAK (binary; built with cargo if unset), LLAMA_SERVER
-# (binary; bench/peers/build-server.sh's if unset), FAK_ARGS, LLAMA_ARGS.
+# default 0), FA (llama-server's flash attention, default on), TIMEOUT
+# (seconds per request, default 600), MAX_TOKENS (call turn, default 256),
+# FINAL_MAX_TOKENS (default 64), SLOT_CTX (llama-server context per slot,
+# default 2048; llama-server logged prompts of 324-758 tokens with Qwen2.5),
+# ENGINES (default "fak llama-server"), FAK (binary; built with cargo if
+# unset), LLAMA_SERVER (binary; bench/peers/build-server.sh's if unset),
+# FAK_ARGS, LLAMA_ARGS.
 # Exit status: 0 when every run finished and no request failed, 1 otherwise.
 set -euo pipefail
 
@@ -48,6 +49,7 @@ slot_ctx=${SLOT_CTX:-2048}
 engines=${ENGINES:-fak llama-server}
 seed=${SEED:-0}
 timeout=${TIMEOUT:-600}
+fa=${FA:-on}
 
 log() { printf 'tools.sh: %s\n' "$*" >&2; }
 
@@ -58,7 +60,7 @@ server_setup "$root" "$engines"
 env_report "$out/env.txt" "$fak" "$llama" \
     "model: $(model_id "$model")" \
     "threads: $threads  concurrency: $concurrency  rounds: $rounds  settings: $settings  episodes per run: $num  seed: $seed" \
-    "max_tokens: $max_tokens  final_max_tokens: $final_max_tokens  llama-server slot ctx: $slot_ctx" \
+    "max_tokens: $max_tokens  final_max_tokens: $final_max_tokens  llama-server slot ctx: $slot_ctx  -fa $fa" \
     "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 # Both servers run at once here; server_lib's cleanup stops one pid, so the
@@ -86,7 +88,7 @@ for c in $concurrency; do
         llama-server)
             # shellcheck disable=SC2086
             cmd=("$llama" -m "$model" --alias "$name" -t "$threads" -tb "$threads" --parallel "$c"
-                -c $((c * slot_ctx)) -fa on --jinja --host 127.0.0.1 --port "$port" ${LLAMA_ARGS:-})
+                -c $((c * slot_ctx)) -fa "$fa" --jinja --host 127.0.0.1 --port "$port" ${LLAMA_ARGS:-})
             ;;
         *)
             log "unknown engine $engine (fak, llama-server)"
