@@ -278,17 +278,6 @@ impl ConstraintState {
     pub(crate) fn consume(&mut self, token: u32) -> Result<(), EngineError> {
         self.matcher()?.consume_token(token).map_err(failed)
     }
-
-    /// Puts the matcher in an error state, as a failing grammar would
-    /// (tests of the engine's error paths).
-    #[cfg(test)]
-    pub(crate) fn break_matcher(&mut self) {
-        if let Some(m) = self.matcher.as_mut() {
-            // The call puts the matcher in its error state; its result is
-            // that error.
-            let _ = m.test_trigger_lexer_error();
-        }
-    }
 }
 
 /// The error of a request whose matcher the mask worker did not return.

@@ -244,7 +244,10 @@ fn a_grammar_that_ends_mid_batch_leaves_the_others_unchanged() {
         let s = &got[1];
         assert!(s.text == "yes" || s.text == "no", "{mode:?}: {s:?}");
         assert_eq!(s.finish, Some(FinishReason::EndOfGeneration));
-        assert!(got.iter().all(|o| o.tokens.len() > s.tokens.len() + 4));
+        // The others run on after it ended.
+        for (i, o) in got.iter().enumerate().filter(|(i, _)| *i != 1) {
+            assert!(o.tokens.len() > s.tokens.len() + 4, "{mode:?} request {i}");
+        }
         for (i, r) in reqs.iter().enumerate() {
             assert_eq!(got[i], alone(MaskMode::Overlap, r), "{mode:?} request {i}");
         }
