@@ -51,7 +51,7 @@ pub const JSON_SCHEMA: &str = r#"{"type":"array","minItems":1000,"items":{"type"
 pub const DEFAULT_TEMPERATURE: f32 = 0.8;
 
 /// What `fak bench constrained` measures.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     pub model: ModelSpec,
     /// Batch sizes (requests decoding together), each at least 1.
