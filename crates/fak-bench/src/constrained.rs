@@ -1,22 +1,25 @@
 //! `fak bench constrained`: what grammar-constrained decoding costs, as
 //! decode tok/s with every request held to a JSON schema against the same
-//! requests unconstrained, alternated in one process.
+//! requests unconstrained, alternated in one process, for each mask mode
+//! (`fak_engine::MaskMode`: check first after the forward pass, or
+//! overlapped with it on a worker).
 //!
 //! Protocol:
 //!
 //! ```text
 //!   one Engine (prefix cache off), the model's chat template around PROMPT
-//!   per batch size B, per rep:  free run, then constrained run (A B A B ...)
-//!     B requests, request i sampled at temperature 0.8 with seed i, each
-//!     exactly `tokens` tokens long:
+//!   per batch size B, per rep:  free run, then one constrained run per
+//!     mask mode (F C1 C2 F C1 C2 ...)
+//!     B requests, request i sampled at `temperature` (0: greedy) and
+//!     `top_p` with seed i, each exactly `tokens` tokens long:
 //!       free         end tokens do not stop it (StopAt::Never)
 //!       constrained  SCHEMA, an array of at least 1000 objects, so the
 //!                    grammar never accepts (never allows an end token)
 //!                    before `tokens`
 //!     timed: the engine steps after every request has its first token
 //!     (pure decode steps: B tokens each); decode tok/s = tokens / time
-//!   ratio = constrained / free tok/s of the same rep; the median of the
-//!   ratios is reported, with each run's mask time per token
+//!   ratio = constrained / free tok/s of the same rep, per mode; the median
+//!   of the ratios is reported, with each run's mask time per token
 //! ```
 //!
 //! Masks are computed inside `Engine::step`, so the step times include
@@ -27,8 +30,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use fak_engine::{
-    Constraint, Engine, EngineConfig, EngineStats, Event, PagedKvConfig, PrefixCache, Request,
-    SamplingParams, StopAt, StopRules,
+    Constraint, Engine, EngineConfig, EngineStats, Event, MaskMode, PagedKvConfig, PrefixCache,
+    Request, SamplingParams, StopAt, StopRules,
 };
 use fak_model::{KvType, Model};
 use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
@@ -38,16 +41,17 @@ use crate::error::{params, Result};
 use crate::{median, ModelSpec, RunHeader};
 
 /// Schema tag of [`Report`].
-pub const SCHEMA: &str = "fak-bench-constrained/1";
+pub const SCHEMA: &str = "fak-bench-constrained/2";
 /// The user message every request answers.
 pub const PROMPT: &str = "List people as a JSON array of objects with name, age, city and tags.";
 /// The JSON schema of the constrained runs: free strings (large masks),
 /// bounded integers, an enum and nested arrays.
 pub const JSON_SCHEMA: &str = r#"{"type":"array","minItems":1000,"items":{"type":"object","properties":{"name":{"type":"string","maxLength":24},"age":{"type":"integer","minimum":0,"maximum":120},"city":{"type":"string","enum":["Paris","Lima","Osaka","Accra","Oslo"]},"tags":{"type":"array","items":{"type":"string","maxLength":10},"maxItems":3}},"required":["name","age","city","tags"],"additionalProperties":false}}"#;
-const TEMPERATURE: f32 = 0.8;
+/// The sampling temperature of `fak bench constrained` by default.
+pub const DEFAULT_TEMPERATURE: f32 = 0.8;
 
 /// What `fak bench constrained` measures.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     pub model: ModelSpec,
     /// Batch sizes (requests decoding together), each at least 1.
@@ -56,6 +60,20 @@ pub struct Params {
     pub reps: usize,
     /// Tokens each request generates (at least 2).
     pub tokens: usize,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f32,
+    /// Nucleus cut (1: none; below 1 every constrained sample masks).
+    pub top_p: f32,
+    /// Mask modes, each run after the free run of every rep (at least 1).
+    pub mask_modes: Vec<MaskMode>,
+}
+
+/// A mask mode's name in reports (as the CLI flag spells it).
+pub fn mask_mode_name(m: MaskMode) -> &'static str {
+    match m {
+        MaskMode::CheckFirst => "check-first",
+        MaskMode::Overlap => "overlap",
+    }
 }
 
 /// One run's measurements.
@@ -66,14 +84,28 @@ pub struct Run {
     pub decode_s: f64,
     pub decode_tok_s: f64,
     /// Samples of the timed steps whose token passed the grammar check
-    /// (no mask), and masks computed; the time of both per token (the
-    /// engine's `constraint_mask_time`, on its thread).
+    /// (no mask applied), and masks computed; the time of checks, masks
+    /// and waits on the engine thread per token (the engine's
+    /// `constraint_mask_time` + `constraint_wait_time`).
     pub checks: u64,
     pub masks: u64,
     pub mask_us_per_token: f64,
+    /// The mask worker's time per token (overlap: during the forward).
+    pub worker_us_per_token: f64,
     /// Time of the timed steps outside the forward passes, per token
     /// (scheduling, masks, sampling).
     pub outside_forward_us_per_token: f64,
+}
+
+/// One mask mode's constrained runs at one batch size.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeResult {
+    pub mask_mode: &'static str,
+    pub constrained_tok_s: f64,
+    /// Median of the per-rep ratios constrained / free.
+    pub ratio_median: f64,
+    pub ratios: Vec<f64>,
+    pub constrained: Vec<Run>,
 }
 
 /// One batch size's measurements.
@@ -81,12 +113,8 @@ pub struct Run {
 pub struct BatchResult {
     pub batch: usize,
     pub free_tok_s: f64,
-    pub constrained_tok_s: f64,
-    /// Median of the per-rep ratios constrained / free.
-    pub ratio_median: f64,
-    pub ratios: Vec<f64>,
     pub free: Vec<Run>,
-    pub constrained: Vec<Run>,
+    pub modes: Vec<ModeResult>,
 }
 
 /// The JSON report.
@@ -99,6 +127,7 @@ pub struct Report {
     pub json_schema: &'static str,
     pub tokens: usize,
     pub temperature: f32,
+    pub top_p: f32,
     pub reps: usize,
     pub order: &'static str,
     pub results: Vec<BatchResult>,
@@ -126,13 +155,31 @@ fn prompt(model: &Model, tok: &Tokenizer) -> Result<Vec<u32>> {
 }
 
 /// The counters a run's timed steps moved.
-fn delta(before: &EngineStats, after: &EngineStats) -> (u64, u64, Duration, Duration) {
-    (
-        after.constraint_checks - before.constraint_checks,
-        after.constraint_masks - before.constraint_masks,
-        after.constraint_mask_time - before.constraint_mask_time,
-        after.forward.all().total() - before.forward.all().total(),
-    )
+struct Delta {
+    checks: u64,
+    masks: u64,
+    /// Checks, masks and waits on the engine thread.
+    engine: Duration,
+    worker: Duration,
+    forward: Duration,
+}
+
+fn delta(before: &EngineStats, after: &EngineStats) -> Delta {
+    Delta {
+        checks: after.constraint_checks - before.constraint_checks,
+        masks: after.constraint_masks - before.constraint_masks,
+        engine: (after.constraint_mask_time + after.constraint_wait_time)
+            - (before.constraint_mask_time + before.constraint_wait_time),
+        worker: after.constraint_worker_time - before.constraint_worker_time,
+        forward: after.forward.all().total() - before.forward.all().total(),
+    }
+}
+
+/// The sampling of one run's requests.
+#[derive(Debug, Clone, Copy)]
+struct Sampling {
+    temperature: f32,
+    top_p: f32,
 }
 
 fn run_once(
@@ -140,12 +187,14 @@ fn run_once(
     prompt: &[u32],
     b: usize,
     tokens: usize,
+    sampling: Sampling,
     mode: Mode,
 ) -> Result<Run> {
     for i in 0..b {
         e.add(Request {
             sampling: SamplingParams {
-                temperature: TEMPERATURE,
+                temperature: sampling.temperature,
+                top_p: sampling.top_p,
                 seed: i as u64,
                 ..SamplingParams::greedy()
             },
@@ -183,9 +232,9 @@ fn run_once(
             before = Some(e.stats());
         }
     }
-    let (checks, masks, mask, forward) = match &before {
+    let d = match &before {
         Some(s) => delta(s, &e.stats()),
-        None => (0, 0, Duration::ZERO, Duration::ZERO),
+        None => delta(&e.stats(), &e.stats()),
     };
     let per_token = |d: Duration| d.as_secs_f64() * 1e6 / decode_tokens.max(1) as f64;
     let decode_s = decode.as_secs_f64();
@@ -193,10 +242,11 @@ fn run_once(
         decode_tokens,
         decode_s,
         decode_tok_s: decode_tokens as f64 / decode_s.max(1e-12),
-        checks,
-        masks,
-        mask_us_per_token: per_token(mask),
-        outside_forward_us_per_token: per_token(decode.saturating_sub(forward)),
+        checks: d.checks,
+        masks: d.masks,
+        mask_us_per_token: per_token(d.engine),
+        worker_us_per_token: per_token(d.worker),
+        outside_forward_us_per_token: per_token(decode.saturating_sub(d.forward)),
     })
 }
 
@@ -205,8 +255,8 @@ fn run_once(
 ///
 /// # Errors
 ///
-/// `reps` or a batch size of 0, `tokens` below 2, loading the model or
-/// its tokenizer, engine errors.
+/// `reps` or a batch size of 0, `tokens` below 2, no mask mode, bad
+/// sampling settings, loading the model or its tokenizer, engine errors.
 pub fn run(p: &Params) -> Result<Report> {
     if p.reps == 0 || p.batch.is_empty() || p.batch.contains(&0) {
         return Err(params("--reps and every --batch size must be at least 1"));
@@ -214,6 +264,20 @@ pub fn run(p: &Params) -> Result<Report> {
     if p.tokens < 2 {
         return Err(params("--tokens must be at least 2"));
     }
+    if p.mask_modes.is_empty() {
+        return Err(params("--mask-modes needs at least one mode"));
+    }
+    let sampling = Sampling {
+        temperature: p.temperature,
+        top_p: p.top_p,
+    };
+    SamplingParams {
+        temperature: p.temperature,
+        top_p: p.top_p,
+        ..SamplingParams::greedy()
+    }
+    .validate()
+    .map_err(|e| params(format!("--temp/--top-p: {e}")))?;
     let model = p.model.load()?;
     let tok = Tokenizer::from_gguf(model.gguf())?;
     let prompt = prompt(&model, &tok)?;
@@ -230,38 +294,76 @@ pub fn run(p: &Params) -> Result<Report> {
         prefix_cache: PrefixCache::Off,
         // The batch's prompts go in together; the decode steps are timed.
         prefill: fak_engine::PrefillMix::Fill,
+        mask: p.mask_modes[0],
     };
     let mut e = Engine::new(&model, Some(&tok), cfg)?;
-    let bar = crate::progress_bar(p.batch.len() * p.reps * 2 + 2, "bench constrained", "")?;
+    let n_modes = p.mask_modes.len();
+    let bar = crate::progress_bar(
+        (p.batch.len() * p.reps + 1) * (1 + n_modes),
+        "bench constrained",
+        "",
+    )?;
     bar.set_message("warm-up");
-    for mode in [Mode::Free, Mode::Constrained] {
-        run_once(&mut e, &prompt, p.batch[0], p.tokens, mode)?;
+    run_once(&mut e, &prompt, p.batch[0], p.tokens, sampling, Mode::Free)?;
+    bar.inc(1);
+    for &m in &p.mask_modes {
+        e.set_mask_mode(m);
+        run_once(
+            &mut e,
+            &prompt,
+            p.batch[0],
+            p.tokens,
+            sampling,
+            Mode::Constrained,
+        )?;
         bar.inc(1);
     }
+    let tok_s = |runs: &[Run]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
     let mut results = Vec::with_capacity(p.batch.len());
     for &b in &p.batch {
         bar.set_message(format!("B={b}"));
-        let (mut free, mut constrained) = (Vec::new(), Vec::new());
+        let mut free = Vec::new();
+        let mut constrained: Vec<Vec<Run>> = vec![Vec::new(); n_modes];
         for _ in 0..p.reps {
-            free.push(run_once(&mut e, &prompt, b, p.tokens, Mode::Free)?);
+            free.push(run_once(
+                &mut e,
+                &prompt,
+                b,
+                p.tokens,
+                sampling,
+                Mode::Free,
+            )?);
             bar.inc(1);
-            constrained.push(run_once(&mut e, &prompt, b, p.tokens, Mode::Constrained)?);
-            bar.inc(1);
+            for (runs, &m) in constrained.iter_mut().zip(&p.mask_modes) {
+                e.set_mask_mode(m);
+                let r = run_once(&mut e, &prompt, b, p.tokens, sampling, Mode::Constrained)?;
+                runs.push(r);
+                bar.inc(1);
+            }
         }
-        let tok_s = |runs: &[Run]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
-        let ratios: Vec<f64> = free
-            .iter()
-            .zip(&constrained)
-            .map(|(f, c)| c.decode_tok_s / f.decode_tok_s.max(1e-12))
+        let modes = constrained
+            .into_iter()
+            .zip(&p.mask_modes)
+            .map(|(runs, &m)| {
+                let ratios: Vec<f64> = free
+                    .iter()
+                    .zip(&runs)
+                    .map(|(f, c)| c.decode_tok_s / f.decode_tok_s.max(1e-12))
+                    .collect();
+                ModeResult {
+                    mask_mode: mask_mode_name(m),
+                    constrained_tok_s: tok_s(&runs),
+                    ratio_median: median(&ratios),
+                    ratios,
+                    constrained: runs,
+                }
+            })
             .collect();
         results.push(BatchResult {
             batch: b,
             free_tok_s: tok_s(&free),
-            constrained_tok_s: tok_s(&constrained),
-            ratio_median: median(&ratios),
-            ratios,
             free,
-            constrained,
+            modes,
         });
     }
     bar.finish_and_clear();
@@ -271,32 +373,45 @@ pub fn run(p: &Params) -> Result<Report> {
         prompt_tokens: prompt.len(),
         json_schema: JSON_SCHEMA,
         tokens: p.tokens,
-        temperature: TEMPERATURE,
+        temperature: p.temperature,
+        top_p: p.top_p,
         reps: p.reps,
-        order: "per batch size: (free, constrained) x reps",
+        order: "per batch size: (free, then constrained per mask mode) x reps",
         results,
     })
 }
 
 impl Report {
-    /// Human-readable summary: one line per batch size.
+    /// Human-readable summary: one line per batch size and mask mode.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:>5} {:>10} {:>14} {:>12} {:>14}\n",
-            "B", "free t/s", "constrained t/s", "ratio (med)", "mask us/token"
+            "temperature {} top-p {}\n{:>5} {:>12} {:>10} {:>16} {:>12} {:>14} {:>16}\n",
+            self.temperature,
+            self.top_p,
+            "B",
+            "mask mode",
+            "free t/s",
+            "constrained t/s",
+            "ratio (med)",
+            "mask us/token",
+            "worker us/token"
         );
         for r in &self.results {
-            let mask = median(
-                &r.constrained
-                    .iter()
-                    .map(|c| c.mask_us_per_token)
-                    .collect::<Vec<_>>(),
-            );
-            let _ = writeln!(
-                s,
-                "{:>5} {:>10.1} {:>14.1} {:>12.3} {:>14.1}",
-                r.batch, r.free_tok_s, r.constrained_tok_s, r.ratio_median, mask
-            );
+            for m in &r.modes {
+                let med =
+                    |f: fn(&Run) -> f64| median(&m.constrained.iter().map(f).collect::<Vec<_>>());
+                let _ = writeln!(
+                    s,
+                    "{:>5} {:>12} {:>10.1} {:>16.1} {:>12.3} {:>14.1} {:>16.1}",
+                    r.batch,
+                    m.mask_mode,
+                    r.free_tok_s,
+                    m.constrained_tok_s,
+                    m.ratio_median,
+                    med(|c| c.mask_us_per_token),
+                    med(|c| c.worker_us_per_token)
+                );
+            }
         }
         s
     }

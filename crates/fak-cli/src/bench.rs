@@ -152,9 +152,41 @@ struct BenchConstrainedArgs {
     /// Tokens each request generates.
     #[arg(long, default_value_t = 64)]
     tokens: usize,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = constrained::DEFAULT_TEMPERATURE)]
+    temp: f32,
+    /// Nucleus (top-p) cut; below 1 every constrained sample needs its mask.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Mask modes to run, comma-separated, each after every free run.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "check-first,overlap"
+    )]
+    mask_modes: Vec<MaskModeArg>,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `--mask-modes` values (fak_engine::MaskMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MaskModeArg {
+    /// After the forward pass: check the sampled token, mask on a miss.
+    CheckFirst,
+    /// During the forward pass, on a worker thread.
+    Overlap,
+}
+
+impl From<MaskModeArg> for fak_engine::MaskMode {
+    fn from(a: MaskModeArg) -> fak_engine::MaskMode {
+        match a {
+            MaskModeArg::CheckFirst => fak_engine::MaskMode::CheckFirst,
+            MaskModeArg::Overlap => fak_engine::MaskMode::Overlap,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -309,6 +341,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 batch: c.batch,
                 reps: c.reps,
                 tokens: c.tokens,
+                temperature: c.temp,
+                top_p: c.top_p,
+                mask_modes: c.mask_modes.into_iter().map(Into::into).collect(),
             })?;
             print(&r, c.json, Json::Pretty, constrained::Report::table)
         }

@@ -123,7 +123,7 @@ impl Grammars {
             return Err(EngineError::BadConstraint(e));
         }
         Ok(ConstraintState {
-            matcher,
+            matcher: Some(matcher),
             eog: self.eog.clone(),
             saved: Vec::new(),
         })
@@ -167,59 +167,126 @@ impl Check {
 
 /// One request's grammar state.
 pub(crate) struct ConstraintState {
-    matcher: Matcher,
+    /// The matcher; `None` only while it is lent to the mask worker (or
+    /// if the worker lost it: every later use then fails).
+    matcher: Option<Matcher>,
     eog: Vec<u32>,
     /// End-of-generation logits saved while a mask is applied.
     saved: Vec<(usize, f32)>,
 }
 
+/// The grammar's verdict on the next token, computed before the logits
+/// exist (by the mask worker, `MaskMode::Overlap`): exactly what
+/// [`ConstraintState::allows`] and [`ConstraintState::apply`] would
+/// decide from the same matcher state.
+pub(crate) struct Ready {
+    /// Whether the grammar accepts the output so far (end tokens allowed).
+    accepting: bool,
+    /// Tokens allowed next; `None` when the matcher is stopped (none).
+    mask: Option<SimpleVob>,
+}
+
+impl Ready {
+    /// Computes the verdict from `m`'s current state (a full mask).
+    pub(crate) fn compute(m: &mut Matcher) -> Result<Ready, EngineError> {
+        let stopped = m.is_stopped();
+        let accepting = stopped || m.is_accepting().map_err(failed)?;
+        let mask = if stopped {
+            None
+        } else {
+            Some(m.compute_mask().map_err(failed)?)
+        };
+        Ok(Ready { accepting, mask })
+    }
+}
+
 impl ConstraintState {
+    fn matcher(&mut self) -> Result<&mut Matcher, EngineError> {
+        self.matcher.as_mut().ok_or_else(lost)
+    }
+
+    /// Lends the matcher (to the mask worker); [`ConstraintState::put_back`]
+    /// returns it. Until then every other method fails.
+    pub(crate) fn lend(&mut self) -> Option<Matcher> {
+        self.matcher.take()
+    }
+
+    /// Takes back a lent matcher.
+    pub(crate) fn put_back(&mut self, m: Matcher) {
+        self.matcher = Some(m);
+    }
+
     /// Whether the grammar allows `token` next: one token through the
     /// lexer and parser, no mask. An end-of-generation token is allowed
     /// only when the grammar accepts the output so far, as in
     /// [`ConstraintState::apply`].
     pub(crate) fn allows(&mut self, token: u32) -> Result<bool, EngineError> {
-        if self.eog.contains(&token) {
-            return Ok(self.matcher.is_stopped() || self.matcher.is_accepting().map_err(failed)?);
+        let eog = self.eog.contains(&token);
+        let m = self.matcher()?;
+        if eog {
+            return Ok(m.is_stopped() || m.is_accepting().map_err(failed)?);
         }
-        if self.matcher.is_stopped() {
+        if m.is_stopped() {
             return Ok(false);
         }
-        Ok(self.matcher.validate_tokens(&[token]).map_err(failed)? == 1)
+        Ok(m.validate_tokens(&[token]).map_err(failed)? == 1)
+    }
+
+    /// [`ConstraintState::allows`] from a verdict computed beforehand: a
+    /// bit test.
+    pub(crate) fn allows_ready(&self, ready: &Ready, token: u32) -> bool {
+        if self.eog.contains(&token) {
+            return ready.accepting;
+        }
+        ready
+            .mask
+            .as_ref()
+            .is_some_and(|m| (token as usize) < m.len() && m.is_allowed(token))
     }
 
     /// Sets the logits of tokens the grammar does not allow next to
     /// `-inf`; end-of-generation tokens stay only when the grammar
     /// accepts the output so far.
     pub(crate) fn apply(&mut self, logits: &mut [f32]) -> Result<(), EngineError> {
-        let stopped = self.matcher.is_stopped();
-        let accepting = stopped || self.matcher.is_accepting().map_err(failed)?;
+        let ready = Ready::compute(self.matcher()?)?;
+        self.apply_ready(&ready, logits);
+        Ok(())
+    }
+
+    /// [`ConstraintState::apply`] with a verdict computed beforehand.
+    pub(crate) fn apply_ready(&mut self, ready: &Ready, logits: &mut [f32]) {
         self.saved.clear();
         for &t in &self.eog {
             if let Some(&v) = logits.get(t as usize) {
                 self.saved.push((t as usize, v));
             }
         }
-        if stopped {
-            logits.fill(f32::NEG_INFINITY);
-        } else {
-            let mask = self.matcher.compute_mask().map_err(failed)?;
-            mask_words(&mask, logits);
+        match &ready.mask {
+            None => logits.fill(f32::NEG_INFINITY),
+            Some(mask) => mask_words(mask, logits),
         }
         for &(i, v) in &self.saved {
-            logits[i] = if accepting { v } else { f32::NEG_INFINITY };
+            logits[i] = if ready.accepting {
+                v
+            } else {
+                f32::NEG_INFINITY
+            };
         }
-        Ok(())
     }
 
     /// Advances the grammar past a sampled token (not an end token).
     pub(crate) fn consume(&mut self, token: u32) -> Result<(), EngineError> {
-        self.matcher.consume_token(token).map_err(failed)
+        self.matcher()?.consume_token(token).map_err(failed)
     }
 }
 
+/// The error of a request whose matcher the mask worker did not return.
+fn lost() -> EngineError {
+    EngineError::ConstraintFailed("the mask worker lost the grammar state".into())
+}
+
 /// A matcher's error as the engine's.
-fn failed(e: impl std::fmt::Display) -> EngineError {
+pub(crate) fn failed(e: impl std::fmt::Display) -> EngineError {
     EngineError::ConstraintFailed(e.to_string())
 }
 

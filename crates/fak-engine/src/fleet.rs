@@ -131,6 +131,7 @@ impl<'m> Fleet<'m> {
                 // A turn's results arrive together and are measured as a
                 // whole: the fewest passes win.
                 prefill: crate::PrefillMix::Fill,
+                mask: crate::MaskMode::default(),
             },
         )?;
         Ok(Fleet {

@@ -23,7 +23,7 @@ mod seqs;
 
 pub use constraint::Constraint;
 pub use engine::{
-    Engine, EngineConfig, PrefillMix, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET,
+    Engine, EngineConfig, MaskMode, PrefillMix, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET,
     SERIAL_PREFILL,
 };
 pub use fak_kv::{PoolStats, Tenant};

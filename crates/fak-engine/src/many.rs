@@ -113,6 +113,7 @@ pub fn generate_many(
         prefix_cache: PrefixCache::Off,
         // An offline batch: the fewest passes win.
         prefill: crate::PrefillMix::Fill,
+        mask: crate::MaskMode::default(),
     };
     let mut engine = Engine::new(model, Some(tok), cfg)?;
     let groups: Vec<Vec<usize>> = match params.mode {

@@ -278,6 +278,13 @@ pub struct EngineStats {
     /// Time spent on constraints while sampling: checks, computing masks
     /// and applying them to the logits (and the second draw after a miss).
     pub constraint_mask_time: Duration,
+    /// [`MaskMode::Overlap`](crate::MaskMode::Overlap): time the engine
+    /// thread waited for the mask worker after the forward passes.
+    pub constraint_wait_time: Duration,
+    /// [`MaskMode::Overlap`](crate::MaskMode::Overlap): time the mask
+    /// worker spent computing masks (on its own thread, during the
+    /// forward passes).
+    pub constraint_worker_time: Duration,
     /// Time inside the forward passes, by phase and pass kind.
     pub forward: fak_model::ForwardTimes,
 }

@@ -44,6 +44,7 @@ fn roomy() -> EngineConfig {
         n_ctx: 1024,
         prefix_cache: PrefixCache::Off,
         prefill: fak_engine::SERIAL_PREFILL,
+        mask: fak_engine::MaskMode::default(),
     }
 }
 

@@ -46,6 +46,7 @@ fn config(
         n_ctx,
         prefix_cache,
         prefill: fak_engine::SERIAL_PREFILL,
+        mask: fak_engine::MaskMode::default(),
     }
 }
 

@@ -26,6 +26,7 @@ fn config(prefill: PrefillMix) -> EngineConfig {
         n_ctx: 512,
         prefix_cache: PrefixCache::Off,
         prefill,
+        mask: fak_engine::MaskMode::default(),
     }
 }
 

@@ -241,6 +241,7 @@ fn outputs_of_200_random_schemas_validate() {
         n_ctx: 1024,
         prefix_cache: PrefixCache::On,
         prefill: fak_engine::SERIAL_PREFILL,
+        mask: fak_engine::MaskMode::default(),
     };
     let mut e = Engine::new(model(), Some(tok()), cfg).expect("engine");
     let p = prompt();

@@ -251,6 +251,7 @@ fn load(
         n_ctx,
         prefix_cache: PrefixCache::On,
         prefill: cfg.prefill,
+        mask: cfg.mask,
     };
     Ok((model, tok, template, ecfg))
 }

@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub token_budget: usize,
     /// How a pass takes in waiting prompts.
     pub prefill: fak_engine::PrefillMix,
+    /// Where constrained requests' token masks are computed.
+    pub mask: fak_engine::MaskMode,
     /// Element type of the KV cache.
     pub kv_type: fak_model::KvType,
     /// Where sessions are saved (restored at start); `None`: not saved.
@@ -99,6 +101,7 @@ impl ServerConfig {
             block_size: fak_engine::DEFAULT_BLOCK_SIZE,
             token_budget: fak_engine::DEFAULT_TOKEN_BUDGET,
             prefill: fak_engine::SERIAL_PREFILL,
+            mask: fak_engine::MaskMode::default(),
             kv_type: fak_model::KvType::F16,
             state_dir: None,
             max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,

@@ -26,10 +26,12 @@
 //! it runs, what runs beside it, and whether it was preempted and
 //! recomputed never change its output.
 
+mod masks;
 mod sessions;
 mod step;
 mod text;
 
+pub use masks::MaskMode;
 pub use sessions::{Residency, SessionBlocks};
 
 use std::collections::VecDeque;
@@ -108,6 +110,8 @@ pub struct EngineConfig {
     pub prefix_cache: PrefixCache,
     /// How a pass takes in prompts waiting to be prefilled.
     pub prefill: PrefillMix,
+    /// Where constrained requests' token masks are computed.
+    pub mask: MaskMode,
 }
 
 impl EngineConfig {
@@ -134,6 +138,7 @@ impl EngineConfig {
             n_ctx,
             prefix_cache,
             prefill: SERIAL_PREFILL,
+            mask: MaskMode::default(),
         }
     }
 }
@@ -212,6 +217,9 @@ pub struct Engine<'m> {
     grammars: Option<Grammars>,
     /// Logits of a constrained request, masked (reused between samples).
     masked: Vec<f32>,
+    /// The mask worker ([`MaskMode::Overlap`]), started at the first
+    /// constrained pass.
+    masks: Option<masks::MaskWorker>,
 }
 
 impl<'m> Engine<'m> {
@@ -256,7 +264,14 @@ impl<'m> Engine<'m> {
             uses: 0,
             grammars: None,
             masked: Vec::new(),
+            masks: None,
         })
+    }
+
+    /// Changes where constrained requests' masks are computed, from the
+    /// next step on (no mask is in flight between steps).
+    pub fn set_mask_mode(&mut self, mode: MaskMode) {
+        self.cfg.mask = mode;
     }
 
     /// The configuration.

@@ -540,6 +540,7 @@ mod tests {
             n_ctx: 512,
             prefix_cache: PrefixCache::On,
             prefill: crate::SERIAL_PREFILL,
+            mask: crate::MaskMode::default(),
         };
         let mut e = Engine::new(&m, None, cfg).expect("engine");
         let (p1, p2, p3) = (ids(1, 40), ids(2, 9), ids(3, 7));

@@ -16,9 +16,10 @@
 
 use fak_model::{LogitsWanted, SeqId};
 
+use super::masks::{Job, MaskMode, MaskWorker, Pending};
 use super::text::{logprobs, Scan};
-use super::{Engine, Phase, PrefillMix, Release};
-use crate::constraint::{Check, ConstraintState};
+use super::{Engine, Phase, PrefillMix, Release, Slot};
+use crate::constraint::{Check, ConstraintState, Ready};
 use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
 use crate::sampling::{Logprobs, Sampler};
 use crate::seqs::{Append, PrefixCache};
@@ -66,6 +67,68 @@ fn sample_constrained(
     c.apply(masked)?;
     stats.constraint_masks += 1;
     Ok(sampler.sample(masked))
+}
+
+/// [`sample_constrained`] with the grammar's verdict computed beforehand
+/// ([`MaskMode::Overlap`]): the same draws, the check a bit test.
+fn sample_ready(
+    c: &mut ConstraintState,
+    ready: &Ready,
+    sampler: &mut Sampler,
+    check: Check,
+    logits: &[f32],
+    masked: &mut Vec<f32>,
+    stats: &mut EngineStats,
+) -> Option<u32> {
+    if check == Check::First {
+        if let Some(t) = sampler.sample(logits) {
+            if c.allows_ready(ready, t) {
+                stats.constraint_checks += 1;
+                return Some(t);
+            }
+        }
+    }
+    masked.clear();
+    masked.extend_from_slice(logits);
+    c.apply_ready(ready, masked);
+    sampler.sample(masked)
+}
+
+/// Waits for the mask worker's verdicts of a pass and gives the lent
+/// matchers back to their requests; `ready[k]` is item k's verdict.
+fn settle(
+    worker: Option<&MaskWorker>,
+    pending: Pending,
+    plan: &[Item],
+    slots: &mut [Slot],
+    ready: &mut [Option<Result<Ready, EngineError>>],
+    stats: &mut EngineStats,
+) {
+    let t0 = std::time::Instant::now();
+    let (done, lost) = MaskWorker::wait(worker, pending);
+    stats.constraint_wait_time += t0.elapsed();
+    for d in done {
+        stats.constraint_masks += 1;
+        stats.constraint_worker_time += d.took;
+        let state = plan
+            .get(d.item)
+            .and_then(|i| slots.get_mut(i.slot as usize))
+            .and_then(|e| e.live.as_mut())
+            .and_then(|l| l.constraint.as_mut());
+        if let Some(c) = state {
+            c.put_back(d.matcher);
+        }
+        if let Some(r) = ready.get_mut(d.item) {
+            *r = Some(d.ready);
+        }
+    }
+    for k in lost {
+        if let Some(r) = ready.get_mut(k) {
+            *r = Some(Err(EngineError::ConstraintFailed(
+                "the mask worker stopped".into(),
+            )));
+        }
+    }
 }
 
 /// What the sampler made of an item's logits.
@@ -386,10 +449,19 @@ impl Engine<'_> {
             })
             .collect();
         let mut picked: Vec<Picked> = plan.iter().map(|_| Picked::default()).collect();
+        let pending = self.lend_matchers(plan);
+        let mut waiting = Some(pending);
+        let mut ready: Vec<Option<Result<Ready, EngineError>>> =
+            plan.iter().map(|_| None).collect();
+        let worker = self.masks.as_ref();
         let slots = &mut self.slots;
         let masked = &mut self.masked;
         let stats = &mut self.stats;
-        self.seqs.step_with(self.model, &items, |k, logits| {
+        let result = self.seqs.step_with(self.model, &items, |k, logits| {
+            if let Some(p) = waiting.take() {
+                // The forward pass is done: the worker's verdicts now.
+                settle(worker, p, plan, slots, &mut ready, stats);
+            }
             let (Some(item), Some(out)) = (plan.get(k), picked.get_mut(k)) else {
                 return;
             };
@@ -409,7 +481,21 @@ impl Engine<'_> {
                 Some(c) => {
                     let t0 = std::time::Instant::now();
                     let check = Check::for_request(&live.req.sampling, live.req.logprobs);
-                    let r = sample_constrained(c, &mut live.sampler, check, logits, masked, stats);
+                    let r = match ready.get_mut(k).and_then(Option::take) {
+                        Some(Ok(v)) => Ok(sample_ready(
+                            c,
+                            &v,
+                            &mut live.sampler,
+                            check,
+                            logits,
+                            masked,
+                            stats,
+                        )),
+                        Some(Err(e)) => Err(e),
+                        None => {
+                            sample_constrained(c, &mut live.sampler, check, logits, masked, stats)
+                        }
+                    };
                     stats.constraint_mask_time += t0.elapsed();
                     match r {
                         Ok(t) => t,
@@ -430,10 +516,43 @@ impl Engine<'_> {
                 };
                 out.logprobs = Some(logprobs(l, t, n));
             }
-        })?;
+        });
+        if let Some(p) = waiting.take() {
+            // No logits came (a failed pass): the matchers still go back.
+            settle(worker, p, plan, slots, &mut ready, stats);
+        }
+        result?;
         self.stats.passes += 1;
         self.stats.tokens_computed += plan.iter().map(|i| i.ids.len() as u64).sum::<u64>();
         Ok(picked)
+    }
+
+    /// [`MaskMode::Overlap`]: lends the matcher of every constrained item
+    /// that will sample to the mask worker (started on first use, and
+    /// again if it died), which computes their verdicts while the forward
+    /// pass runs.
+    fn lend_matchers(&mut self, plan: &[Item]) -> Pending {
+        if self.cfg.mask != MaskMode::Overlap {
+            return Pending::None;
+        }
+        let mut jobs = Vec::new();
+        for (k, item) in plan.iter().enumerate() {
+            if item.logits != LogitsWanted::Yes {
+                continue;
+            }
+            let state = self
+                .slots
+                .get_mut(item.slot as usize)
+                .and_then(|e| e.live.as_mut())
+                .and_then(|l| l.constraint.as_mut());
+            if let Some(matcher) = state.and_then(ConstraintState::lend) {
+                jobs.push(Job { item: k, matcher });
+            }
+        }
+        if !jobs.is_empty() && self.masks.as_ref().is_none_or(MaskWorker::is_dead) {
+            self.masks = MaskWorker::start();
+        }
+        MaskWorker::submit(self.masks.as_ref(), jobs)
     }
 
     /// Applies an item's results to its request.
