@@ -282,7 +282,10 @@ impl PagedKv {
                     .filter(|&l| self.layer_at[l].0 == g)
                     .collect(),
                 window: grp.window,
-                block_bytes: 2 * grp.n_layer * self.block_size * self.kv_type.row_bytes(self.n_kv_dim),
+                block_bytes: 2
+                    * grp.n_layer
+                    * self.block_size
+                    * self.kv_type.row_bytes(self.n_kv_dim),
                 pool: grp.mgr.stats(),
             })
             .collect()
@@ -305,10 +308,14 @@ impl PagedKv {
 
     /// A new, empty sequence in `tenant`'s namespace.
     pub fn create(&mut self, tenant: Tenant) -> SeqId {
-        let mut slots = self.groups.iter_mut().map(|g| g.mgr.create_seq(tenant));
-        let s = slots.next().unwrap_or(SeqSlot(0));
+        let slots: Vec<SeqSlot> = self
+            .groups
+            .iter_mut()
+            .map(|g| g.mgr.create_seq(tenant))
+            .collect();
+        let s = slots.first().copied().unwrap_or(SeqSlot(0));
         // Every group saw the same calls, so it issued the same slot.
-        debug_assert!(slots.all(|o| o == s), "layer groups out of step");
+        debug_assert!(slots.iter().all(|&o| o == s), "layer groups out of step");
         self.committed.insert(s, 0);
         SeqId(s.0)
     }

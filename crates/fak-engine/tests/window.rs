@@ -113,8 +113,12 @@ fn dropping_is_bit_identical_to_keeping_and_frees_local_blocks() {
             last = seqs.ingest(m, s, &[argmax(&last)]).expect("decode");
             out.push(bytes(&last));
             if window == KvWindow::Drop {
-                let len = 707 + step;
-                assert_eq!(used(&seqs), (len.div_ceil(BS), local_blocks(len)), "at {len}");
+                let len: usize = 707 + step;
+                assert_eq!(
+                    used(&seqs),
+                    (len.div_ceil(BS), local_blocks(len)),
+                    "at {len}"
+                );
             }
         }
         (out, seqs.kv().held_bytes())
@@ -128,7 +132,10 @@ fn dropping_is_bit_identical_to_keeping_and_frees_local_blocks() {
     // 766 positions: 12 blocks in every layer vs 12 global + 8 local.
     let per_layer_block = keep_bytes / (766usize.div_ceil(BS) * 18);
     assert_eq!(keep_bytes, 12 * 18 * per_layer_block);
-    assert_eq!(drop_bytes, (12 * 3 + local_blocks(766) * 15) * per_layer_block);
+    assert_eq!(
+        drop_bytes,
+        (12 * 3 + local_blocks(766) * 15) * per_layer_block
+    );
     assert!(drop_bytes < keep_bytes);
 }
 
@@ -235,7 +242,10 @@ fn fork_and_prefix_reuse_stay_exact() {
     };
     let (keep, keep_hit, _) = run(KvWindow::Keep);
     let (drop, drop_hit, _) = run(KvWindow::Drop);
-    assert_eq!(keep_hit, drop_hit, "a prefix below the window is reused whole");
+    assert_eq!(
+        keep_hit, drop_hit,
+        "a prefix below the window is reused whole"
+    );
     assert!(drop_hit >= 192);
     for (i, (k, d)) in keep.iter().zip(&drop).enumerate() {
         assert!(k == d, "case {i}: logits differ between drop and keep");
@@ -279,7 +289,13 @@ fn cuts_into_dropped_rows_recompute_and_shift_is_refused() {
     let before = seqs.tokens(s).expect("tokens").to_vec();
     let e = seqs.evict(m, s, 600..610, EvictMode::Shift).unwrap_err();
     assert!(
-        matches!(e, EngineError::WindowDropped { first_kept: 128, .. }),
+        matches!(
+            e,
+            EngineError::WindowDropped {
+                first_kept: 128,
+                ..
+            }
+        ),
         "{e:?}"
     );
     assert!(e.is_client_error());
@@ -287,7 +303,8 @@ fn cuts_into_dropped_rows_recompute_and_shift_is_refused() {
     // Below the window nothing was dropped and shift works as before.
     let short = seqs.create(Tenant(0));
     seqs.ingest(m, short, &prompt[..300]).expect("short");
-    seqs.evict(m, short, 10..20, EvictMode::Shift).expect("shift");
+    seqs.evict(m, short, 10..20, EvictMode::Shift)
+        .expect("shift");
 }
 
 /// A model made to read every position in every layer
@@ -361,9 +378,14 @@ fn decode_speed_drop_vs_keep() {
     let prompt = ids(11, 2048);
     let steps = ids(12, 32);
     let mut logits: Vec<Vec<Vec<u8>>> = Vec::new();
-    for (rep, window) in [KvWindow::Drop, KvWindow::Keep, KvWindow::Drop, KvWindow::Keep]
-        .into_iter()
-        .enumerate()
+    for (rep, window) in [
+        KvWindow::Drop,
+        KvWindow::Keep,
+        KvWindow::Drop,
+        KvWindow::Keep,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let mut seqs = cache_sized(window, 2048 + 64);
         let s = seqs.create(Tenant(0));
