@@ -219,8 +219,8 @@ impl KvManager {
         Ok(self.seq(s)?.tenant)
     }
 
-    /// `s`'s live block table: position `p` lives in `blocks[p / block_size
-    /// - dropped(s)]` at row `p % block_size`. Length
+    /// `s`'s live block table: position `p` lives in
+    /// `blocks[p / block_size - dropped(s)]` at row `p % block_size`. Length
     /// `len(s).div_ceil(block_size) - dropped(s)`; without
     /// [`KvManager::drop_before`], `dropped(s)` is 0 and this is the whole
     /// table.
