@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   a root sequence of LCG ids; for each context c, ascending (e.g. 64, 1024, 2048):
-//!     grow the root to c positions (untimed prefill)
+//!     grow the root to c positions (untimed prefill); point: kv_held_bytes = the
+//!       K/V bytes of the blocks the root holds (used blocks × block bytes)
 //!     fork CONTEXT_BATCH agents from it (shared blocks, as a fleet does)
 //!     one untimed step, then CONTEXT_STEPS timed steps of one token per agent
 //!     point: context = c + 1 + CONTEXT_STEPS / 2, step_ms = median step
@@ -18,7 +19,7 @@
 
 use std::time::Instant;
 
-use fak_engine::{PagedKvConfig, PrefixCache, Sequences, Tenant};
+use fak_engine::{KvWindow, PagedKvConfig, PrefixCache, Sequences, Tenant};
 use fak_model::{Model, SeqId};
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +45,11 @@ pub struct ContextPoint {
     pub batch: usize,
     /// Median step time, milliseconds.
     pub step_ms: f64,
+    /// K/V bytes of the blocks the shared context held before the agents
+    /// forked (used blocks × block bytes, every layer group); absent in
+    /// reports from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_held_bytes: Option<usize>,
 }
 
 fn one() -> usize {
@@ -51,12 +57,17 @@ fn one() -> usize {
 }
 
 /// Measures a [`ContextPoint`] at each of `contexts` (sorted,
-/// deduplicated); see the module docs.
+/// deduplicated), sliding-window rows kept or dropped as `window` says;
+/// see the module docs.
 ///
 /// # Errors
 ///
 /// Model and KV errors.
-pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> Result<Vec<ContextPoint>> {
+pub fn decode_at_contexts(
+    model: &Model,
+    contexts: &[usize],
+    window: KvWindow,
+) -> Result<Vec<ContextPoint>> {
     let mut cs: Vec<usize> = contexts.iter().copied().filter(|&c| c > 0).collect();
     cs.sort_unstable();
     cs.dedup();
@@ -68,6 +79,7 @@ pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> Result<Vec<Conte
         block_size: BLOCK,
         n_blocks: last.div_ceil(BLOCK) + 1 + CONTEXT_BATCH * per_agent,
         kv_type: fak_model::KvType::F16,
+        window,
     };
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, UBATCH)?;
     let mut ids = LcgIds::new(model.config().n_vocab);
@@ -81,6 +93,7 @@ pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> Result<Vec<Conte
             seqs.ingest(model, root, &grow)?;
             len = c;
         }
+        let kv_held_bytes = Some(seqs.kv().held_bytes());
         let agents: Vec<SeqId> = (0..CONTEXT_BATCH)
             .map(|_| seqs.fork(root))
             .collect::<Result<_, _>>()?;
@@ -103,6 +116,7 @@ pub fn decode_at_contexts(model: &Model, contexts: &[usize]) -> Result<Vec<Conte
             context: c + 1 + CONTEXT_STEPS / 2,
             batch: CONTEXT_BATCH,
             step_ms: median(&times),
+            kv_held_bytes,
         });
     }
     std::hint::black_box(sink);

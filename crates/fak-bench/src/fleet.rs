@@ -312,6 +312,7 @@ fn run_shape(
             block_size: bs,
             n_blocks,
             kv_type: p.kv_type,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget: p.budget,
         prefix_cache: match reuse {

@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use fak_engine::{PagedKv, PagedKvConfig, Tenant};
+use fak_engine::{KvWindow, PagedKv, PagedKvConfig, Tenant};
 use fak_model::{Batch, FlatKv, KvRun, KvStore, KvType, LogitsWanted, Model, SeqId, WindowMode};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -67,6 +67,9 @@ pub struct Params {
     /// ([`WindowMode::Full`]: every layer reads every position, to measure
     /// what the window saves; changes the results).
     pub window: WindowMode,
+    /// Whether the paged stores drop sliding-window rows outside the
+    /// window (only [`KvWindow::Keep`] with [`WindowMode::Full`]).
+    pub kv_window: KvWindow,
 }
 
 /// One prefill length's results.
@@ -113,6 +116,10 @@ pub struct Report {
     /// position (`--window full`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<&'static str>,
+    /// Sliding-window rows in the paged stores: `"drop"` (outside the
+    /// window, the default) or `"keep"` (`--kv-window keep`); `"keep"`
+    /// whenever `window` is `"full"`.
+    pub kv_window: &'static str,
 }
 
 /// Runs the protocol (see the module docs), with a progress bar on stderr.
@@ -126,6 +133,11 @@ pub fn run(p: &Params) -> Result<Report> {
     }
     let mut model = p.model.load()?;
     model.set_window_mode(p.window);
+    // Layers that read every position need every row.
+    let kv_window = match p.window {
+        WindowMode::Full => KvWindow::Keep,
+        WindowMode::AsTrained => p.kv_window,
+    };
     let n_vocab = model.config().n_vocab;
     let max_ctx = PREFILL_LENS
         .iter()
@@ -144,7 +156,8 @@ pub fn run(p: &Params) -> Result<Report> {
         }
         KvKind::Paged => {
             let sizes = PagedKvConfig::for_sequences(fak_engine::DEFAULT_BLOCK_SIZE, 1, max_ctx)
-                .with_kv_type(p.kv_type);
+                .with_kv_type(p.kv_type)
+                .with_window(kv_window);
             let mut kv = PagedBench {
                 kv: PagedKv::new(model.config(), sizes)?,
                 seq: None,
@@ -156,10 +169,11 @@ pub fn run(p: &Params) -> Result<Report> {
     if !p.contexts.is_empty() {
         eprintln!("bench: decode at contexts {:?}", p.contexts);
     }
-    let decode_at_context = crate::context::decode_at_contexts(&model, &p.contexts)?;
+    let decode_at_context = crate::context::decode_at_contexts(&model, &p.contexts, kv_window)?;
 
     Ok(Report {
         window: (p.window == WindowMode::Full).then_some("full"),
+        kv_window: kv_window.name(),
         header: RunHeader::model_run(SCHEMA, &p.model.path, &model)?,
         n_vocab,
         reps: p.reps,
@@ -365,9 +379,17 @@ impl Report {
         ));
         for c in &self.decode_at_context {
             s.push_str(&format!(
-                "decode step of {} agents at context {:>6}: {:.2} ms\n",
+                "decode step of {} agents at context {:>6}: {:.2} ms",
                 c.batch, c.context, c.step_ms
             ));
+            if let Some(b) = c.kv_held_bytes {
+                s.push_str(&format!(
+                    " | context KV held {:.2} MiB ({} rows)",
+                    b as f64 / (1 << 20) as f64,
+                    self.kv_window
+                ));
+            }
+            s.push('\n');
         }
         s
     }

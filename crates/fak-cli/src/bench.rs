@@ -61,6 +61,20 @@ struct BenchModelArgs {
     /// measuring what the window saves).
     #[arg(long, value_enum, default_value_t = WindowArg::AsTrained)]
     window: WindowArg,
+    /// Sliding-window rows in the paged KV (gemma3's local layers): drop
+    /// the blocks outside the window, or keep every row (to compare; the
+    /// results are the same). `--window full` always keeps.
+    #[arg(long, value_enum, default_value_t = KvWindowArg::Drop)]
+    kv_window: KvWindowArg,
+}
+
+/// `--kv-window` values of `fak bench model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum KvWindowArg {
+    /// Release local layers' blocks outside the window.
+    Drop,
+    /// Keep every layer's rows for every position.
+    Keep,
 }
 
 /// `--window` values of `fak bench model`.
@@ -304,6 +318,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 window: match m.window {
                     WindowArg::AsTrained => fak_model::WindowMode::AsTrained,
                     WindowArg::Full => fak_model::WindowMode::Full,
+                },
+                kv_window: match m.kv_window {
+                    KvWindowArg::Drop => fak_engine::KvWindow::Drop,
+                    KvWindowArg::Keep => fak_engine::KvWindow::Keep,
                 },
             })?;
             print(&r, m.json, Json::Pretty, single::Report::table)

@@ -32,7 +32,9 @@ pub use generate::{
     check_context, generate, request_context, CtxLimit, GenerateParams, Generation, Sequence,
 };
 pub use many::{generate_many, BatchMode, ManyParams};
-pub use paged::{PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE};
+pub use paged::{
+    GroupStats, KvWindow, PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE,
+};
 pub use request::{
     Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, StepLogprobs, StopAt,
     StopRules, TokenLogprob, Usage,
@@ -137,6 +139,19 @@ pub enum EngineError {
     /// The grammar failed while generating.
     #[error("the constraint failed while generating: {0}")]
     ConstraintFailed(String),
+    /// The operation needs K/V rows of sliding-window layers that were
+    /// dropped (outside the window, [`KvWindow::Drop`]) and cannot be
+    /// done exactly without them.
+    #[error(
+        "sequence {seq}: the operation needs sliding-window K/V rows from position {needed_from}, \
+         but rows before position {first_kept} were dropped (outside the window); \
+         use exact eviction, or keep every row (--kv-window keep)"
+    )]
+    WindowDropped {
+        seq: u32,
+        needed_from: usize,
+        first_kept: usize,
+    },
     /// An eviction span that is empty or not inside the sequence.
     #[error("span {start}..{end} is empty or not inside a sequence of {len} tokens")]
     BadSpan {
@@ -158,6 +173,7 @@ impl EngineError {
                 | EngineError::BeyondTrainedContext { .. }
                 | EngineError::UnknownSeq(_)
                 | EngineError::BadSpan { .. }
+                | EngineError::WindowDropped { .. }
                 | EngineError::TokenOutOfRange { .. }
                 | EngineError::ContextOverflow { .. }
                 | EngineError::BadSampling(_)

@@ -105,6 +105,7 @@ pub fn generate_many(
             block_size: bs,
             n_blocks: blocks,
             kv_type: params.gen.kv_type,
+            window: crate::KvWindow::Drop,
         },
         token_budget: params.max_batch_tokens,
         max_running: prompts.len(),

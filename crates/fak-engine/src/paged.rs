@@ -1,12 +1,29 @@
 //! The paged KV store: K/V rows (f16, or Q8_0 on request) in fixed-size
 //! blocks, addressed through [`fak_kv::KvManager`]'s block tables.
 //!
+//! The model's layers are split into *groups* by attention window, each
+//! with its own manager, block pool and rows: one group for a model
+//! without sliding windows (llama, qwen2: the layout below, unchanged);
+//! for gemma3 with [`KvWindow::Drop`] (the default) a global group (layers
+//! 5, 11, 17 of the 270M file, every position) and a local group (the 15
+//! window-512 layers), whose blocks are released once every position in
+//! them is before the window of the sequence's next token:
+//!
+//! ```text
+//!   seq of 1100 positions, block_size 64, W = 512: next token 1100 reads 589..
+//!   global group (3 layers):  [b0 b1 ... b17]              18 blocks
+//!   local group (15 layers):  [ -  ... -  b9' ... b17']    9 dropped, 9 held
+//! ```
+//!
+//! A sequence has the same slot in every group's manager (every call is
+//! made on all of them in the same order).
 //! ```text
 //!   seq 3 block table:  [ b7 | b2 | b9 ]          block_size = 4 tokens
 //!   position 9  ──►  blocks[9 / 4] = b9, row 9 % 4 = 1
 //!
-//!   storage (K and V alike), one segment per (physical block, layer),
-//!   segment index b · n_layer + layer, head-major inside (KvRowBuf):
+//!   storage of a group (K and V alike), one segment per (physical block,
+//!   layer of the group), segment index b · group layers + l, head-major
+//!   inside (KvRowBuf):
 //!   block b, layer l: [kv head 0: row 0..block_size][kv head 1: ...] ...
 //!            each row of a head: head_dim values as f16 (default) or
 //!            head_dim / 32 Q8_0 blocks
@@ -19,9 +36,9 @@
 //! old rows over before anything is written. Sequence ids of the model
 //! ([`SeqId`]) and slots of fak-kv ([`SeqSlot`]) are the same numbers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use fak_kv::{BlockCopy, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
+use fak_kv::{BlockCopy, BlockId, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
 use fak_model::{KvError, KvRowBuf, KvRowShape, KvRun, KvStore, KvType, ModelConfig, SeqId};
 
 use crate::EngineError;
@@ -56,15 +73,42 @@ pub const DEFAULT_BLOCK_SIZE: usize = 64;
 /// against 819 MB at 40 turns), and prefixes shared at a 256-token grain.
 pub const FLEET_BLOCK_SIZE: usize = 256;
 
+/// Whether sliding-window layers keep the rows outside their window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvWindow {
+    /// A local layer's blocks are released once every position in them is
+    /// before the window of the sequence's next token (the default; models
+    /// without windows are unaffected). Operations that would need the
+    /// released rows recompute them from the tokens or are refused with
+    /// [`EngineError::WindowDropped`].
+    #[default]
+    Drop,
+    /// Every layer keeps every position (one group): what the store did
+    /// before windows were dropped, kept to measure the difference.
+    Keep,
+}
+
+impl KvWindow {
+    /// The flag spelling (`drop`, `keep`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KvWindow::Drop => "drop",
+            KvWindow::Keep => "keep",
+        }
+    }
+}
+
 /// Sizes of a [`PagedKv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PagedKvConfig {
     /// Tokens per block.
     pub block_size: usize,
-    /// Number of physical blocks.
+    /// Number of physical blocks (of each layer group).
     pub n_blocks: usize,
     /// Element type of the stored rows.
     pub kv_type: KvType,
+    /// Whether sliding-window layers drop rows outside their window.
+    pub window: KvWindow,
 }
 
 impl PagedKvConfig {
@@ -79,6 +123,7 @@ impl PagedKvConfig {
                 .max(1)
                 .saturating_mul(n_ctx.div_ceil(block_size).max(1)),
             kv_type: KvType::F16,
+            window: KvWindow::Drop,
         }
     }
 
@@ -86,20 +131,53 @@ impl PagedKvConfig {
     pub fn with_kv_type(self, kv_type: KvType) -> PagedKvConfig {
         PagedKvConfig { kv_type, ..self }
     }
+
+    /// The same sizes, with `window` for sliding-window layers.
+    pub fn with_window(self, window: KvWindow) -> PagedKvConfig {
+        PagedKvConfig { window, ..self }
+    }
+}
+
+/// One group of layers sharing an attention window: its own bookkeeping
+/// and rows.
+struct Group {
+    mgr: KvManager,
+    /// The layers' window (`None`: every position is kept).
+    window: Option<usize>,
+    /// Layers in the group.
+    n_layer: usize,
+    /// Rows `[n_blocks][n_layer][n_head_kv][block_size][head_dim]`: one
+    /// segment per (block, layer of the group), head-major inside (see
+    /// [`KvRowBuf`]).
+    k: KvRowBuf,
+    /// Same layout as `k`.
+    v: KvRowBuf,
+}
+
+/// Block counts of one layer group ([`PagedKv::groups`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Model layers in the group.
+    pub layers: Vec<usize>,
+    /// Their attention window (`None`: every position is kept).
+    pub window: Option<usize>,
+    /// Bytes of K and V rows per block.
+    pub block_bytes: usize,
+    /// The group's pool.
+    pub pool: PoolStats,
 }
 
 /// K/V storage in blocks, plus fak-kv's bookkeeping.
 pub struct PagedKv {
-    mgr: KvManager,
+    /// Layer groups; the first holds every position (no window) whenever
+    /// the model has a layer without a window.
+    groups: Vec<Group>,
+    /// Per model layer: (group, layer index inside the group).
+    layer_at: Vec<(usize, usize)>,
     n_layer: usize,
     n_kv_dim: usize,
     block_size: usize,
     kv_type: KvType,
-    /// Rows `[n_blocks][n_layer][n_head_kv][block_size][head_dim]`: one
-    /// segment per (block, layer), head-major inside (see [`KvRowBuf`]).
-    k: KvRowBuf,
-    /// Same layout as `k`.
-    v: KvRowBuf,
     /// Positions whose rows are complete in every layer, per sequence.
     committed: HashMap<SeqSlot, usize>,
 }
@@ -129,35 +207,58 @@ impl PagedKv {
                 sizes.n_blocks, sizes.block_size, model.n_layer, n_kv_dim
             ))));
         };
-        let shape = KvRowShape {
-            segments: model.n_layer * sizes.n_blocks,
-            seg_rows: sizes.block_size,
-            n_kv_dim,
-            head_dim: model.head_dim,
-        };
-        // The rows first: they dwarf the bookkeeping, so a pool too large
-        // for memory is refused by their allocation probe.
-        let k = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
-        let v = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
-        let mgr = KvManager::new(PoolConfig {
-            block_size: sizes.block_size,
-            n_blocks: sizes.n_blocks,
-        })?;
+        // Layers by window, the unwindowed ones first (BTreeMap: None < Some).
+        let mut by_window: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+        for layer in 0..model.n_layer {
+            let w = match sizes.window {
+                KvWindow::Drop => model.window(layer),
+                KvWindow::Keep => None,
+            };
+            by_window.entry(w).or_default().push(layer);
+        }
+        let mut groups = Vec::with_capacity(by_window.len());
+        let mut layer_at = vec![(0, 0); model.n_layer];
+        for (g, (window, layers)) in by_window.into_iter().enumerate() {
+            for (i, &l) in layers.iter().enumerate() {
+                layer_at[l] = (g, i);
+            }
+            let shape = KvRowShape {
+                segments: layers.len() * sizes.n_blocks,
+                seg_rows: sizes.block_size,
+                n_kv_dim,
+                head_dim: model.head_dim,
+            };
+            // The rows first: they dwarf the bookkeeping, so a pool too
+            // large for memory is refused by their allocation probe.
+            let k = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
+            let v = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
+            let mgr = KvManager::new(PoolConfig {
+                block_size: sizes.block_size,
+                n_blocks: sizes.n_blocks,
+            })?;
+            groups.push(Group {
+                mgr,
+                window,
+                n_layer: layers.len(),
+                k,
+                v,
+            });
+        }
         Ok(PagedKv {
-            mgr,
+            groups,
+            layer_at,
             n_layer: model.n_layer,
             n_kv_dim,
             block_size: sizes.block_size,
             kv_type: sizes.kv_type,
-            k,
-            v,
             committed: HashMap::new(),
         })
     }
 
-    /// The bookkeeping (read-only).
+    /// The bookkeeping of the first layer group (the one holding every
+    /// position whenever the model has a layer without a window), read-only.
     pub fn manager(&self) -> &KvManager {
-        &self.mgr
+        &self.groups[0].mgr
     }
 
     /// Tokens per block.
@@ -165,19 +266,56 @@ impl PagedKv {
         self.block_size
     }
 
-    /// Pool occupancy.
+    /// Pool occupancy of the first layer group: it holds a block wherever
+    /// another group does, so admission and preemption count its blocks.
     pub fn stats(&self) -> PoolStats {
-        self.mgr.stats()
+        self.groups[0].mgr.stats()
+    }
+
+    /// Each layer group's layers, window, block bytes and occupancy.
+    pub fn groups(&self) -> Vec<GroupStats> {
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(g, grp)| GroupStats {
+                layers: (0..self.n_layer)
+                    .filter(|&l| self.layer_at[l].0 == g)
+                    .collect(),
+                window: grp.window,
+                block_bytes: 2
+                    * grp.n_layer
+                    * self.block_size
+                    * self.kv_type.row_bytes(self.n_kv_dim),
+                pool: grp.mgr.stats(),
+            })
+            .collect()
+    }
+
+    /// Bytes of K and V rows in blocks that sequences hold now (used
+    /// blocks × block bytes, summed over the layer groups; cached and free
+    /// blocks not counted).
+    pub fn held_bytes(&self) -> usize {
+        self.groups()
+            .iter()
+            .map(|g| g.pool.used * g.block_bytes)
+            .sum()
     }
 
     /// Bytes of K and V storage.
     pub fn storage_bytes(&self) -> usize {
-        self.k.bytes() + self.v.bytes()
+        self.groups.iter().map(|g| g.k.bytes() + g.v.bytes()).sum()
     }
 
     /// A new, empty sequence in `tenant`'s namespace.
     pub fn create(&mut self, tenant: Tenant) -> SeqId {
-        let s = self.mgr.create_seq(tenant);
+        let slots: Vec<SeqSlot> = self
+            .groups
+            .iter_mut()
+            .map(|g| g.mgr.create_seq(tenant))
+            .collect();
+        let s = slots.first().copied().unwrap_or(SeqSlot(0));
+        // Every group saw the same calls, so it issued the same slot.
+        debug_assert!(slots.iter().all(|&o| o == s), "layer groups out of step");
         self.committed.insert(s, 0);
         SeqId(s.0)
     }
@@ -189,9 +327,14 @@ impl PagedKv {
     /// [`EngineError::Kv`] for an unknown sequence.
     pub fn fork(&mut self, src: SeqId) -> Result<SeqId, EngineError> {
         let len = self.committed_len(src)?;
-        let s = self.mgr.fork(SeqSlot(src.0))?;
-        // A fork holds exactly the committed rows of its parent.
-        self.mgr.truncate(s, len)?;
+        let mut s = SeqSlot(0);
+        for (i, g) in self.groups.iter_mut().enumerate() {
+            let f = g.mgr.fork(SeqSlot(src.0))?;
+            debug_assert!(i == 0 || f == s, "layer groups out of step");
+            s = f;
+            // A fork holds exactly the committed rows of its parent.
+            g.mgr.truncate(f, len)?;
+        }
         self.committed.insert(s, len);
         Ok(SeqId(s.0))
     }
@@ -202,21 +345,57 @@ impl PagedKv {
     ///
     /// [`EngineError::Kv`] for an unknown sequence.
     pub fn free(&mut self, seq: SeqId) -> Result<(), EngineError> {
-        self.mgr.free_seq(SeqSlot(seq.0))?;
+        for g in &mut self.groups {
+            g.mgr.free_seq(SeqSlot(seq.0))?;
+        }
         self.committed.remove(&SeqSlot(seq.0));
         Ok(())
+    }
+
+    /// The first position of `seq` whose rows every layer still holds (0
+    /// unless sliding-window rows were dropped).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] for an unknown sequence.
+    pub fn first_kept(&self, seq: SeqId) -> Result<usize, EngineError> {
+        let mut first = 0;
+        for g in &self.groups {
+            first = first.max(g.mgr.dropped(SeqSlot(seq.0))? * self.block_size);
+        }
+        Ok(first)
     }
 
     /// Keeps positions `0..n` of `seq`.
     ///
     /// # Errors
     ///
-    /// [`EngineError::Kv`] for an unknown sequence or `n` beyond its length.
+    /// [`EngineError::Kv`] for an unknown sequence;
+    /// [`EngineError::WindowDropped`] (nothing changed) when the next
+    /// token, at `n`, would read sliding-window rows that were dropped:
+    /// truncating to 0 always works.
     pub fn truncate(&mut self, seq: SeqId, n: usize) -> Result<(), EngineError> {
         let len = self.committed_len(seq)?;
         let n = n.min(len);
-        self.mgr.truncate(SeqSlot(seq.0), n)?;
-        self.committed.insert(SeqSlot(seq.0), n);
+        let slot = SeqSlot(seq.0);
+        if n > 0 {
+            for g in &self.groups {
+                let Some(w) = g.window else { continue };
+                let first_kept = g.mgr.dropped(slot)? * self.block_size;
+                let needed_from = (n + 1).saturating_sub(w);
+                if first_kept > needed_from {
+                    return Err(EngineError::WindowDropped {
+                        seq: seq.0,
+                        needed_from,
+                        first_kept,
+                    });
+                }
+            }
+        }
+        for g in &mut self.groups {
+            g.mgr.truncate(slot, n)?;
+        }
+        self.committed.insert(slot, n);
         Ok(())
     }
 
@@ -224,13 +403,24 @@ impl PagedKv {
     /// returns how many tokens it covers: whole blocks, then the rows of
     /// one more cached block that spell the rest of the match
     /// ([`KvManager::attach_prefix_rows`]; copied before the first write).
+    /// With several layer groups, the shortest group's match: a group whose
+    /// cached chain was cut (its oldest blocks dropped and evicted) gives
+    /// fewer tokens, and the rest is recomputed.
     ///
     /// # Errors
     ///
     /// [`EngineError::Kv`] for an unknown or non-empty sequence.
     pub fn attach_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, EngineError> {
-        let n = self.mgr.attach_prefix_rows(SeqSlot(seq.0), tokens)?;
-        self.committed.insert(SeqSlot(seq.0), n);
+        let slot = SeqSlot(seq.0);
+        let mut n = usize::MAX;
+        for g in &mut self.groups {
+            n = n.min(g.mgr.attach_prefix_rows(slot, tokens)?);
+        }
+        for g in &mut self.groups {
+            g.mgr.truncate(slot, n)?;
+        }
+        self.drop_outside_windows(slot, n)?;
+        self.committed.insert(slot, n);
         Ok(n)
     }
 
@@ -242,7 +432,20 @@ impl PagedKv {
     /// [`EngineError::Kv`] for an unknown sequence or a token count that is
     /// not its length.
     pub fn publish(&mut self, seq: SeqId, tokens: &[u32]) -> Result<(), EngineError> {
-        self.mgr.publish(SeqSlot(seq.0), tokens)?;
+        for g in &mut self.groups {
+            g.mgr.publish(SeqSlot(seq.0), tokens)?;
+        }
+        Ok(())
+    }
+
+    /// Releases the blocks of windowed groups that the token at `n` (the
+    /// next one) no longer reads: those wholly before `n + 1 - W`.
+    fn drop_outside_windows(&mut self, slot: SeqSlot, n: usize) -> Result<(), fak_kv::KvError> {
+        for g in &mut self.groups {
+            if let Some(w) = g.window {
+                g.mgr.drop_before(slot, (n + 1).saturating_sub(w))?;
+            }
+        }
         Ok(())
     }
 
@@ -253,25 +456,34 @@ impl PagedKv {
             .ok_or(EngineError::Kv(fak_kv::KvError::UnknownSeq(SeqSlot(seq.0))))
     }
 
-    /// Row index of layer `layer`'s first row of block `block` in `k`/`v`.
-    fn base(&self, block: fak_kv::BlockId, layer: usize) -> usize {
-        (block.0 as usize * self.n_layer + layer) * self.block_size
+    /// The group of `layer`, its buffer row of `layer`'s first row of
+    /// block `block`.
+    fn base(&self, block: BlockId, layer: usize) -> (&Group, usize) {
+        let (g, l) = self.layer_at[layer];
+        let grp = &self.groups[g];
+        (grp, (block.0 as usize * grp.n_layer + l) * self.block_size)
     }
 
-    /// Row index of the row at `pos` of `seq` in `layer`, if that position
-    /// has a block.
-    fn offset(&self, layer: usize, seq: SeqId, pos: usize) -> Option<usize> {
-        let blocks = self.mgr.blocks(SeqSlot(seq.0)).ok()?;
-        let b = *blocks.get(pos / self.block_size)?;
-        Some(self.base(b, layer) + pos % self.block_size)
+    /// The group of `layer` and the buffer row of the row at `pos` of `seq`,
+    /// if that position has a block in it.
+    fn offset(&self, layer: usize, seq: SeqId, pos: usize) -> Option<(&Group, usize)> {
+        let (g, _) = *self.layer_at.get(layer)?;
+        let b = self.groups[g]
+            .mgr
+            .block_at(SeqSlot(seq.0), pos / self.block_size)?;
+        let (grp, base) = self.base(b, layer);
+        Some((grp, base + pos % self.block_size))
     }
 
-    fn copy_block(&mut self, c: BlockCopy) {
+    fn copy_block(&mut self, g: usize, c: BlockCopy) {
         let rows = c.n_tokens.min(self.block_size);
-        for layer in 0..self.n_layer {
-            let (src, dst) = (self.base(c.src, layer), self.base(c.dst, layer));
-            self.k.copy_rows(src, dst, rows);
-            self.v.copy_rows(src, dst, rows);
+        let bs = self.block_size;
+        let grp = &mut self.groups[g];
+        for l in 0..grp.n_layer {
+            let src = (c.src.0 as usize * grp.n_layer + l) * bs;
+            let dst = (c.dst.0 as usize * grp.n_layer + l) * bs;
+            grp.k.copy_rows(src, dst, rows);
+            grp.v.copy_rows(src, dst, rows);
         }
     }
 
@@ -307,16 +519,26 @@ impl KvStore for PagedKv {
 
     fn reserve(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
         let slot = SeqSlot(seq.0);
-        let have = self.mgr.len(slot).map_err(|e| kv_err(seq, e))?;
+        let have = self.groups[0].mgr.len(slot).map_err(|e| kv_err(seq, e))?;
         if n <= have {
             return Ok(());
         }
-        let copies = self
-            .mgr
-            .append(slot, n - have)
-            .map_err(|e| kv_err(seq, e))?;
-        for c in copies {
-            self.copy_block(c);
+        for g in 0..self.groups.len() {
+            let grown = self.groups[g].mgr.append(slot, n - have);
+            match grown {
+                Ok(copies) => {
+                    for c in copies {
+                        self.copy_block(g, c);
+                    }
+                }
+                Err(e) => {
+                    // All groups or none: give back what the earlier ones took.
+                    for done in &mut self.groups[..g] {
+                        done.mgr.truncate(slot, have).map_err(|e| kv_err(seq, e))?;
+                    }
+                    return Err(kv_err(seq, e));
+                }
+            }
         }
         Ok(())
     }
@@ -335,9 +557,13 @@ impl KvStore for PagedKv {
                 want: self.n_kv_dim,
             });
         }
-        let reserved = self.mgr.len(SeqSlot(seq.0)).map_err(|e| kv_err(seq, e))?;
+        let g = self.layer_at.get(layer).map_or(0, |&(g, _)| g);
+        let reserved = self.groups[g]
+            .mgr
+            .len(SeqSlot(seq.0))
+            .map_err(|e| kv_err(seq, e))?;
         let o = match self.offset(layer, seq, pos) {
-            Some(o) if pos < reserved && layer < self.n_layer => o,
+            Some((_, o)) if pos < reserved => o,
             _ => {
                 return Err(KvError::ContextFull {
                     seq: seq.0,
@@ -347,16 +573,21 @@ impl KvStore for PagedKv {
             }
         };
         debug_assert!(
-            self.mgr.is_writable(SeqSlot(seq.0), pos).unwrap_or(false),
+            self.groups[g]
+                .mgr
+                .is_writable(SeqSlot(seq.0), pos)
+                .unwrap_or(false),
             "write into a shared block"
         );
-        self.k.write(o, k);
-        self.v.write(o, v);
+        let grp = &mut self.groups[g];
+        grp.k.write(o, k);
+        grp.v.write(o, v);
         Ok(())
     }
 
     fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError> {
-        let reserved = self.mgr.len(SeqSlot(seq.0)).map_err(|e| kv_err(seq, e))?;
+        let slot = SeqSlot(seq.0);
+        let reserved = self.groups[0].mgr.len(slot).map_err(|e| kv_err(seq, e))?;
         if n > reserved {
             return Err(KvError::NotContiguous {
                 seq: seq.0,
@@ -364,8 +595,9 @@ impl KvStore for PagedKv {
                 len: reserved,
             });
         }
-        self.committed.insert(SeqSlot(seq.0), n);
-        Ok(())
+        self.committed.insert(slot, n);
+        self.drop_outside_windows(slot, n)
+            .map_err(|e| kv_err(seq, e))
     }
 
     fn kv_type(&self) -> KvType {
@@ -374,14 +606,14 @@ impl KvStore for PagedKv {
 
     fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => self.k.run(o, self.run_len(pos, end), head),
+            Some((g, o)) => g.k.run(o, self.run_len(pos, end), head),
             None => self.none(),
         }
     }
 
     fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some(o) => self.v.run(o, self.run_len(pos, end), head),
+            Some((g, o)) => g.v.run(o, self.run_len(pos, end), head),
             None => self.none(),
         }
     }
@@ -395,7 +627,8 @@ impl PagedKv {
     }
 
     /// Reads the K and V rows (`[n_kv_dim]` each, as f32) of `seq` at `pos`
-    /// in `layer` into `k` and `v`.
+    /// in `layer` into `k` and `v`; leaves them untouched for a position
+    /// without rows (callers check [`PagedKv::first_kept`] first).
     pub(crate) fn read_rows(
         &self,
         layer: usize,
@@ -404,9 +637,9 @@ impl PagedKv {
         k: &mut [f32],
         v: &mut [f32],
     ) {
-        if let Some(o) = self.offset(layer, seq, pos) {
-            self.k.read(o, k);
-            self.v.read(o, v);
+        if let Some((g, o)) = self.offset(layer, seq, pos) {
+            g.k.read(o, k);
+            g.v.read(o, v);
         }
     }
 

@@ -20,6 +20,20 @@
 //! computes each token's rows independently of the other tokens in a
 //! batch, and the cache stores rows exactly), which the tests check as
 //! bytes.
+//!
+//! With sliding-window rows dropped ([`crate::KvWindow::Drop`]), cutting a
+//! sequence back (`truncate`, exact eviction, a failed step's rollback) to a
+//! length whose next token would read dropped rows cannot keep the rows: the
+//! cache is then emptied and the kept tokens become *pending*, recomputed
+//! in front of the sequence's next step (the same rows, so the same
+//! logits). Shift eviction cannot recompute (it moves rows) and is refused
+//! with [`EngineError::WindowDropped`] once rows were dropped.
+//!
+//! ```text
+//!   tokens  [t0 ............................ t_n)     what the sequence holds
+//!   cache   [rows 0 ........ kv_len)                  kv_len < n: pending
+//!   next step(ids):  forward(tokens[kv_len..n] ++ ids)  logits only for ids
+//! ```
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -98,6 +112,11 @@ impl Sequences {
         prefix: PrefixCache,
         max_batch_tokens: usize,
     ) -> Result<Sequences, EngineError> {
+        // A model made to read every position in every layer needs them all.
+        let sizes = match model.window_mode() {
+            fak_model::WindowMode::Full => sizes.with_window(crate::KvWindow::Keep),
+            fak_model::WindowMode::AsTrained => sizes,
+        };
         Ok(Sequences {
             kv: PagedKv::new(model.config(), sizes)?,
             ws: Workspace::new(),
@@ -199,7 +218,30 @@ impl Sequences {
             .tokens
             .get(&seq)
             .ok_or(EngineError::UnknownSeq(seq.0))?;
-        self.kv.publish(seq, toks)
+        // Pending tokens have no rows yet: publish what the cache holds.
+        let held = self.kv.seq_len(seq).map_err(model_err)?;
+        self.kv.publish(seq, &toks[..held.min(toks.len())])
+    }
+
+    /// Cuts `seq`'s cache back to `n` positions, exactly: when the next
+    /// token would read sliding-window rows that were dropped, the cache
+    /// is emptied instead, and the tokens it held become pending (see the
+    /// module docs).
+    fn cut_kv(&mut self, seq: SeqId, n: usize) -> Result<(), EngineError> {
+        match self.kv.truncate(seq, n) {
+            Err(EngineError::WindowDropped { .. }) => self.kv.truncate(seq, 0),
+            other => other,
+        }
+    }
+
+    /// Tokens of `seq` without rows in the cache yet (pending recompute).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownSeq`] if `seq` does not exist.
+    pub fn pending(&self, seq: SeqId) -> Result<usize, EngineError> {
+        let n = self.tokens(seq)?.len();
+        Ok(n.saturating_sub(self.kv.seq_len(seq).map_err(model_err)?))
     }
 
     /// Keeps the first `n` tokens of `seq` (blocks before them are kept;
@@ -218,7 +260,8 @@ impl Sequences {
                 len,
             });
         }
-        self.kv.truncate(seq, n)?;
+        let held = self.kv.seq_len(seq).map_err(model_err)?;
+        self.cut_kv(seq, n.min(held))?;
         if let Some(t) = self.tokens.get_mut(&seq) {
             t.truncate(n);
         }
@@ -264,13 +307,31 @@ impl Sequences {
         items: &[Append<'_>],
         mut on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<(), EngineError> {
-        // Plan positions; remember lengths for rollback.
+        // Plan positions; remember lengths for rollback. A sequence's
+        // pending tokens (rows dropped by a cut) go first, without logits.
         let mut next: HashMap<SeqId, usize> = HashMap::new();
         let mut toks: Vec<(BatchToken, Option<usize>)> = Vec::new();
+        let mut held: Vec<(SeqId, usize)> = Vec::new();
         for (i, it) in items.iter().enumerate() {
             let start = match next.get(&it.seq) {
                 Some(&p) => p,
-                None => self.tokens(it.seq)?.len(),
+                None => {
+                    let all = self.tokens(it.seq)?;
+                    let kv_len = self.kv.seq_len(it.seq).map_err(model_err)?;
+                    held.push((it.seq, kv_len));
+                    for (pos, &id) in (kv_len..).zip(&all[kv_len.min(all.len())..]) {
+                        toks.push((
+                            BatchToken {
+                                token: id,
+                                pos: pos as u32,
+                                seq: it.seq,
+                                logits: LogitsWanted::No,
+                            },
+                            None,
+                        ));
+                    }
+                    all.len()
+                }
             };
             for (j, &id) in it.ids.iter().enumerate() {
                 let last = j + 1 == it.ids.len();
@@ -291,14 +352,10 @@ impl Sequences {
             }
             next.insert(it.seq, start + it.ids.len());
         }
-        let before: Vec<(SeqId, usize)> = next
-            .keys()
-            .map(|&s| (s, self.tokens.get(&s).map_or(0, Vec::len)))
-            .collect();
         let result = self.run_tokens(model, &toks, &mut on_logits);
         if let Err(e) = result {
-            for (s, n) in before {
-                self.kv.truncate(s, n)?;
+            for (s, n) in held {
+                self.cut_kv(s, n)?;
             }
             return Err(e);
         }
@@ -381,10 +438,14 @@ impl Sequences {
         let tail = &toks[b..];
         match mode {
             EvictMode::Exact => {
-                self.kv.truncate(seq, a)?;
+                let held = self.kv.seq_len(seq).map_err(model_err)?;
+                self.cut_kv(seq, a.min(held))?;
                 if let Some(t) = self.tokens.get_mut(&seq) {
                     t.truncate(a);
                 }
+                // Tokens before the span whose rows were dropped are
+                // recomputed with the tail.
+                let pending = self.pending(seq)?;
                 let logits = if tail.is_empty() {
                     None
                 } else {
@@ -392,11 +453,21 @@ impl Sequences {
                 };
                 Ok(EvictReport {
                     removed: b - a,
-                    recomputed: tail.len(),
+                    recomputed: tail.len() + if tail.is_empty() { 0 } else { pending },
                     logits,
                 })
             }
             EvictMode::Shift => {
+                // Shifting moves rows; it cannot move rows that are gone.
+                let first_kept = self.kv.first_kept(seq)?;
+                let held = self.kv.seq_len(seq).map_err(model_err)?;
+                if first_kept > 0 || held < toks.len() {
+                    return Err(EngineError::WindowDropped {
+                        seq: seq.0,
+                        needed_from: 0,
+                        first_kept: if first_kept > 0 { first_kept } else { held },
+                    });
+                }
                 self.shift(model, seq, a, b, &toks)?;
                 Ok(EvictReport {
                     removed: b - a,
@@ -431,7 +502,6 @@ impl Sequences {
         }
         self.kv.truncate(seq, a)?;
         let kv = &mut self.kv;
-        let model_err = |e: fak_model::KvError| EngineError::Model(e.into());
         kv.reserve(seq, a + n_tail).map_err(model_err)?;
         let delta = (b - a) as u32;
         for i in 0..n_tail {
@@ -454,4 +524,9 @@ impl Sequences {
     pub fn n_vocab(&self) -> usize {
         self.n_vocab
     }
+}
+
+/// A KV error of the store as the engine's.
+fn model_err(e: fak_model::KvError) -> EngineError {
+    EngineError::Model(e.into())
 }

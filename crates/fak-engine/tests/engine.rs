@@ -39,6 +39,7 @@ fn config(
             block_size,
             n_blocks,
             kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget,
         max_running,

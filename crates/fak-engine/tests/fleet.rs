@@ -18,6 +18,7 @@ fn config(budget: usize, prefix_cache: PrefixCache) -> FleetConfig {
             block_size: 4,
             n_blocks: 256,
             kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget: budget,
         prefix_cache,

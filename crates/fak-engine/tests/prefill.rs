@@ -19,6 +19,7 @@ fn config(prefill: PrefillMix) -> EngineConfig {
             block_size: 16,
             n_blocks: 256,
             kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget: 512,
         max_running: 64,

@@ -234,6 +234,7 @@ fn outputs_of_200_random_schemas_validate() {
             block_size: 16,
             n_blocks: 4096,
             kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget: 256,
         max_running: 128,

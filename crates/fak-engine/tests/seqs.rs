@@ -55,6 +55,7 @@ fn cache_kv(
             block_size,
             n_blocks,
             kv_type,
+            window: fak_engine::KvWindow::Drop,
         },
         prefix,
         ubatch,

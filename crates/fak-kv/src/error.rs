@@ -47,6 +47,20 @@ pub enum KvError {
         /// The sequence's length.
         len: usize,
     },
+    /// A position whose block was released by
+    /// [`crate::KvManager::drop_before`] (outside a sliding window).
+    #[error(
+        "position {pos} of {seq:?} was dropped with its block (outside the sliding window); \
+         rows are kept from position {first_kept}"
+    )]
+    PositionDropped {
+        /// The sequence.
+        seq: SeqSlot,
+        /// The position asked about.
+        pos: usize,
+        /// The first position whose rows are still held.
+        first_kept: usize,
+    },
     /// `append` would overflow the length counter.
     #[error("appending {n} positions to {seq:?} (length {len}) overflows usize")]
     LengthOverflow {

@@ -29,6 +29,11 @@
 //!   block with refcount > 1, or a published one, is never written.
 //! * [`KvManager::truncate`] drops positions from the end, releasing blocks
 //!   wholly past the new length.
+//! * [`KvManager::drop_before`] releases a sequence's blocks wholly before
+//!   a position (a sliding window's rows no later query reads); the block
+//!   table keeps a count of the dropped leading entries, whose positions
+//!   [`KvManager::locate`] then refuses ([`KvError::PositionDropped`]), as
+//!   does a `truncate` that would end inside them.
 //!
 //! # Prefix cache
 //!

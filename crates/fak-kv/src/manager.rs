@@ -29,8 +29,19 @@ struct Seq {
     tenant: Tenant,
     /// Positions held.
     len: usize,
-    /// Block table; always exactly `len.div_ceil(block_size)` entries.
+    /// Leading block-table entries released by [`KvManager::drop_before`]
+    /// (a sliding window's rows no query reads any more).
+    dropped: usize,
+    /// The live block table, entries `dropped..`; always exactly
+    /// `len.div_ceil(block_size) - dropped` entries.
     blocks: Vec<BlockId>,
+}
+
+impl Seq {
+    /// Block-table entries, dropped ones included.
+    fn n_entries(&self) -> usize {
+        self.dropped + self.blocks.len()
+    }
 }
 
 /// Paged KV bookkeeping for many sequences over one block pool.
@@ -167,6 +178,7 @@ impl KvManager {
             Seq {
                 tenant,
                 len: 0,
+                dropped: 0,
                 blocks: Vec::new(),
             },
         );
@@ -207,16 +219,44 @@ impl KvManager {
         Ok(self.seq(s)?.tenant)
     }
 
-    /// `s`'s block table: position `p` lives in `blocks[p / block_size]` at
-    /// row `p % block_size`. Length `len(s).div_ceil(block_size)`.
+    /// `s`'s live block table: position `p` lives in
+    /// `blocks[p / block_size - dropped(s)]` at row `p % block_size`. Length
+    /// `len(s).div_ceil(block_size) - dropped(s)`; without
+    /// [`KvManager::drop_before`], `dropped(s)` is 0 and this is the whole
+    /// table.
     pub fn blocks(&self, s: SeqSlot) -> Result<&[BlockId], KvError> {
         Ok(&self.seq(s)?.blocks)
     }
 
+    /// Leading block-table entries of `s` released by
+    /// [`KvManager::drop_before`]: positions `0..dropped(s) · block_size`
+    /// have no rows any more.
+    pub fn dropped(&self, s: SeqSlot) -> Result<usize, KvError> {
+        Ok(self.seq(s)?.dropped)
+    }
+
+    /// The block holding block-table entry `i` of `s` (positions `i ·
+    /// block_size..`); `None` past the table or for a dropped entry.
+    pub fn block_at(&self, s: SeqSlot, i: usize) -> Option<BlockId> {
+        let seq = self.seqs.get(&s)?;
+        seq.blocks.get(i.checked_sub(seq.dropped)?).copied()
+    }
+
     /// Where position `pos` of `s` lives: (block, row).
+    ///
+    /// Errors: [`KvError::UnknownSeq`], [`KvError::PositionOutOfRange`],
+    /// [`KvError::PositionDropped`] for a position of a dropped block.
     pub fn locate(&self, s: SeqSlot, pos: usize) -> Result<(BlockId, usize), KvError> {
         let seq = self.seq(s)?;
-        match seq.blocks.get(pos / self.block_size) {
+        let i = pos / self.block_size;
+        if pos < seq.len && i < seq.dropped {
+            return Err(KvError::PositionDropped {
+                seq: s,
+                pos,
+                first_kept: seq.dropped * self.block_size,
+            });
+        }
+        match seq.blocks.get(i.wrapping_sub(seq.dropped)) {
             Some(&b) if pos < seq.len => Ok((b, pos % self.block_size)),
             _ => Err(KvError::PositionOutOfRange {
                 seq: s,
@@ -224,6 +264,27 @@ impl KvManager {
                 len: seq.len,
             }),
         }
+    }
+
+    /// Releases `s`'s blocks whose positions all lie before `pos` (a
+    /// sliding window's rows that no later query reads); returns how many
+    /// were released (`pos` is clamped to `len(s)`). A released block goes back to the pool like one released by
+    /// [`KvManager::free_seq`] (cached if it is published, free otherwise);
+    /// other holders of it (forks, the prefix index) keep it.
+    ///
+    /// Errors (state unchanged): [`KvError::UnknownSeq`].
+    pub fn drop_before(&mut self, s: SeqSlot, pos: usize) -> Result<usize, KvError> {
+        let bs = self.block_size;
+        let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
+        let upto = pos.min(seq.len) / bs;
+        let n = upto.saturating_sub(seq.dropped).min(seq.blocks.len());
+        let released: Vec<BlockId> = seq.blocks.drain(..n).collect();
+        seq.dropped += n;
+        // Oldest first: the oldest rows are the first the LRU gives up.
+        for b in released {
+            release(&mut self.pool, &self.index, b);
+        }
+        Ok(n)
     }
 
     /// Grows `s` by `n` positions: `len..len + n` become writable and the
@@ -249,7 +310,7 @@ impl KvManager {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let have = seq.blocks.len();
+        let have = seq.n_entries();
         let row = len % bs;
         // Some(old) when the partial last block must be copied first.
         let cow_src = match seq.blocks.last() {
@@ -292,7 +353,9 @@ impl KvManager {
                     dst,
                     n_tokens: row,
                 });
-                seq.blocks[have - 1] = dst;
+                if let Some(last) = seq.blocks.last_mut() {
+                    *last = dst;
+                }
                 release(&mut self.pool, &self.index, old);
             }
         }
@@ -305,9 +368,14 @@ impl KvManager {
     /// A kept partial block that is shared or published is copied by the
     /// next `append`, never written in place.
     ///
+    /// Truncating to 0 empties the sequence, dropped entries included.
+    ///
     /// Errors (state unchanged): [`KvError::UnknownSeq`],
-    /// [`KvError::TruncateBeyondLen`] when `n > len(s)`.
+    /// [`KvError::TruncateBeyondLen`] when `n > len(s)`,
+    /// [`KvError::PositionDropped`] when `0 < n` and the block of position
+    /// `n - 1` was dropped ([`KvManager::drop_before`]).
     pub fn truncate(&mut self, s: SeqSlot, n: usize) -> Result<(), KvError> {
+        let bs = self.block_size;
         let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
         if n > seq.len {
             return Err(KvError::TruncateBeyondLen {
@@ -316,10 +384,20 @@ impl KvManager {
                 len: seq.len,
             });
         }
-        let keep = n.div_ceil(self.block_size);
-        let dropped = seq.blocks.split_off(keep);
+        let keep = n.div_ceil(bs);
+        if n > 0 && keep <= seq.dropped {
+            return Err(KvError::PositionDropped {
+                seq: s,
+                pos: n - 1,
+                first_kept: seq.dropped * bs,
+            });
+        }
+        let released = seq.blocks.split_off(keep.saturating_sub(seq.dropped));
+        if n == 0 {
+            seq.dropped = 0;
+        }
         seq.len = n;
-        release_all(&mut self.pool, &self.index, &dropped);
+        release_all(&mut self.pool, &self.index, &released);
         Ok(())
     }
 
@@ -427,9 +505,17 @@ impl KvManager {
         }
         // Pass 1 validates (so that errors leave the index untouched), pass
         // 2 inserts. `at` is None once the walk has left the existing trie.
+        // Dropped entries have no block: the walk passes them only along
+        // nodes the index already holds (published before they were
+        // dropped), and inserts nothing below a gap.
         for pass in [Pass::Validate, Pass::Insert] {
             let mut at = Some(Place::Root(seq.tenant));
-            for (j, (key, &b)) in tokens.chunks_exact(bs).zip(&seq.blocks).enumerate() {
+            let mut chunks = tokens.chunks_exact(bs);
+            for key in chunks.by_ref().take(seq.dropped) {
+                at = at.and_then(|p| self.index.child(p, key)).map(Place::Node);
+            }
+            for (j, (key, &b)) in chunks.zip(&seq.blocks).enumerate() {
+                let j = j + seq.dropped;
                 let existing = at.and_then(|p| self.index.child(p, key));
                 match existing {
                     Some(node) => {

@@ -158,3 +158,112 @@ fn shared_system_prompt_is_computed_once_for_a_fleet() {
     }
     assert_eq!(kv.stats().cached, 4);
 }
+
+/// A sliding window's blocks: `drop_before` frees the blocks wholly
+/// before the window, the rows kept read back as written, appends go on
+/// past the gap, and positions of dropped blocks are refused by `locate`
+/// and by a `truncate` that would end inside them.
+#[test]
+fn drop_before_frees_blocks_outside_the_window() {
+    let mut kv = manager(4, 8);
+    let mut st = Storage::default();
+    let a = kv.create_seq(Tenant(0));
+    let toks: Vec<u32> = (100..114).collect();
+    st.append(&mut kv, a, &toks); // 14 positions: 4 blocks
+    assert_eq!(kv.stats().used, 4);
+    // Window 5 after 14 positions: the next query reads 10..; blocks 0, 1
+    // (positions 0..8) are wholly before it.
+    assert_eq!(kv.drop_before(a, 10).unwrap(), 2);
+    assert_eq!(kv.dropped(a).unwrap(), 2);
+    assert_eq!(kv.stats().used, 2);
+    assert_eq!(kv.stats().free, 6);
+    assert_eq!(kv.blocks(a).unwrap().len(), 2);
+    assert!(kv.block_at(a, 1).is_none());
+    assert_eq!(kv.block_at(a, 2), Some(kv.blocks(a).unwrap()[0]));
+    // Idempotent, and never past the length.
+    assert_eq!(kv.drop_before(a, 10).unwrap(), 0);
+    for (p, &t) in toks.iter().enumerate().skip(8) {
+        assert_eq!(st.0[&kv.locate(a, p).unwrap()], t);
+    }
+    assert!(matches!(
+        kv.locate(a, 7),
+        Err(fak_kv::KvError::PositionDropped { first_kept: 8, .. })
+    ));
+    // Appending past the gap fills the partial block, then new ones.
+    st.append(&mut kv, a, &[7, 8, 9]);
+    assert_eq!(kv.len(a).unwrap(), 17);
+    assert_eq!(kv.blocks(a).unwrap().len(), 3);
+    assert_eq!(st.0[&kv.locate(a, 16).unwrap()], 9);
+    // Truncating into a dropped block is refused, state unchanged; within
+    // kept blocks and to 0 it works (0 also forgets the gap).
+    let before = kv.stats();
+    assert!(matches!(
+        kv.truncate(a, 8),
+        Err(fak_kv::KvError::PositionDropped { pos: 7, .. })
+    ));
+    assert_eq!(kv.stats(), before);
+    kv.truncate(a, 9).unwrap();
+    assert_eq!(kv.blocks(a).unwrap().len(), 1);
+    kv.truncate(a, 0).unwrap();
+    assert_eq!(kv.dropped(a).unwrap(), 0);
+    assert_eq!(kv.stats().free, 8);
+}
+
+/// A fork shares only the live blocks; dropping in one sequence never
+/// frees a block the other still holds, and the pool balances when both
+/// are freed.
+#[test]
+fn drop_before_keeps_blocks_another_holder_needs() {
+    let mut kv = manager(4, 8);
+    let mut st = Storage::default();
+    let a = kv.create_seq(Tenant(0));
+    let toks: Vec<u32> = (0..12).collect();
+    st.append(&mut kv, a, &toks);
+    let b = kv.fork(a).unwrap();
+    assert_eq!(kv.drop_before(a, 8).unwrap(), 2);
+    // b still holds all three blocks: nothing went back to the pool.
+    assert_eq!(kv.stats().used, 3);
+    assert_eq!(st.read(&kv, b), toks);
+    let c = kv.fork(a).unwrap(); // shares a's gap and live block
+    assert_eq!(kv.dropped(c).unwrap(), 2);
+    st.append(&mut kv, c, &[50]);
+    assert_eq!(st.0[&kv.locate(c, 12).unwrap()], 50);
+    assert_eq!(st.0[&kv.locate(a, 11).unwrap()], 11);
+    for s in [a, b, c] {
+        kv.free_seq(s).unwrap();
+    }
+    let st = kv.stats();
+    assert_eq!((st.used, st.free, st.cached), (0, 8, 0));
+}
+
+/// Publishing a sequence with dropped blocks walks the gap only along
+/// nodes the index already holds: blocks published before they were
+/// dropped stay attachable (cached, not freed), and nothing is hung
+/// below a gap the index does not know.
+#[test]
+fn publish_with_dropped_blocks_is_exact() {
+    let mut kv = manager(4, 16);
+    let mut st = Storage::default();
+    let toks: Vec<u32> = (0..12).collect();
+    let a = kv.create_seq(Tenant(0));
+    st.append(&mut kv, a, &toks);
+    kv.publish(a, &toks).unwrap();
+    kv.drop_before(a, 8).unwrap();
+    // The two dropped blocks were published: cached, still attachable.
+    assert_eq!(kv.stats().cached, 2);
+    let mut more = toks.clone();
+    more.extend([12, 13, 14, 15]);
+    st.append(&mut kv, a, &more[12..]);
+    kv.publish(a, &more).unwrap();
+    let b = kv.create_seq(Tenant(0));
+    assert_eq!(kv.attach_prefix(b, &more).unwrap(), 16);
+    assert_eq!(st.read(&kv, b), more);
+
+    // Dropped before being published: only the gap-free part is indexed.
+    let c = kv.create_seq(Tenant(1));
+    st.append(&mut kv, c, &toks);
+    kv.drop_before(c, 8).unwrap();
+    kv.publish(c, &toks).unwrap();
+    let d = kv.create_seq(Tenant(1));
+    assert_eq!(kv.attach_prefix(d, &toks).unwrap(), 0);
+}

@@ -128,7 +128,7 @@ impl Model {
         if !direct {
             qbuf.resize(nq * hd, 0.0);
         }
-        let shared = self.shared_rows(layer, runs, kv);
+        let shared = self.shared_rows(layer, runs, lo_chunk, kv);
         for kvh in 0..cfg.n_head_kv {
             let heads = kvh * group * hd..(kvh + 1) * group * hd;
             let qk: &[f32] = if direct {
@@ -311,9 +311,11 @@ impl Model {
         }
     }
 
-    /// Rows `0..L` whose keys every run holds at the same address (shared
-    /// cached blocks), `L` at most every run's end; 0 for a single run.
-    fn shared_rows<K: KvStore>(&self, layer: usize, runs: &[Run], kv: &K) -> usize {
+    /// Rows `from..L` whose keys every run holds at the same address
+    /// (shared cached blocks), `L` at most every run's end; `from` is the
+    /// chunk's first row read (a windowed layer's store may hold no rows
+    /// before it). `L <= from` means none; 0 for a single run.
+    fn shared_rows<K: KvStore>(&self, layer: usize, runs: &[Run], from: usize, kv: &K) -> usize {
         let Some(first) = runs.first() else {
             return 0;
         };
@@ -322,7 +324,7 @@ impl Model {
         }
         let hd = self.cfg.head_dim;
         let limit = runs.iter().map(Run::end).min().unwrap_or(0);
-        let mut p = 0;
+        let mut p = from;
         while p < limit {
             // Head 0 stands for the row: a store keeps a row's heads
             // together in one block.

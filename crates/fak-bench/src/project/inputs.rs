@@ -296,7 +296,8 @@ pub fn measure_prefill(model: &Model) -> Result<Measured<PrefillPoint>> {
 
 /// Single-sequence decode step times at [`MEASURE_CONTEXTS`].
 pub fn measure_context(model: &Model) -> Result<Measured<ContextPoint>> {
-    let points = crate::context::decode_at_contexts(model, &MEASURE_CONTEXTS)?;
+    let points =
+        crate::context::decode_at_contexts(model, &MEASURE_CONTEXTS, fak_engine::KvWindow::Drop)?;
     Ok(Measured {
         source: in_process(model, crate::single::SCHEMA, format!(
                 "fak project in-process: {} agents forked from a root of LCG ids grown to each context of {MEASURE_CONTEXTS:?} (untimed), then {} timed steps of one token per agent; median step ms",

@@ -131,6 +131,7 @@ impl EngineConfig {
                 block_size: bs,
                 n_blocks: n_req * (n_ctx.div_ceil(bs) + 1),
                 kv_type,
+                window: crate::KvWindow::Drop,
             },
             token_budget: DEFAULT_TOKEN_BUDGET,
             max_running: n_req,

@@ -533,6 +533,7 @@ mod tests {
                 block_size: 16,
                 n_blocks: 64,
                 kv_type: KvType::F16,
+                window: crate::KvWindow::Drop,
             },
             token_budget: 512,
             max_running: 4,
