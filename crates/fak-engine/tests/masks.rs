@@ -50,6 +50,7 @@ fn engine(mask: MaskMode) -> Engine<'static> {
             block_size: 16,
             n_blocks: 256,
             kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
         },
         token_budget: 64,
         max_running: 64,
