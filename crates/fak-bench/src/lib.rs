@@ -6,7 +6,7 @@
 //! fak bench model single       fak-bench-single/1       llamacpp.py single
 //!   --contexts    context      (decode_at_context)
 //! fak bench batch batch        fak-bench-batch/1        llamacpp.py batched
-//! fak bench constrained        fak-bench-constrained/1  (free vs JSON-schema decode)
+//! fak bench constrained        fak-bench-constrained/2  (free vs JSON-schema decode)
 //! fak bench fleet fleet        fak-bench-fleet/1        llamacpp.py fleet
 //! fak bench evict evict        fak-bench-evict/1
 //! fak bench bandwidth          fak-bench-bandwidth/1    (machine probe)
