@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 
+use crate::bench::MaskModeArg;
 use crate::KvTypeArg;
 
 /// `--prefill` values (fak_engine::PrefillMix).
@@ -75,6 +76,10 @@ pub struct ServeArgs {
     /// How a pass takes in waiting prompts.
     #[arg(long, value_enum, default_value_t = PrefillArg::Serial)]
     prefill: PrefillArg,
+    /// Where constrained requests' token masks are computed (same tokens
+    /// either way; docs/SERVING.md, "Masks off the critical path").
+    #[arg(long, value_enum, default_value_t = MaskModeArg::CheckFirst)]
+    mask_mode: MaskModeArg,
     /// Directory where sessions are saved (at each turn and on SIGTERM) and restored from at start.
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -140,6 +145,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         block_size: a.block_size,
         token_budget: a.token_budget,
         prefill: a.prefill.into(),
+        mask: a.mask_mode.into(),
         state_dir: a.state_dir,
         max_sessions_per_tenant: a.max_sessions,
         session_ttl: a.session_ttl.map(std::time::Duration::from_secs),
