@@ -19,3 +19,4 @@ for fa in off auto; do
   quiet bench/.venv/bin/python bench/peers/llamacpp.py fleet --model models/smollm2-135m-instruct-q8_0.gguf --threads 2 \
     --profile probe --kv per-seq --flash-attn $fa --type-kv f16 > $D/fleet/llamacpp-per-seq-fa-$fa.json
 done
+quiet env FAK=/tmp/fak-serve-bin FAK_BENCH_OUT=$D/serve CONCURRENCY=8 FA_MODES=off bench/serve.sh models/smollm2-135m-instruct-q8_0.gguf 2 > $D/serve.txt 2>&1   # fak at 2a9de34
