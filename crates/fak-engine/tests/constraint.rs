@@ -9,27 +9,10 @@ use fak_engine::{
     Request, RequestId, SamplingParams,
 };
 use fak_model::KvType;
-use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
 mod common;
 
-use common::{model, tok};
-
-fn chat(user: &str) -> Vec<u32> {
-    let t = ChatTemplate::from_gguf(model().gguf())
-        .expect("template")
-        .expect("has a template");
-    let text = t
-        .render(
-            &[ChatMessage {
-                role: "user".into(),
-                content: user.into(),
-            }],
-            true,
-        )
-        .expect("render");
-    tok().encode(&text, EncodeOptions::default())
-}
+use common::{chat, model, tok};
 
 fn roomy() -> EngineConfig {
     EngineConfig {

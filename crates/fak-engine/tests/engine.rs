@@ -16,14 +16,10 @@ use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
 mod common;
 
-use common::{ids, model, tok};
+use common::{bytes, ids, model, tok};
 
 fn text_ids(text: &str) -> Vec<u32> {
     tok().encode(text, EncodeOptions::default())
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn config(

@@ -11,11 +11,10 @@ use fak_engine::{
     PrefixCache, Request, RequestId, SamplingParams,
 };
 use fak_model::KvType;
-use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 
 mod common;
 
-use common::{model, tok};
+use common::{chat, model, tok};
 
 const SCHEMA: &str = r#"{
   "type": "object",
@@ -27,22 +26,6 @@ const SCHEMA: &str = r#"{
   "required": ["name", "age", "tags"],
   "additionalProperties": false
 }"#;
-
-fn chat(user: &str) -> Vec<u32> {
-    let t = ChatTemplate::from_gguf(model().gguf())
-        .expect("template")
-        .expect("has a template");
-    let text = t
-        .render(
-            &[ChatMessage {
-                role: "user".into(),
-                content: user.into(),
-            }],
-            true,
-        )
-        .expect("render");
-    tok().encode(&text, EncodeOptions::default())
-}
 
 fn engine(mask: MaskMode) -> Engine<'static> {
     let cfg = EngineConfig {

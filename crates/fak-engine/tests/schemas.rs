@@ -16,12 +16,11 @@ use fak_engine::{
     RequestId, SamplingParams,
 };
 use fak_model::KvType;
-use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions};
 use serde_json::{json, Map, Value};
 
 mod common;
 
-use common::{model, tok};
+use common::{chat, model, tok};
 
 /// How many schemas the test runs.
 const N_SCHEMAS: u64 = 200;
@@ -203,22 +202,6 @@ fn the_generator_covers_every_keyword_and_the_validator_rejects() {
     }
 }
 
-fn prompt() -> Vec<u32> {
-    let t = ChatTemplate::from_gguf(model().gguf())
-        .expect("template")
-        .expect("has a template");
-    let text = t
-        .render(
-            &[ChatMessage {
-                role: "user".into(),
-                content: "Reply with a JSON object.".into(),
-            }],
-            true,
-        )
-        .expect("render");
-    tok().encode(&text, EncodeOptions::default())
-}
-
 #[derive(Default)]
 struct Out {
     text: String,
@@ -245,7 +228,7 @@ fn outputs_of_200_random_schemas_validate() {
         mask: fak_engine::MaskMode::default(),
     };
     let mut e = Engine::new(model(), Some(tok()), cfg).expect("engine");
-    let p = prompt();
+    let p = chat("Reply with a JSON object.");
     let mut reqs: Vec<(RequestId, Value)> = Vec::new();
     for seed in 0..N_SCHEMAS {
         let s = seeded(seed);

@@ -12,11 +12,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{ids, model};
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+use common::{bytes, ids, model};
 
 /// Reference: logits after each chunk, the whole token list computed alone
 /// in a flat cache, one chunk per forward call.

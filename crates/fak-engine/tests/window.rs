@@ -14,6 +14,10 @@ use fak_engine::{
 };
 use fak_model::{KvType, LogitsWanted, Model, SeqId, WindowMode};
 
+mod common;
+
+use common::bytes;
+
 const BS: usize = 64;
 const W: usize = 512;
 
@@ -29,28 +33,15 @@ fn load() -> Model {
     m
 }
 
+/// `n` pseudo-random ids below gemma3's vocabulary (`common::ids_below`).
+fn ids(seed: u64, n: usize) -> Vec<u32> {
+    common::ids_below(seed, n, model().config().n_vocab)
+}
+
 /// Gemma 3 270M (18 layers, 15 of them local with W = 512), 2 threads.
 fn model() -> &'static Model {
     static M: OnceLock<Model> = OnceLock::new();
     M.get_or_init(load)
-}
-
-/// `n` pseudo-random ids below the vocabulary (a 64-bit LCG, high bits).
-fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % nv) as u32
-        })
-        .collect()
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn argmax(v: &[f32]) -> u32 {

@@ -2,14 +2,15 @@
 //! share (SmolLM2 Q8_0 on a 2-thread pool, loaded once per test binary).
 //!
 //! Each test binary compiles this module on its own and not every one uses
-//! every item, so the items a binary may leave unused carry
-//! `#[allow(dead_code)]`.
+//! every item (window.rs loads gemma3 and takes only the helpers that do
+//! not name a model), hence the module-wide `allow(dead_code)`.
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::OnceLock;
 
 use fak_model::Model;
-use fak_tokenizer::Tokenizer;
+use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
 
 /// SmolLM2-135M-Instruct Q8_0 (`scripts/fetch-models.sh`), on 2 threads.
 pub fn model() -> &'static Model {
@@ -29,17 +30,21 @@ pub fn model() -> &'static Model {
 }
 
 /// [`model`]'s tokenizer.
-#[allow(dead_code)] // fleet.rs and seqs.rs take no text
 pub fn tok() -> &'static Tokenizer {
     static T: OnceLock<Tokenizer> = OnceLock::new();
     T.get_or_init(|| Tokenizer::from_gguf(model().gguf()).expect("tokenizer"))
 }
 
 /// `n` pseudo-random token ids below [`model`]'s vocabulary size, the same
-/// stream for the same `seed` (a 64-bit LCG, its high bits).
-#[allow(dead_code)] // constraint.rs and schemas.rs tokenize real text
+/// stream for the same `seed` (see [`ids_below`]).
 pub fn ids(seed: u64, n: usize) -> Vec<u32> {
-    let nv = model().config().n_vocab as u64;
+    ids_below(seed, n, model().config().n_vocab)
+}
+
+/// `n` pseudo-random token ids below `n_vocab`, the same stream for the
+/// same `seed` (a 64-bit LCG, its high bits).
+pub fn ids_below(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
+    let nv = n_vocab as u64;
     let mut s = seed;
     (0..n)
         .map(|_| {
@@ -49,4 +54,27 @@ pub fn ids(seed: u64, n: usize) -> Vec<u32> {
             ((s >> 33) % nv) as u32
         })
         .collect()
+}
+
+/// Logits as their little-endian bytes, for bit-exact comparisons.
+pub fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// One user message through [`model`]'s chat template, with the
+/// assistant's turn opened, as token ids.
+pub fn chat(user: &str) -> Vec<u32> {
+    let t = ChatTemplate::from_gguf(model().gguf())
+        .expect("template")
+        .expect("has a template");
+    let text = t
+        .render(
+            &[ChatMessage {
+                role: "user".into(),
+                content: user.into(),
+            }],
+            true,
+        )
+        .expect("render");
+    tok().encode(&text, EncodeOptions::default())
 }
