@@ -35,6 +35,17 @@ the llama.cpp peer compute it (fak's ids come from ``GET
 from ``return_tokens``). The report is JSON (``fak-bench-fleet-http/1``)
 on stdout or ``--out``.
 
+llama-server 0.3.30 parses every result's text as a chat message, also on
+``/completion``, and fails the *last* event of a turn whose output ends
+inside a UTF-8 sequence with HTTP 500 ("The model produced output that
+does not match the expected Content-only format"), after the tokens
+before that sequence were streamed (it holds back the partial events of
+incomplete UTF-8) and the slot's cache was updated. Such a turn counts as
+done with the ids that arrived; the agent's history goes on without the
+held-back ids, so its next turn recomputes them (a few tokens), the run's
+``generated_sha256`` is null, and ``turns_final_error`` / ``final_error``
+in the report say how often and why. Every other error fails the run.
+
     python3 bench/fleet_http.py --engine fak --url http://127.0.0.1:8080 \\
         --n-vocab 49152 --prefix 1024 --turns 10 --agents 8 --decode 32 --result 64
 
@@ -224,16 +235,20 @@ class Turn:
     # (None when it reported none).
     prompt_tokens: int | None = None
     prompt_computed: int | None = None
+    # The error of the turn's last event (llama-server, see the module docs).
+    final_error: str | None = None
 
 
 def prompt_summary(turns: list[Turn]) -> dict[str, Any] | None:
-    """Prompt tokens the server reported, summed and per turn (None unless
-    every turn reported them)."""
-    if not turns or any(t.prompt_computed is None or t.prompt_tokens is None for t in turns):
+    """Prompt tokens the server reported, summed and per turn, over the
+    turns that reported them (None when none did)."""
+    counted = [t for t in turns if t.prompt_computed is not None and t.prompt_tokens is not None]
+    if not counted:
         return None
-    computed = [float(t.prompt_computed or 0) for t in turns]
+    computed = [float(t.prompt_computed or 0) for t in counted]
     return {
-        "total_sent": sum(t.prompt_tokens or 0 for t in turns),
+        "turns_counted": len(counted),
+        "total_sent": sum(t.prompt_tokens or 0 for t in counted),
         "total_computed": int(sum(computed)),
         "computed_per_turn": summary(computed),
     }
@@ -272,6 +287,10 @@ def report(
         # the history it was sent) and the part it really computed.
         "prompt_tokens": prompt_summary(turns),
         "generated_sha256": wl.generated_sha256(by_agent) if have_ids else None,
+        # Turns whose last event failed after their streamed ids
+        # (llama-server, see the module docs), and the first message.
+        "turns_final_error": sum(1 for t in turns if t.final_error),
+        "final_error": next((t.final_error for t in turns if t.final_error), None),
     }
 
 
@@ -351,17 +370,30 @@ class TurnRead:
     generated: list[int]
     prompt_tokens: int | None = None
     prompt_computed: int | None = None
+    # The error of a failed last event that the turn survived.
+    final_error: str | None = None
+
+
+# llama-server's message for a result text its chat parser refuses (see the
+# module docs): the only error a turn survives.
+LLAMA_FINAL_PARSE_ERROR = "does not match the expected"
 
 
 def run_turn(engine: str, chunks: Iterator[bytes], t_sent: float, clock: Callable[[], float]) -> TurnRead:
     """Reads one streamed turn: TTFT, the generated ids (if given) and the
-    server's prompt-token counts (if reported)."""
+    server's prompt-token counts (if reported). An error event fails the
+    turn, except llama-server's chat-parse error of a last event, which
+    ends it with the ids streamed so far and the error in `final_error`."""
     ttft = None
     gen: list[int] = []
     counts: tuple[int | None, int | None] = (None, None)
     for data in sse_events(chunks):
         c = parse_chunk(engine, data)
         if c.error:
+            if engine == "llama-server" and LLAMA_FINAL_PARSE_ERROR in c.error:
+                if ttft is None:
+                    ttft = clock() - t_sent
+                return TurnRead(ttft, gen, counts[0], counts[1], c.error)
             raise BenchError(f"the server failed the turn: {c.error}")
         if ttft is None and (c.text or c.tokens):
             ttft = clock() - t_sent
@@ -386,7 +418,10 @@ def agent_loop(
         else:
             chunks = cl.stream("/completion", llama_turn_body(shape, ids, history, t, agent))
         r = run_turn(engine, chunks, t0, time.perf_counter)
-        out.append(Turn(agent, t, r.ttft_s, time.perf_counter() - t0, r.generated, r.prompt_tokens, r.prompt_computed))
+        turn_s = time.perf_counter() - t0
+        out.append(
+            Turn(agent, t, r.ttft_s, turn_s, r.generated, r.prompt_tokens, r.prompt_computed, r.final_error)
+        )
         history += turn_ids(shape, ids, t, agent) + r.generated
 
 

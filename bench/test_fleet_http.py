@@ -97,13 +97,39 @@ class PureParts(unittest.TestCase):
         self.assertEqual(fh.fak_turn_body(SHAPE, list(range(10_000)), 0, 0)["stream_options"],
                          {"include_usage": True})
 
-    def test_report_sums_prompt_counts_only_when_every_turn_has_them(self) -> None:
+    def test_report_sums_prompt_counts_over_the_turns_that_have_them(self) -> None:
         turns = [fh.Turn(0, t, 0.01, 0.02, [], 100 + t, 10 + t) for t in range(3)]
-        p = fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)["prompt_tokens"]
-        self.assertEqual((p["total_sent"], p["total_computed"]), (303, 33))
+        r = fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)
+        p = r["prompt_tokens"]
+        self.assertEqual((p["turns_counted"], p["total_sent"], p["total_computed"]), (3, 303, 33))
         self.assertEqual((p["computed_per_turn"]["min"], p["computed_per_turn"]["max"]), (10, 12))
+        self.assertEqual((r["turns_final_error"], r["final_error"]), (0, None))
         turns[1].prompt_computed = None
+        turns[1].final_error = "boom"
+        r = fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)
+        p = r["prompt_tokens"]
+        self.assertEqual((p["turns_counted"], p["total_sent"], p["total_computed"]), (2, 202, 22))
+        self.assertEqual((r["turns_final_error"], r["final_error"]), (1, "boom"))
+        for t in turns:
+            t.prompt_computed = None
         self.assertIsNone(fh.report("fak", "http://x", SHAPE, 1000, turns, 1.0, 0.0)["prompt_tokens"])
+
+    def test_llama_server_chat_parse_error_of_the_last_event_ends_the_turn(self) -> None:
+        # Regression: llama-server 0.3.30 fails the last event of a turn whose
+        # text ends inside a UTF-8 sequence (bounded-long T40 A8, SmolLM2).
+        toks = [b'data: {"content": "a", "tokens": [5, 6], "stop": false}\n\n']
+        err = [b'data: {"error": {"code": 500, "message": "The model produced output that does not '
+               b'match the expected Content-only format", "type": "server_error"}}\n\n']
+        r = fh.run_turn("llama-server", iter(toks + err), 0.0, lambda: 1.0)
+        self.assertEqual(r.generated, [5, 6])
+        self.assertIn("Content-only", r.final_error or "")
+        self.assertEqual((r.prompt_tokens, r.prompt_computed), (None, None))
+        # Any other error, or the same one from fak, fails the run.
+        other = [b'data: {"error": {"code": 500, "message": "boom"}}\n\n']
+        with self.assertRaises(fh.BenchError):
+            fh.run_turn("llama-server", iter(toks + other), 0.0, lambda: 1.0)
+        with self.assertRaises(fh.BenchError):
+            fh.run_turn("fak", iter(err), 0.0, lambda: 1.0)
 
     def test_run_turn_measures_the_first_chunk(self) -> None:
         times = iter([1.5, 9.0])
