@@ -90,8 +90,8 @@ unsafe fn tile<const Q: usize, const R: usize>(
     }
 }
 
-/// Queries `g0..g0 + Q` over every row: tiles of `R` vectors, then single
-/// vectors, then one masked vector for the last `n_rows % 16` rows.
+/// Queries `g0..g0 + Q` over every row: tiles of `R` vectors, then of 4
+/// and 2 (where `R` is larger), then single vectors, then one masked vector for the last `n_rows % 16` rows.
 ///
 /// # Safety
 ///
@@ -110,6 +110,17 @@ unsafe fn pass<const Q: usize, const R: usize>(
         // SAFETY: rows `r..r + 16 R <= n_rows`, inside the caller's bounds.
         unsafe { tile::<Q, R>(c, (g0, r, LANES), out, out_stride) };
         r += R * LANES;
+    }
+    // What is left of a short block in fewer, still independent, chains.
+    while R > 4 && r + 4 * LANES <= n_rows {
+        // SAFETY: rows `r..r + 4 · 16 <= n_rows`, inside the caller's bounds.
+        unsafe { tile::<Q, 4>(c, (g0, r, LANES), out, out_stride) };
+        r += 4 * LANES;
+    }
+    while R > 2 && r + 2 * LANES <= n_rows {
+        // SAFETY: rows `r..r + 2 · 16 <= n_rows`, inside the caller's bounds.
+        unsafe { tile::<Q, 2>(c, (g0, r, LANES), out, out_stride) };
+        r += 2 * LANES;
     }
     while r + LANES <= n_rows {
         // SAFETY: rows `r..r + 16 <= n_rows`, inside the caller's bounds.
