@@ -121,7 +121,8 @@ fn tail<const Q: usize>(
 }
 
 /// Queries `g0..g0 + Q` over every row: tiles of `R` vectors, then of 4
-/// and 2 (where `R` is larger), then single vectors, then the last `n_rows % 8` rows.
+/// and 2 (where `R` is larger), then single vectors, then the last
+/// `n_rows % 8` rows.
 ///
 /// # Safety
 ///

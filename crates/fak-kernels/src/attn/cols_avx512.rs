@@ -91,7 +91,8 @@ unsafe fn tile<const Q: usize, const R: usize>(
 }
 
 /// Queries `g0..g0 + Q` over every row: tiles of `R` vectors, then of 4
-/// and 2 (where `R` is larger), then single vectors, then one masked vector for the last `n_rows % 16` rows.
+/// and 2 (where `R` is larger), then single vectors, then one masked
+/// vector for the last `n_rows % 16` rows.
 ///
 /// # Safety
 ///
