@@ -18,6 +18,10 @@
 //!   K/V write (Q8_0 cache): f32 row ─► hadamard_rotate ─► quantize_q8_0_blocks ─► blocks
 //! ```
 //!
+//! Keys stored dims-major ([`KvCols`], dim `d` of row `r` at `d * dstride +
+//! r`) take [`dot_f32_f16_cols_group`]: the same scores, bit for bit, with
+//! no 8 × 8 transposes (the KV cache does not store keys this way yet).
+//!
 //! Every kernel `name` runs on the process-wide [`isa()`](crate::isa());
 //! `name_with_isa` takes the [`Isa`](crate::Isa); [`scalar`] holds the
 //! scalar twins with the same signatures. A dispatcher first clips the call
@@ -35,13 +39,16 @@
 //! ```text
 //!   mod.rs        this overview; the public names
 //!   f16.rs        f16 dispatchers ─────────────► avx2.rs, avx512.rs, scalar.rs
+//!   cols.rs       dims-major f16 scores ───────► cols_avx512.rs, cols_avx2.rs, scalar.rs
 //!   q8.rs         Q8_0 dispatchers, rotation ──► q8_avx2.rs, scalar.rs
 //!   avx512.rs     16-lane scores, value sums ──► lanes_avx2.rs, avx2.rs
 //!   q8_avx2.rs    Q8_0 tiles ──────────────────► avx2.rs (8×8 transpose), scalar.rs
+//!   cols_avx512.rs 16 rows per register ───────► cols_avx2.rs (Cols)
+//!   cols_avx2.rs  8 rows per register ─────────► simd::ops_avx2 (loads)
 //!   avx2.rs       8-row tiles, one-row dot/axpy ► lanes_avx2.rs, scalar.rs, simd::ops_avx2 (loads)
 //!   lanes_avx2.rs one lane per query ──────────► simd::ops_avx2 (loads)
 //!   scalar.rs     the scalar twins ────────────► types.rs
-//!   types.rs      QueryGroup, KvRows, KvRowsQ8, bounds (a leaf)
+//!   types.rs      QueryGroup, KvRows, KvCols, KvRowsQ8, bounds (a leaf)
 //! ```
 //!
 //! All kernels but the one-row [`dot_f32_f16`] are **bit-identical on every
@@ -60,6 +67,11 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod cols;
+#[cfg(target_arch = "x86_64")]
+mod cols_avx2;
+#[cfg(target_arch = "x86_64")]
+mod cols_avx512;
 mod f16;
 #[cfg(target_arch = "x86_64")]
 mod lanes_avx2;
@@ -69,6 +81,7 @@ mod q8_avx2;
 pub mod scalar;
 mod types;
 
+pub use cols::{dot_f32_f16_cols_group, dot_f32_f16_cols_group_with_isa};
 pub use f16::{
     axpy_f16, axpy_f16_rows, axpy_f16_rows_group, axpy_f16_rows_group_with_isa,
     axpy_f16_rows_with_isa, axpy_f16_with_isa, dot_f32_f16, dot_f32_f16_rows,
@@ -79,4 +92,4 @@ pub use q8::{
     axpy_q8_0_rows_group, axpy_q8_0_rows_group_with_isa, dot_f32_q8_0_rows_group,
     dot_f32_q8_0_rows_group_with_isa, hadamard_rotate, quantize_q8_0_blocks,
 };
-pub use types::{KvRows, KvRowsQ8, QueryGroup};
+pub use types::{KvCols, KvRows, KvRowsQ8, QueryGroup};

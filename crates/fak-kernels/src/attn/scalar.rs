@@ -6,10 +6,12 @@
 //!
 //! * f16 rows: [`dot_f32_f16`], [`axpy_f16`] (one row), [`dot_f32_f16_rows`],
 //!   [`axpy_f16_rows`] (many rows), and their grouped-query forms.
+//! * f16 keys stored dims-major: [`dot_f32_f16_cols_group`], the same
+//!   scores as [`dot_f32_f16_rows_group`] on the row-major copy.
 //! * Q8_0 rows: [`dot_f32_q8_0_rows_group`], [`axpy_q8_0_rows_group`]; a
 //!   stored value is `d · q`, exact in f32.
 
-use super::types::{KvRows, KvRowsQ8, QueryGroup};
+use super::types::{cols_call_bounds, KvCols, KvRows, KvRowsQ8, QueryGroup};
 use crate::blocks::BlockQ8_0;
 use crate::fp::f16_to_f32;
 
@@ -76,6 +78,43 @@ pub fn dot_f32_f16_rows_group(
         };
         let len = out_stride.min(o.len());
         dot_f32_f16_rows(q, k, stride, n_rows, &mut o[..len]);
+    }
+}
+
+/// Attention scores of a group of query heads against dims-major keys:
+/// `out[g * out_stride + r] = Σ_d q_g[d] · f16(k.data[d * k.dstride + r])`
+/// over dims `d < min(qs.n, k.width)`, one `f32` running sum from `0.0` in
+/// dim order (multiply, then add): bit for bit [`dot_f32_f16_rows_group`]
+/// on the row-major copy of the same keys.
+///
+/// * `qs`: `[G, n]` queries; `k`: `[width, dstride]` keys; `out`:
+///   `[G, out_stride]`, the first `k.n_rows` values of each row written.
+///
+/// Rows whose dims do not all fit in `k.data`, rows past `k.dstride` (with
+/// more than one dim) and rows past a query's output row are skipped.
+pub fn dot_f32_f16_cols_group(
+    qs: QueryGroup<'_>,
+    k: KvCols<'_>,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let (dims, rows) = cols_call_bounds(&qs, &k, out.len(), out_stride);
+    if rows == 0 {
+        // (Also keeps the offsets below from overflowing: with a row, every
+        // `g * out_stride` and `d * dstride` lies inside a buffer.)
+        return;
+    }
+    for (g, q) in qs.queries().enumerate() {
+        let Some(o) = out.get_mut(g * out_stride..g * out_stride + rows) else {
+            return;
+        };
+        o.fill(0.0);
+        for (d, &x) in q.iter().enumerate().take(dims) {
+            let col = k.data.get(d * k.dstride..).unwrap_or_default();
+            for (s, &b) in o.iter_mut().zip(col) {
+                *s += x * f16_to_f32(b);
+            }
+        }
     }
 }
 
