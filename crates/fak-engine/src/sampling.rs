@@ -11,8 +11,18 @@
 //!          ─► top-p ─► min-p (p ≥ min_p · p_max) ─► draw (ChaCha8, seeded)
 //! ```
 //!
+//! No step sorts the vocabulary. Top-k is a selection (`select_nth`); the
+//! softmax (max, exp, an f64 sum) and min-p (`p ≥ min_p · p_max`) are
+//! linear passes; top-p selects and sorts only a growing head of the
+//! candidates until its mass reaches `top_p`; the draw walks the kept
+//! candidates in a fixed but unspecified order. The kept set and its
+//! probabilities are those of sorting everything by descending logit,
+//! ties by ascending id (the unit tests hold them to such a reference).
+//!
 //! [`SamplingParams::validate`] is the one place where settings from a
 //! flag or a request are checked.
+
+use std::cmp::Ordering;
 
 use rand::Rng;
 use rand::SeedableRng;
@@ -148,12 +158,31 @@ impl SamplingParams {
 pub struct Sampler {
     params: SamplingParams,
     rng: ChaCha8Rng,
-    candidates: Vec<(u32, f32)>,
+    candidates: Vec<Candidate>,
     /// Times each token was generated (for the penalties), sorted by id.
     counts: Vec<(u32, u32)>,
     /// Penalized copy of the logits.
     adjusted: Vec<f32>,
 }
+
+/// A token still in the running: its logit, and its probability once the
+/// softmax ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Candidate {
+    id: u32,
+    logit: f32,
+    prob: f32,
+}
+
+/// The sampling order: descending logit, ascending id on ties (probability
+/// never increases along it, so it is also the order of the nucleus).
+fn by_logit(a: &Candidate, b: &Candidate) -> Ordering {
+    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
+}
+
+/// How many of the most likely candidates top-p sorts first; it sorts
+/// four times as many each round until their mass reaches `top_p`.
+const NUCLEUS_FIRST: usize = 64;
 
 /// Index of the largest value, lowest index on ties. `None` if empty or all
 /// values are NaN.
@@ -169,6 +198,122 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
         }
     }
     best.map(|(i, _)| i as u32)
+}
+
+/// Fills `c` with the candidates `p` keeps from `logits` and their
+/// probabilities (before the renormalisation the draw implies); leaves it
+/// empty when every logit is NaN or there are none. `p.temperature` must
+/// be above 0.
+///
+/// No step sorts the vocabulary: top-k is a selection, the softmax and
+/// min-p are linear passes, and top-p sorts only the head it keeps (see
+/// [`nucleus`]). The order of `c` afterwards is deterministic but
+/// otherwise unspecified.
+fn keep(c: &mut Vec<Candidate>, logits: &[f32], p: &SamplingParams) {
+    c.clear();
+    c.extend(
+        logits
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_nan())
+            .map(|(i, &logit)| Candidate {
+                id: i as u32,
+                logit,
+                prob: 0.0,
+            }),
+    );
+    if p.top_k > 0 && p.top_k < c.len() {
+        c.select_nth_unstable_by(p.top_k - 1, by_logit);
+        c.truncate(p.top_k);
+    }
+    let Some(best) = c.iter().copied().min_by(by_logit) else {
+        return;
+    };
+    let max = best.logit;
+    let mut sum = 0.0f64;
+    for e in c.iter_mut() {
+        // The tokens at the maximum get e^0 = 1 by definition, which also
+        // keeps an infinite maximum finite: +inf logits share the mass,
+        // all -inf is uniform.
+        e.prob = if e.logit == max {
+            1.0
+        } else {
+            ((e.logit - max) / p.temperature).exp()
+        };
+        sum += f64::from(e.prob);
+    }
+    for e in c.iter_mut() {
+        e.prob = (f64::from(e.prob) / sum) as f32;
+    }
+    let p_max = (1.0 / sum) as f32;
+    if p.top_p < 1.0 {
+        nucleus(c, p.top_p);
+    }
+    if p.min_p > 0.0 {
+        let floor = p_max * p.min_p;
+        if c.iter().any(|e| e.prob >= floor) {
+            c.retain(|e| e.prob >= floor);
+        } else {
+            // Only a min-p above 1 gets here; the most likely token stays.
+            c.clear();
+            c.push(Candidate { prob: p_max, ..best });
+        }
+    }
+}
+
+/// Top-p: truncates `c` to its first candidates in [`by_logit`] order whose
+/// probabilities, summed in that order in f32, reach `top_p` (all of them
+/// if the sum never does), leaving them sorted.
+///
+/// Sorts only a growing head: select the best [`NUCLEUS_FIRST`], sort
+/// them, add them up; if the sum falls short, select and sort the next
+/// ones up to four times the head, and so on. A head whose last
+/// probability is 0 ends the search (the rest are 0 too, so the sum never
+/// grows and everything stays).
+fn nucleus(c: &mut Vec<Candidate>, top_p: f32) {
+    let n = c.len();
+    let mut acc = 0.0f32;
+    let mut sorted = 0;
+    let mut head = NUCLEUS_FIRST.min(n);
+    while sorted < n {
+        let rest = &mut c[sorted..];
+        let take = head - sorted;
+        if take < rest.len() {
+            rest.select_nth_unstable_by(take - 1, by_logit);
+        }
+        rest[..take].sort_unstable_by(by_logit);
+        for i in sorted..head {
+            acc += c[i].prob;
+            if acc >= top_p {
+                c.truncate(i + 1);
+                return;
+            }
+        }
+        if c[head - 1].prob == 0.0 {
+            return;
+        }
+        sorted = head;
+        head = head.saturating_mul(4).min(n);
+    }
+}
+
+/// The inverse-CDF walk over `c` at `r` (in `0..sum of c's probs`): the
+/// first candidate whose cumulative probability passes `r`. When rounding
+/// leaves `r` past the end, the last candidate with a positive probability
+/// (never one at 0, such as a token a grammar masked to -inf); the first
+/// candidate if none is positive; `None` if `c` is empty.
+fn walk(c: &[Candidate], mut r: f32) -> Option<u32> {
+    let mut last = None;
+    for e in c {
+        if e.prob > 0.0 {
+            if r < e.prob {
+                return Some(e.id);
+            }
+            r -= e.prob;
+            last = Some(e.id);
+        }
+    }
+    last.or_else(|| c.first().map(|e| e.id))
 }
 
 impl Sampler {
@@ -202,6 +347,9 @@ impl Sampler {
 
     /// Picks a token from `logits` (`[n_vocab]`). Returns `None` only when
     /// every logit is NaN or the vector is empty.
+    ///
+    /// Costs O(n_vocab) plus, with top-p, sorting the nucleus (and at most
+    /// four times as many candidates); no step sorts the vocabulary.
     pub fn sample(&mut self, logits: &[f32]) -> Option<u32> {
         let p = self.params;
         let logits = if p.penalized() && !self.counts.is_empty() {
@@ -219,177 +367,15 @@ impl Sampler {
         if p.temperature <= 0.0 || p.temperature.is_nan() {
             return argmax(logits);
         }
-        let c = &mut self.candidates;
-        c.clear();
-        c.extend(
-            logits
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| !v.is_nan())
-                .map(|(i, &v)| (i as u32, v)),
-        );
+        keep(&mut self.candidates, logits, &p);
+        let c = &self.candidates;
         if c.is_empty() {
             return None;
         }
-        // Descending logit, ascending id on ties.
-        let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if p.top_k > 0 && p.top_k < c.len() {
-            c.select_nth_unstable_by(p.top_k - 1, by_logit);
-            c.truncate(p.top_k);
-        }
-        c.sort_unstable_by(by_logit);
-        let max = c[0].1;
-        let mut sum = 0.0f64;
-        for e in c.iter_mut() {
-            e.1 = ((e.1 - max) / p.temperature).exp();
-            sum += e.1 as f64;
-        }
-        for e in c.iter_mut() {
-            e.1 = (e.1 as f64 / sum) as f32;
-        }
-        if p.top_p < 1.0 {
-            let mut acc = 0.0f32;
-            let mut keep = c.len();
-            for (i, e) in c.iter().enumerate() {
-                acc += e.1;
-                if acc >= p.top_p {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            c.truncate(keep.max(1));
-        }
-        if p.min_p > 0.0 {
-            // Sorted descending, so c[0] is the most likely.
-            let floor = c[0].1 * p.min_p;
-            let keep = c.iter().take_while(|e| e.1 >= floor).count();
-            c.truncate(keep.max(1));
-        }
-        let total: f32 = c.iter().map(|e| e.1).sum();
-        let mut r = self.rng.gen::<f32>() * total;
-        for e in c.iter() {
-            if r < e.1 {
-                return Some(e.0);
-            }
-            r -= e.1;
-        }
-        c.last().map(|e| e.0)
+        let total: f32 = c.iter().map(|e| e.prob).sum();
+        walk(c, self.rng.gen::<f32>() * total)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn greedy_picks_max_lowest_on_tie() {
-        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), Some(1));
-        assert_eq!(argmax(&[f32::NAN, -1.0]), Some(1));
-        assert_eq!(argmax(&[]), None);
-        let mut s = Sampler::new(SamplingParams::greedy());
-        assert_eq!(s.sample(&[0.0, 0.5, -2.0]), Some(1));
-    }
-
-    #[test]
-    fn same_seed_same_draws() {
-        let logits: Vec<f32> = (0..100).map(|i| ((i * 37 % 11) as f32) * 0.3).collect();
-        let p = SamplingParams {
-            temperature: 0.9,
-            top_k: 40,
-            top_p: 0.95,
-            seed: 7,
-            ..SamplingParams::greedy()
-        };
-        let mut a = Sampler::new(p);
-        let mut b = Sampler::new(p);
-        let da: Vec<_> = (0..50).map(|_| a.sample(&logits)).collect();
-        let db: Vec<_> = (0..50).map(|_| b.sample(&logits)).collect();
-        assert_eq!(da, db);
-        let mut c = Sampler::new(SamplingParams { seed: 8, ..p });
-        let dc: Vec<_> = (0..50).map(|_| c.sample(&logits)).collect();
-        assert_ne!(da, dc);
-    }
-
-    #[test]
-    fn validate_rejects_out_of_range_and_nan() {
-        let g = SamplingParams::greedy();
-        assert!(g.validate().is_ok());
-        for bad in [
-            SamplingParams {
-                temperature: f32::NAN,
-                ..g
-            },
-            SamplingParams {
-                temperature: -1.0,
-                ..g
-            },
-            SamplingParams { top_p: 1.5, ..g },
-            SamplingParams { top_p: 0.0, ..g },
-            SamplingParams { min_p: -0.1, ..g },
-            SamplingParams {
-                presence_penalty: 3.0,
-                ..g
-            },
-            SamplingParams {
-                frequency_penalty: f32::NAN,
-                ..g
-            },
-        ] {
-            assert!(bad.validate().is_err(), "{bad:?}");
-        }
-        let e = SamplingParams { top_p: 2.0, ..g }.validate().unwrap_err();
-        assert_eq!(e.to_string(), "top_p must be within (0, 1], got 2");
-    }
-
-    #[test]
-    fn penalties_change_greedy_choice() {
-        let logits = [1.0, 0.9, 0.1];
-        let mut s = Sampler::new(SamplingParams {
-            presence_penalty: 0.5,
-            ..SamplingParams::greedy()
-        });
-        assert_eq!(s.sample(&logits), Some(0));
-        s.accept(0);
-        assert_eq!(s.sample(&logits), Some(1));
-        let mut f = Sampler::new(SamplingParams {
-            frequency_penalty: 0.06,
-            ..SamplingParams::greedy()
-        });
-        f.accept(0);
-        assert_eq!(f.sample(&logits), Some(0), "one use: 1.0 - 0.06 > 0.9");
-        f.accept(0);
-        assert_eq!(f.sample(&logits), Some(1), "two uses: 1.0 - 0.12 < 0.9");
-    }
-
-    #[test]
-    fn min_p_drops_unlikely_tokens() {
-        // p ∝ e^0, e^-10: the second is far below 0.5 · p_max.
-        let logits = [0.0, -10.0];
-        for seed in 0..50 {
-            let mut s = Sampler::new(SamplingParams {
-                temperature: 1.0,
-                min_p: 0.5,
-                seed,
-                ..SamplingParams::greedy()
-            });
-            assert_eq!(s.sample(&logits), Some(0));
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn top_k_one_is_greedy(logits in proptest::collection::vec(-50.0f32..50.0, 1..200), seed in any::<u64>()) {
-            let mut s = Sampler::new(SamplingParams { temperature: 1.3, top_k: 1, seed, ..SamplingParams::greedy() });
-            prop_assert_eq!(s.sample(&logits), argmax(&logits));
-        }
-
-        #[test]
-        fn sample_stays_in_top_k(logits in proptest::collection::vec(-50.0f32..50.0, 5..200), seed in any::<u64>()) {
-            let mut s = Sampler::new(SamplingParams { temperature: 1.0, top_k: 3, seed, ..SamplingParams::greedy() });
-            let id = s.sample(&logits).unwrap() as usize;
-            let greater = logits.iter().filter(|&&v| v > logits[id]).count();
-            prop_assert!(greater < 3);
-        }
-    }
-}
+mod tests;
