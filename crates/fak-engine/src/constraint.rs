@@ -126,6 +126,8 @@ impl Grammars {
             matcher: Some(matcher),
             eog: self.eog.clone(),
             saved: Vec::new(),
+            #[cfg(feature = "fault-injection")]
+            fault: None,
         })
     }
 }
@@ -173,6 +175,10 @@ pub(crate) struct ConstraintState {
     eog: Vec<u32>,
     /// End-of-generation logits saved while a mask is applied.
     saved: Vec<(usize, f32)>,
+    /// A fault the mask worker injects when the matcher is next lent
+    /// (tests of its error paths only).
+    #[cfg(feature = "fault-injection")]
+    fault: Option<crate::MaskFault>,
 }
 
 /// The grammar's verdict on the next token, computed before the logits
@@ -188,7 +194,15 @@ pub(crate) struct Ready {
 
 impl Ready {
     /// Computes the verdict from `m`'s current state (a full mask).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::ConstraintFailed`] when the matcher is in its error
+    /// state (llguidance reports such a matcher as stopped, which would
+    /// otherwise read as "the grammar is complete: end here") or fails
+    /// now.
     pub(crate) fn compute(m: &mut Matcher) -> Result<Ready, EngineError> {
+        check_error(m)?;
         let stopped = m.is_stopped();
         let accepting = stopped || m.is_accepting().map_err(failed)?;
         let mask = if stopped {
@@ -211,6 +225,18 @@ impl ConstraintState {
         self.matcher.take()
     }
 
+    /// Sets the fault injected when the matcher is next lent.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_fault(&mut self, fault: crate::MaskFault) {
+        self.fault = Some(fault);
+    }
+
+    /// The fault to inject at this lend, once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn take_fault(&mut self) -> Option<crate::MaskFault> {
+        self.fault.take()
+    }
+
     /// Takes back a lent matcher.
     pub(crate) fn put_back(&mut self, m: Matcher) {
         self.matcher = Some(m);
@@ -223,6 +249,7 @@ impl ConstraintState {
     pub(crate) fn allows(&mut self, token: u32) -> Result<bool, EngineError> {
         let eog = self.eog.contains(&token);
         let m = self.matcher()?;
+        check_error(m)?;
         if eog {
             return Ok(m.is_stopped() || m.is_accepting().map_err(failed)?);
         }
@@ -277,6 +304,15 @@ impl ConstraintState {
     /// Advances the grammar past a sampled token (not an end token).
     pub(crate) fn consume(&mut self, token: u32) -> Result<(), EngineError> {
         self.matcher()?.consume_token(token).map_err(failed)
+    }
+}
+
+/// A matcher in its error state as the engine's error: it must fail its
+/// request, never end it as if the grammar were complete.
+fn check_error(m: &Matcher) -> Result<(), EngineError> {
+    match m.get_error() {
+        Some(e) => Err(failed(e)),
+        None => Ok(()),
     }
 }
 

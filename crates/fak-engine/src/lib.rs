@@ -22,6 +22,8 @@ mod sampling;
 mod seqs;
 
 pub use constraint::Constraint;
+#[cfg(feature = "fault-injection")]
+pub use engine::MaskFault;
 pub use engine::{
     Engine, EngineConfig, MaskMode, PrefillMix, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET,
     SERIAL_PREFILL,

@@ -285,6 +285,9 @@ pub struct EngineStats {
     /// worker spent computing masks (on its own thread, during the
     /// forward passes).
     pub constraint_worker_time: Duration,
+    /// [`MaskMode::Overlap`](crate::MaskMode::Overlap): mask worker
+    /// threads started (the first, and one for each that died).
+    pub mask_workers_started: u64,
     /// Time inside the forward passes, by phase and pass kind.
     pub forward: fak_model::ForwardTimes,
 }

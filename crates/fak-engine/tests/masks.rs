@@ -3,12 +3,19 @@
 //! first after it, for greedy and seeded sampling (with and without
 //! top-p), alone and among other requests; grammars that end mid-batch
 //! and cancellations leave the others' outputs unchanged.
+//!
+//! The worker's error paths, through the `fault-injection` feature
+//! ([`Engine::inject_mask_fault`]): a matcher that errs or panics on the
+//! worker fails its own request with a typed error while the batch's
+//! other requests give exactly their outputs alone; a worker that dies
+//! fails the requests whose matchers it held, typed, and is replaced at
+//! the next constrained pass.
 
 use std::collections::HashMap;
 
 use fak_engine::{
-    Constraint, Engine, EngineConfig, Event, FinishReason, Logprobs, MaskMode, PagedKvConfig,
-    PrefixCache, Request, RequestId, SamplingParams,
+    Constraint, Engine, EngineConfig, Event, FinishReason, Logprobs, MaskFault, MaskMode,
+    PagedKvConfig, PrefixCache, Request, RequestId, SamplingParams,
 };
 use fak_model::KvType;
 
@@ -104,7 +111,8 @@ fn step_into(e: &mut Engine<'_>, outs: &mut HashMap<RequestId, Out>) {
                 o.text.push_str(&text);
                 o.finish = Some(reason);
             }
-            Event::Failed { error, .. } => o.error = Some(error.to_string()),
+            // Debug: the variant's name, so the tests see the error's type.
+            Event::Failed { error, .. } => o.error = Some(format!("{error:?}")),
             Event::Admitted { .. } => {}
         }
     }
@@ -287,4 +295,149 @@ fn cancelling_between_overlapped_steps_leaves_the_others_and_the_slot_sound() {
     assert_eq!(outs[&ids[0]], want[0]);
     assert_eq!(outs[&ids[2]], want[2]);
     assert_eq!(outs[&late_id], alone(MaskMode::Overlap, &late));
+}
+
+/// Steps `e` until every one of `ids` has sampled at least `n` tokens
+/// (each pass then lends their matchers to the worker).
+fn until_decoding(
+    e: &mut Engine<'_>,
+    ids: &[RequestId],
+    n: usize,
+    outs: &mut HashMap<RequestId, Out>,
+) {
+    while ids
+        .iter()
+        .any(|i| outs.get(i).is_none_or(|o: &Out| o.tokens.len() < n))
+    {
+        assert!(e.has_work(), "a request ended before it decoded {n} tokens");
+        step_into(e, outs);
+    }
+}
+
+/// Whether `o` failed with the constraint's typed error.
+fn failed_typed(o: &Out) -> bool {
+    o.finish.is_none()
+        && o.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("ConstraintFailed("))
+}
+
+#[test]
+fn a_matcher_that_errs_or_panics_on_the_worker_fails_its_request_alone() {
+    let constrained = |k: u64, s: usize| {
+        request(
+            chat(&format!("Describe person number {k} as JSON.")),
+            Constraint::JsonSchema(SCHEMA.into()),
+            64,
+            samplings()[s],
+            k,
+        )
+    };
+    let free = Request {
+        sampling: SamplingParams {
+            temperature: 0.8,
+            seed: 7,
+            ..SamplingParams::greedy()
+        },
+        ..Request::greedy(chat("Tell me about cats."), 48)
+    };
+    // The faulted request (1) is greedy; the others draw with and
+    // without top-p, and one has no constraint.
+    let reqs = [
+        constrained(0, 1),
+        constrained(1, 0),
+        free,
+        constrained(2, 2),
+    ];
+    let want: Vec<Out> = reqs.iter().map(|r| alone(MaskMode::Overlap, r)).collect();
+    for (i, w) in want.iter().enumerate() {
+        assert!(
+            w.error.is_none() && w.tokens.len() > 8,
+            "request {i} alone: {w:?}"
+        );
+    }
+    for fault in [MaskFault::MatcherError, MaskFault::Panic] {
+        let mut e = engine(MaskMode::Overlap);
+        let ids: Vec<RequestId> = reqs
+            .iter()
+            .map(|r| e.add(r.clone()).expect("add"))
+            .collect();
+        let mut outs = HashMap::new();
+        until_decoding(&mut e, &ids, 3, &mut outs);
+        e.inject_mask_fault(ids[1], fault).expect("inject");
+        drain(&mut e, &mut outs);
+        let got: Vec<&Out> = ids.iter().map(|i| &outs[i]).collect();
+        assert!(failed_typed(got[1]), "{fault:?}: {:?}", got[1]);
+        // It got as far as it had, then failed at the faulted sample.
+        assert!(
+            got[1].tokens.len() >= 3
+                && got[1].tokens.len() < want[1].tokens.len()
+                && want[1].tokens.starts_with(&got[1].tokens),
+            "{fault:?}: {:?}",
+            got[1]
+        );
+        for i in [0, 2, 3] {
+            assert_eq!(got[i], &want[i], "{fault:?}: request {i}");
+        }
+        // A fault inside a job leaves the worker running.
+        assert_eq!(e.stats().mask_workers_started, 1, "{fault:?}");
+    }
+}
+
+#[test]
+fn a_worker_that_dies_fails_the_requests_it_held_and_is_replaced() {
+    let constrained = |k: u64, s: usize| {
+        request(
+            chat(&format!("Describe person number {k} as JSON.")),
+            Constraint::JsonSchema(SCHEMA.into()),
+            64,
+            samplings()[s],
+            k,
+        )
+    };
+    let free = Request::greedy(chat("Tell me about dogs."), 40);
+    let reqs = [constrained(0, 1), constrained(1, 2), free];
+    let late = request(
+        chat("Describe a cat as JSON."),
+        Constraint::JsonSchema(SCHEMA.into()),
+        48,
+        samplings()[1],
+        3,
+    );
+    let want: Vec<Out> = reqs.iter().map(|r| alone(MaskMode::Overlap, r)).collect();
+    let want_late = alone(MaskMode::Overlap, &late);
+    assert!(want_late.error.is_none() && !want_late.tokens.is_empty());
+    serde_json::from_str::<serde_json::Value>(&want_late.text).expect("JSON alone");
+
+    let mut e = engine(MaskMode::Overlap);
+    let ids: Vec<RequestId> = reqs
+        .iter()
+        .map(|r| e.add(r.clone()).expect("add"))
+        .collect();
+    let mut outs = HashMap::new();
+    until_decoding(&mut e, &ids, 3, &mut outs);
+    assert_eq!(e.stats().mask_workers_started, 1);
+    // One marked request kills the worker while it holds both matchers.
+    e.inject_mask_fault(ids[0], MaskFault::WorkerDies)
+        .expect("inject");
+    step_into(&mut e, &mut outs);
+    for i in [0, 1] {
+        let o = &outs[&ids[i]];
+        assert!(failed_typed(o), "request {i}: {o:?}");
+        assert!(want[i].tokens.starts_with(&o.tokens), "request {i}");
+        assert!(o.tokens.len() < want[i].tokens.len(), "request {i}");
+    }
+    // At once, a new constrained request: the next constrained pass
+    // starts a new worker, which holds it to its grammar.
+    let late_id = e.add(late).expect("add");
+    drain(&mut e, &mut outs);
+    assert_eq!(outs[&ids[2]], want[2], "the unconstrained request");
+    assert_eq!(outs[&late_id], want_late, "the request after the death");
+    let s = e.stats();
+    assert_eq!(
+        s.mask_workers_started, 2,
+        "the dead worker was not replaced"
+    );
+    // Every sample of the late request had a verdict from the worker.
+    assert!(s.constraint_worker_time > std::time::Duration::ZERO);
 }

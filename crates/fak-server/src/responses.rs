@@ -51,11 +51,26 @@ pub struct Shape {
 }
 
 /// Tool calls in a chat reply: their syntax and the base of their ids.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ToolReply {
     pub syntax: fak_tokenizer::ToolSyntax,
     /// `tools::call_id(base, i)` is call `i`'s id.
     pub base: u128,
+    /// `tool_choice: "auto"`: a reply that is one call written as a JSON
+    /// object (bare or fenced) is read as that call.
+    pub whole: Option<Arc<crate::tools::WholeCall>>,
+}
+
+impl ToolReply {
+    /// A reader of this reply's calls (streamed or whole: the same).
+    pub fn parser(&self) -> crate::tools::CallParser {
+        crate::tools::CallParser::new(self.syntax).with_whole(self.whole.clone())
+    }
+
+    /// The whole reply's content and calls.
+    pub fn read(&self, text: &str) -> (String, Vec<crate::tools::Call>) {
+        crate::tools::read_with(self.parser(), text)
+    }
 }
 
 /// `tool_calls` instead of `stop` when the reply ended after calls.
@@ -179,9 +194,9 @@ pub async fn collect(
             } => {
                 text.push_str(&t);
                 let want_lp = !lps.is_empty();
-                let choice = match (shape.kind, shape.tools) {
+                let choice = match (shape.kind, &shape.tools) {
                     (Kind::Chat, Some(tr)) => {
-                        let (content, calls) = crate::tools::read_all(tr.syntax, &text);
+                        let (content, calls) = tr.read(&text);
                         let calls = crate::tools::calls_json(tr.base, &calls);
                         let mut message = json!({"role": "assistant", "content": content});
                         if !calls.is_empty() {
@@ -427,7 +442,7 @@ pub fn sse(
     shape: Shape,
     rx: UnboundedReceiver<Event>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
-    let shape_tools = shape.tools.filter(|_| shape.kind == Kind::Chat);
+    let shape_tools = shape.tools.clone().filter(|_| shape.kind == Kind::Chat);
     let mut s = Sse {
         id: new_id(shape.kind),
         created: now(),
@@ -438,7 +453,7 @@ pub fn sse(
         done: false,
         sent: 0,
         finished: false,
-        calls: shape_tools.map(|t| (crate::tools::CallParser::new(t.syntax), t)),
+        calls: shape_tools.map(|t| (t.parser(), t)),
         complete: 0,
     };
     if s.shape.kind == Kind::Chat {

@@ -29,7 +29,16 @@
 //! or the next step runs. A matcher that errs fails its own request only;
 //! a worker that died is replaced at the next pass, and the matchers it
 //! held fail their requests with a typed error (never unconstrained).
+//! A matcher in llguidance's error state reads as stopped there; its
+//! verdict is that error, not "the grammar is complete".
+//!
+//! The tests reach these paths through the `fault-injection` feature
+//! (enabled only by the crate's dev-dependency on itself, so no release
+//! build carries it): [`Engine::inject_mask_fault`](super::Engine) marks a
+//! request, and the worker makes its matcher err, panics while computing
+//! its verdict, or dies holding the pass's matchers ([`MaskFault`]).
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
@@ -56,10 +65,28 @@ pub enum MaskMode {
     Overlap,
 }
 
+/// A failure the mask worker injects when a marked request's matcher is
+/// next lent to it (tests of [`MaskMode::Overlap`]'s error paths; the
+/// `fault-injection` feature).
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaskFault {
+    /// The matcher enters llguidance's error state on the worker, as a
+    /// failing grammar would leave it.
+    MatcherError,
+    /// Computing the request's verdict panics on the worker.
+    Panic,
+    /// The worker thread dies holding every matcher of the pass.
+    WorkerDies,
+}
+
 /// One matcher lent to the worker: the item of the pass it belongs to.
 pub(super) struct Job {
     pub item: usize,
     pub matcher: Matcher,
+    /// What to break while computing this job's verdict.
+    #[cfg(feature = "fault-injection")]
+    pub fault: Option<MaskFault>,
 }
 
 /// A lent matcher back, with its verdict.
@@ -76,6 +103,10 @@ pub(super) struct MaskWorker {
     jobs: Option<Sender<Vec<Job>>>,
     done: Receiver<Vec<Done>>,
     thread: Option<JoinHandle<()>>,
+    /// Set when the worker dropped its end of the channels (it died):
+    /// its thread may still be unwinding, and a batch sent to it now
+    /// would be lost too.
+    dead: Cell<bool>,
 }
 
 /// A batch submitted to the worker, or kept when it could not take it.
@@ -92,19 +123,42 @@ pub(super) enum Pending {
 /// Computes one job's verdict; a panic inside llguidance becomes the
 /// request's error, and the matcher comes back either way.
 fn compute(job: Job) -> Done {
-    let Job { item, mut matcher } = job;
+    #[cfg(feature = "fault-injection")]
+    let fault = job.fault;
+    let Job {
+        item, mut matcher, ..
+    } = job;
     let t0 = Instant::now();
-    let ready =
-        catch_unwind(AssertUnwindSafe(|| Ready::compute(&mut matcher))).unwrap_or_else(|_| {
-            Err(EngineError::ConstraintFailed(
-                "the grammar panicked while computing a mask".into(),
-            ))
-        });
+    let ready = catch_unwind(AssertUnwindSafe(|| {
+        #[cfg(feature = "fault-injection")]
+        inject(fault, &mut matcher);
+        Ready::compute(&mut matcher)
+    }))
+    .unwrap_or_else(|_| {
+        Err(EngineError::ConstraintFailed(
+            "the grammar panicked while computing a mask".into(),
+        ))
+    });
     Done {
         item,
         matcher,
         ready,
         took: t0.elapsed(),
+    }
+}
+
+/// Breaks a job's matcher or verdict as `fault` says (inside the per-job
+/// catch).
+#[cfg(feature = "fault-injection")]
+fn inject(fault: Option<MaskFault>, matcher: &mut Matcher) {
+    match fault {
+        Some(MaskFault::MatcherError) => {
+            // The matcher is now in its error state; the call's own result
+            // is that error, which the verdict must find on its own.
+            let _ = matcher.test_trigger_lexer_error();
+        }
+        Some(MaskFault::Panic) => panic!("injected fault: a panic computing a mask"),
+        Some(MaskFault::WorkerDies) | None => {}
     }
 }
 
@@ -117,6 +171,12 @@ impl MaskWorker {
             .name("fak-masks".into())
             .spawn(move || {
                 while let Ok(batch) = jobs_rx.recv() {
+                    #[cfg(feature = "fault-injection")]
+                    if batch.iter().any(|j| j.fault == Some(MaskFault::WorkerDies)) {
+                        // Outside the per-job catch: the thread ends, and
+                        // the batch's matchers with it.
+                        panic!("injected fault: the mask worker dies");
+                    }
                     let out: Vec<Done> = batch.into_iter().map(compute).collect();
                     if done_tx.send(out).is_err() {
                         break;
@@ -128,6 +188,7 @@ impl MaskWorker {
             jobs: Some(jobs_tx),
             done: done_rx,
             thread: Some(thread),
+            dead: Cell::new(false),
         })
     }
 
@@ -161,15 +222,21 @@ impl MaskWorker {
                         .collect();
                     (done, lost)
                 }
-                _ => (Vec::new(), items),
+                _ => {
+                    if let Some(w) = worker {
+                        w.dead.set(true);
+                    }
+                    (Vec::new(), items)
+                }
             },
         }
     }
 
-    /// Whether the thread has ended (it only does after a panic outside
-    /// a job, which the per-job catch leaves no room for).
+    /// Whether the worker is gone: it dropped its channels, or its thread
+    /// ended (either only after a panic outside a job, which the per-job
+    /// catch leaves no room for).
     pub(super) fn is_dead(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+        self.dead.get() || self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 }
 
@@ -181,5 +248,31 @@ impl Drop for MaskWorker {
             // A worker that panicked has nothing left to clean up.
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+impl super::Engine<'_> {
+    /// Makes the mask worker fail on `id`'s matcher the next time it is
+    /// lent ([`MaskMode::Overlap`] only): the test seam of the worker's
+    /// error paths (feature `fault-injection`).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::UnknownRequest`] when `id` is not live;
+    /// [`EngineError::BadConstraint`] when it has no constraint.
+    pub fn inject_mask_fault(
+        &mut self,
+        id: crate::RequestId,
+        fault: MaskFault,
+    ) -> Result<(), EngineError> {
+        self.live(id)?;
+        self.slots[id.slot as usize]
+            .live
+            .as_mut()
+            .and_then(|l| l.constraint.as_mut())
+            .ok_or_else(|| EngineError::BadConstraint("the request is not constrained".into()))?
+            .set_fault(fault);
+        Ok(())
     }
 }

@@ -31,6 +31,8 @@ mod sessions;
 mod step;
 mod text;
 
+#[cfg(feature = "fault-injection")]
+pub use masks::MaskFault;
 pub use masks::MaskMode;
 pub use sessions::{Residency, SessionBlocks};
 

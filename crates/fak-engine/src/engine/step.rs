@@ -545,12 +545,24 @@ impl Engine<'_> {
                 .get_mut(item.slot as usize)
                 .and_then(|e| e.live.as_mut())
                 .and_then(|l| l.constraint.as_mut());
-            if let Some(matcher) = state.and_then(ConstraintState::lend) {
-                jobs.push(Job { item: k, matcher });
+            let Some(state) = state else { continue };
+            #[cfg(feature = "fault-injection")]
+            let fault = state.take_fault();
+            if let Some(matcher) = state.lend() {
+                jobs.push(Job {
+                    item: k,
+                    matcher,
+                    #[cfg(feature = "fault-injection")]
+                    fault,
+                });
             }
         }
         if !jobs.is_empty() && self.masks.as_ref().is_none_or(MaskWorker::is_dead) {
+            // The old worker (if any) is joined as it drops.
             self.masks = MaskWorker::start();
+            if self.masks.is_some() {
+                self.stats.mask_workers_started += 1;
+            }
         }
         MaskWorker::submit(self.masks.as_ref(), jobs)
     }

@@ -349,7 +349,7 @@ async fn chat(
         new: msgs.iter().map(stored).collect(),
         conversation: d.conversation,
         tools: defs,
-        reply,
+        reply: reply.clone(),
     };
     let mut req = request(&l, &claim, &r.common, prompt, logprobs, None)?;
     tools::constrain(&mut req, tools.as_ref())?;
@@ -540,7 +540,7 @@ async fn settle(
                 r.messages.extend(new.iter().cloned());
                 let answer = match how {
                     Some(t) => {
-                        let (content, calls) = tools::read_all(t.syntax, reply);
+                        let (content, calls) = t.read(reply);
                         let calls = tools::template_calls(t.base, &calls);
                         ToolMessage {
                             role: "assistant".into(),
