@@ -192,7 +192,7 @@ impl PrefixIndex {
     /// that `at` exists.
     pub(crate) fn insert(&mut self, at: Place, key: &[u32], block: Option<BlockId>) -> NodeId {
         debug_assert!(self.child(at, key).is_none());
-        debug_assert!(block.is_none_or(|b| !self.is_published(b)));
+        debug_assert!(!block.is_some_and(|b| self.is_published(b)));
         let node = Node {
             block,
             parent: at,
