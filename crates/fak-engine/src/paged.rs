@@ -17,6 +17,27 @@
 //!
 //! A sequence has the same slot in every group's manager (every call is
 //! made on all of them in the same order).
+//!
+//! Prefix reuse with windows: each group's manager keeps its own prefix
+//! index, and the local group's is made with the window
+//! ([`KvManager::with_window`]), so that a published prefix stays findable
+//! after its early local blocks are gone: they stand in the index as
+//! hollow nodes, and a match of `n` tokens needs only the local blocks
+//! covering `n + 1 - W..n`. [`PagedKv::attach_prefix`] takes the longest
+//! `n` every group can continue from. A published 1100-token prefix:
+//!
+//! ```text
+//!   global index:  [b0 b1 ... b16]                 17 full blocks: 1088 tokens
+//!   local index:   [○ ... ○ b9' ... b16']          9 hollow, the window's 8
+//!   a prompt with that prefix: n = 1088 (the next token reads 577..1088,
+//!   local blocks 9..16): 12 tokens of it recomputed, not 1088
+//! ```
+//!
+//! What a windowed path may still serve is decided in fak-kv: the index
+//! (hollow nodes, what eviction removes, which blocks a match needs) is
+//! its bookkeeping, and the rule is one about positions, not rows. This
+//! module decides which layers form which group, with which window, and
+//! combines the groups' matches.
 //! ```text
 //!   seq 3 block table:  [ b7 | b2 | b9 ]          block_size = 4 tokens
 //!   position 9  ──►  blocks[9 / 4] = b9, row 9 % 4 = 1
@@ -232,10 +253,14 @@ impl PagedKv {
             // large for memory is refused by their allocation probe.
             let k = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
             let v = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
-            let mgr = KvManager::new(PoolConfig {
+            let pool = PoolConfig {
                 block_size: sizes.block_size,
                 n_blocks: sizes.n_blocks,
-            })?;
+            };
+            let mgr = match window {
+                Some(w) => KvManager::with_window(pool, w)?,
+                None => KvManager::new(pool)?,
+            };
             groups.push(Group {
                 mgr,
                 window,
@@ -403,21 +428,56 @@ impl PagedKv {
     /// returns how many tokens it covers: whole blocks, then the rows of
     /// one more cached block that spell the rest of the match
     /// ([`KvManager::attach_prefix_rows`]; copied before the first write).
-    /// With several layer groups, the shortest group's match: a group whose
-    /// cached chain was cut (its oldest blocks dropped and evicted) gives
-    /// fewer tokens, and the rest is recomputed.
+    ///
+    /// With several layer groups, the longest length `n` every group can
+    /// continue from: the global group needs the rows of `0..n`, a windowed
+    /// group only those of its window before `n`
+    /// ([`KvManager::prefix_match`]). A shorter prefix of a global match
+    /// always matches, a windowed one's need not, so the length is lowered
+    /// until every group agrees (each lowering is strict, so this ends);
+    /// then every group attaches exactly `n`.
     ///
     /// # Errors
     ///
     /// [`EngineError::Kv`] for an unknown or non-empty sequence.
     pub fn attach_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, EngineError> {
         let slot = SeqSlot(seq.0);
-        let mut n = usize::MAX;
-        for g in &mut self.groups {
-            n = n.min(g.mgr.attach_prefix_rows(slot, tokens)?);
+        let tenant = self.groups[0].mgr.tenant(slot)?;
+        let mut n = tokens.len();
+        loop {
+            let agreed = self
+                .groups
+                .iter()
+                .map(|g| g.mgr.prefix_match(tenant, &tokens[..n]))
+                .min()
+                .unwrap_or(0);
+            if agreed == n {
+                break;
+            }
+            n = agreed;
         }
+        let mut got = Vec::with_capacity(self.groups.len());
         for g in &mut self.groups {
-            g.mgr.truncate(slot, n)?;
+            match g.mgr.attach_prefix_rows(slot, &tokens[..n]) {
+                Ok(k) => got.push(k),
+                Err(e) => {
+                    // Only the first group can refuse (an unknown or
+                    // non-empty sequence is so in every group).
+                    for done in &mut self.groups[..got.len()] {
+                        done.mgr.truncate(slot, 0)?;
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        if got.iter().any(|&k| k != n) {
+            // Unreachable: every group agreed on n above. Attach nothing
+            // rather than rows a group does not hold.
+            debug_assert!(false, "layer groups attached {got:?}, not {n}");
+            for g in &mut self.groups {
+                g.mgr.truncate(slot, 0)?;
+            }
+            n = 0;
         }
         self.drop_outside_windows(slot, n)?;
         self.committed.insert(slot, n);

@@ -4,13 +4,17 @@
 //! ([`KvWindow::Keep`]): greedy decode past the window, several sequences
 //! in one batch, forks, prefix reuse, exact eviction and truncation (whose
 //! dropped rows are recomputed from the tokens); shift eviction, which
-//! cannot recompute, is refused with [`EngineError::WindowDropped`].
+//! cannot recompute, is refused with [`EngineError::WindowDropped`]. A
+//! published prefix longer than the window is found again without
+//! recomputing it: the local group's index keeps the blocks of its window
+//! below hollow nodes (`long_prefix_*`, `published_session_*`).
 
 use std::path::Path;
 use std::sync::OnceLock;
 
 use fak_engine::{
-    Append, EngineError, EvictMode, KvWindow, PagedKvConfig, PrefixCache, Sequences, Tenant,
+    Append, Context, Engine, EngineConfig, EngineError, Event, EvictMode, KvWindow, PagedKvConfig,
+    PrefixCache, Request, RequestId, Sequences, StopAt, StopRules, Tenant,
 };
 use fak_model::{KvType, LogitsWanted, Model, SeqId, WindowMode};
 
@@ -193,9 +197,9 @@ fn batch_invariance_past_the_window_with_dropped_rows() {
 }
 
 /// Forks past the window share the parent's kept blocks and continue
-/// exactly; a cached prefix is reused exactly (a short one whole; a long
-/// one only as far as every group's chain is still indexed, the rest
-/// recomputed).
+/// exactly; a cached prefix is reused exactly: a short one whole, a long
+/// one (655 positions, its first 2 local blocks dropped before it was
+/// published) up to its last whole block, as when keeping every row.
 #[test]
 fn fork_and_prefix_reuse_stay_exact() {
     let m = model();
@@ -221,7 +225,7 @@ fn fork_and_prefix_reuse_stay_exact() {
         let hit = seqs.attach_prefix(r, &longer).expect("attach");
         let rest = longer[hit..].to_vec();
         let c = bytes(&seqs.ingest(m, r, &rest).expect("rest"));
-        // The long prompt again: reused as far as every group allows.
+        // The long prompt again: 10 whole blocks (640 positions) reused.
         let mut again = prompt.clone();
         again.extend(&a_tail);
         again.push(7);
@@ -231,13 +235,15 @@ fn fork_and_prefix_reuse_stay_exact() {
         let d = bytes(&seqs.ingest(m, q, &rest).expect("rest"));
         (vec![a, b, c, d], hit, hit2)
     };
-    let (keep, keep_hit, _) = run(KvWindow::Keep);
-    let (drop, drop_hit, _) = run(KvWindow::Drop);
+    let (keep, keep_hit, keep_hit2) = run(KvWindow::Keep);
+    let (drop, drop_hit, drop_hit2) = run(KvWindow::Drop);
     assert_eq!(
         keep_hit, drop_hit,
         "a prefix below the window is reused whole"
     );
     assert!(drop_hit >= 192);
+    assert_eq!(keep_hit2, 640);
+    assert_eq!(drop_hit2, 640, "a prefix past the window is reused too");
     for (i, (k, d)) in keep.iter().zip(&drop).enumerate() {
         assert!(k == d, "case {i}: logits differ between drop and keep");
     }
@@ -410,4 +416,197 @@ fn cache_sized(window: KvWindow, n_ctx: usize) -> Sequences {
         512,
     )
     .expect("cache")
+}
+
+/// (cached blocks, used blocks) of each layer group, global first.
+fn pool_blocks(seqs: &Sequences) -> Vec<(usize, usize)> {
+    seqs.kv()
+        .groups()
+        .iter()
+        .map(|g| (g.pool.cached, g.pool.used))
+        .collect()
+}
+
+/// Bytes of the blocks the groups cache (published, no holder).
+fn cached_bytes(seqs: &Sequences) -> usize {
+    seqs.kv()
+        .groups()
+        .iter()
+        .map(|g| g.pool.cached * g.block_bytes)
+        .sum()
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// A 1100-token prefix computed in one step (the local blocks before its
+/// window are dropped before it is published), published and freed; then
+/// a prompt with that prefix: 1088 tokens (17 whole blocks) come from the
+/// cache in both groups, only 32 are computed, and the logits of the
+/// prompt and of 8 greedy steps are the same bytes as computing everything
+/// from scratch and as keeping every row. What the published prefix keeps:
+/// all 17 global blocks, and only the 8 local blocks of its window.
+#[test]
+fn long_prefix_is_reused_past_the_window_exactly() {
+    let m = model();
+    let prefix = ids(30, 1100);
+    let mut prompt = prefix.clone();
+    prompt.extend(ids(31, 20));
+    let run = |window: KvWindow, prefix_cache: PrefixCache| {
+        let mut seqs = cache(window, prefix_cache, 512);
+        let a = seqs.create(Tenant(0));
+        seqs.ingest(m, a, &prefix).expect("prefix");
+        seqs.publish(a).expect("publish");
+        seqs.free(a).expect("free");
+        let published = (pool_blocks(&seqs), cached_bytes(&seqs));
+        let b = seqs.create(Tenant(0));
+        let hit = seqs.attach_prefix(b, &prompt).expect("attach");
+        let mut last = seqs.ingest(m, b, &prompt[hit..]).expect("rest");
+        let mut out = vec![bytes(&last)];
+        for _ in 0..8 {
+            last = seqs.ingest(m, b, &[argmax(&last)]).expect("decode");
+            out.push(bytes(&last));
+        }
+        let len = prompt.len() + 8;
+        if window == KvWindow::Drop {
+            assert_eq!(used(&seqs), (len.div_ceil(BS), local_blocks(len)));
+        }
+        (out, hit, published)
+    };
+    let (reused, hit, (blocks, bytes_drop)) = run(KvWindow::Drop, PrefixCache::On);
+    let (fresh, fresh_hit, _) = run(KvWindow::Drop, PrefixCache::Off);
+    let (keep, keep_hit, (keep_blocks, bytes_keep)) = run(KvWindow::Keep, PrefixCache::On);
+    assert_eq!(fresh_hit, 0);
+    assert_eq!(keep_hit, 1088);
+    assert_eq!(hit, 1088, "the prefix is reused up to its last whole block");
+    assert_eq!(
+        prompt.len() - hit,
+        32,
+        "only the unaligned tail is computed"
+    );
+    for (i, ((r, f), k)) in reused.iter().zip(&fresh).zip(&keep).enumerate() {
+        assert!(
+            r == f,
+            "step {i}: reused differs from computed from scratch"
+        );
+        assert!(r == k, "step {i}: dropping differs from keeping");
+    }
+    // Published and freed: 17 global blocks cached; the local group keeps
+    // the 8 blocks of the window of 1088 (positions 577..1088), not 17.
+    assert_eq!(blocks, vec![(17, 0), (W / BS, 0)]);
+    assert_eq!(keep_blocks, vec![(17, 0)]);
+    eprintln!(
+        "published 1100-token prefix, cached: drop {:.2} MiB (global 17 + local {} blocks), \
+         keep {:.2} MiB (17 blocks); drop/keep {:.4}",
+        bytes_drop as f64 / MIB,
+        blocks[1].0,
+        bytes_keep as f64 / MIB,
+        bytes_drop as f64 / bytes_keep as f64
+    );
+    assert_eq!(
+        bytes_drop * 17 * 18,
+        bytes_keep * (17 * 3 + (W / BS) * 15),
+        "(3 · 17 + 15 · 8) / (18 · 17) of keeping"
+    );
+}
+
+/// Everything one request got: its cached tokens, the logits (bytes) of
+/// every token it sampled, and the tokens the engine computed for it.
+struct Served {
+    cached: usize,
+    logits: Vec<Vec<u8>>,
+    computed: u64,
+}
+
+/// Steps `e` until request `id` ends.
+fn serve(e: &mut Engine<'_>, id: RequestId) -> Served {
+    let before = e.stats().tokens_computed;
+    let mut out = Served {
+        cached: 0,
+        logits: Vec::new(),
+        computed: 0,
+    };
+    for _ in 0..10_000 {
+        let mut logits = Vec::new();
+        let events = e
+            .step_observe(|r, l| {
+                if r == id {
+                    logits.push(bytes(l));
+                }
+            })
+            .expect("step");
+        out.logits.extend(logits);
+        for ev in events {
+            match ev {
+                Event::Admitted {
+                    id: r,
+                    cached_tokens,
+                    ..
+                } if r == id => out.cached = cached_tokens,
+                Event::Failed { id: r, error } if r == id => panic!("{error}"),
+                Event::Finished { id: r, .. } if r == id => {
+                    out.computed = e.stats().tokens_computed - before;
+                    return out;
+                }
+                _ => {}
+            }
+        }
+    }
+    panic!("request {id} did not finish");
+}
+
+/// `fak serve`'s session path: a session of 1100 tokens (computed in
+/// 512-token passes with nothing published between them), published, then
+/// a fresh request with that prefix. It gets 1088 tokens from the cache
+/// (computing 33 with its first generated token's pass, not 1121), and the
+/// logits it samples from are the same bytes as with every row kept and as
+/// without the prefix cache.
+#[test]
+fn published_session_past_the_window_is_reused_by_a_request() {
+    let m = model();
+    let prefix = ids(40, 1100);
+    let mut prompt = prefix.clone();
+    prompt.extend(ids(41, 21));
+    let run = |window: KvWindow, prefix_cache: PrefixCache| {
+        let mut cfg = EngineConfig::for_requests(2, 2048, KvType::F16, prefix_cache);
+        cfg.kv = cfg.kv.with_window(window);
+        let mut e = Engine::new(m, None, cfg).expect("engine");
+        let s = e.create_session(Tenant(0));
+        let id = e
+            .add(Request {
+                context: Context::Session(s),
+                ..Request::greedy(prefix.clone(), 0)
+            })
+            .expect("session turn");
+        serve(&mut e, id);
+        e.publish_session(s).expect("publish");
+        let id = e
+            .add(Request {
+                stop: StopRules {
+                    eog: StopAt::Never,
+                    ..StopRules::default()
+                },
+                ..Request::greedy(prompt.clone(), 6)
+            })
+            .expect("request");
+        serve(&mut e, id)
+    };
+    let reused = run(KvWindow::Drop, PrefixCache::On);
+    let keep = run(KvWindow::Keep, PrefixCache::On);
+    let fresh = run(KvWindow::Drop, PrefixCache::Off);
+    assert_eq!(keep.cached, 1088);
+    assert_eq!(reused.cached, 1088, "the session's prefix is reused");
+    assert_eq!(fresh.cached, 0);
+    // The prompt's 33 uncached tokens, then 5 decode steps (the 6th token
+    // is sampled, not fed).
+    assert_eq!(reused.computed, 33 + 5);
+    assert_eq!(fresh.computed, 1121 + 5);
+    assert_eq!(reused.logits.len(), 6);
+    assert!(
+        reused.logits == keep.logits,
+        "dropping differs from keeping"
+    );
+    assert!(
+        reused.logits == fresh.logits,
+        "reused differs from computed"
+    );
 }

@@ -57,6 +57,25 @@
 //! `free + used + cached == capacity` always ([`KvManager::stats`]).
 //! Different tenants never share a block.
 //!
+//! # Sliding windows
+//!
+//! A manager made with [`KvManager::with_window`] serves layers whose
+//! query at `p` reads only rows `p + 1 - W..=p`: continuing a sequence
+//! from length `n` needs the rows `n + 1 - W..n`, nothing earlier. Its
+//! index keeps a path findable after the path's early blocks are gone:
+//! released entries are published as *hollow* nodes (the tokens, no
+//! block), evicting a block whose node has children only hollows the node,
+//! and `attach_prefix` attaches a match only if every block of its window
+//! is held, shrinking the match to one whose window is held otherwise
+//! (never attaching rows it does not have):
+//!
+//! ```text
+//!   W = 8, block_size 4: sequence of 14 published after drop_before(7)
+//!   index:  ○[0..4) ─► b5[4..8) ─► b6[8..12)        (○ hollow)
+//!   attach of those 12 tokens: the next token reads 5..12 → b5, b6: 12
+//!   after b5 is evicted (hollowed): reads 5..12 → b5 missing → 4 → ○ → 0
+//! ```
+//!
 //! # Contract with the storage and the engine
 //!
 //! * Perform every [`BlockCopy`] returned by `append` before writing the new

@@ -51,6 +51,9 @@ impl Seq {
 #[derive(Debug, Clone)]
 pub struct KvManager {
     block_size: usize,
+    /// The sliding window of the layers this manager serves, if any
+    /// ([`KvManager::with_window`]).
+    window: Option<usize>,
     pool: BlockPool,
     index: PrefixIndex,
     seqs: BTreeMap<SeqSlot, Seq>,
@@ -65,6 +68,39 @@ enum Pass {
     Validate,
     /// Insert the missing nodes.
     Insert,
+}
+
+/// How far [`KvManager::attach_prefix`] matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grain {
+    /// Whole blocks only.
+    Blocks,
+    /// Whole blocks, then the matching rows of one more block.
+    Rows,
+}
+
+/// A path of the prefix index for some tokens ([`KvManager::chain`]).
+struct Chain {
+    /// Per full block of the path: its block, `None` for a hollow node.
+    full: Vec<Option<BlockId>>,
+    /// A published block after them whose first `k` ids match, and `k`.
+    partial: Option<(BlockId, usize)>,
+}
+
+impl Chain {
+    /// The block of entry `j`: a full one, or the partial one right after.
+    fn block(&self, j: usize) -> Option<BlockId> {
+        match self.full.get(j) {
+            Some(&b) => b,
+            None if j == self.full.len() => self.partial.map(|(b, _)| b),
+            None => None,
+        }
+    }
+}
+
+/// The first position the token at `n` reads through a window of `w`.
+fn window_start(n: usize, w: usize) -> usize {
+    (n + 1).saturating_sub(w)
 }
 
 /// Whether `b` may be written in place: one holder, and not published.
@@ -92,13 +128,31 @@ fn release_all(pool: &mut BlockPool, index: &PrefixIndex, blocks: &[BlockId]) {
     }
 }
 
-/// Takes a free block, evicting the least recently used cached block (and its
-/// index subtree) when none is free. Returns `None` only when no block is
-/// free or cached.
-fn allocate(pool: &mut BlockPool, index: &mut PrefixIndex) -> Option<BlockId> {
+/// What evicting a cached block does to its index node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evict {
+    /// The node goes with its whole subtree: every descendant's path runs
+    /// through it, and a continuation needs every row of its path.
+    Subtree,
+    /// A node with children is only made hollow (sliding window): a
+    /// continuation deeper down reads only its window's rows, so the
+    /// descendants stay findable. A leaf goes, with the hollow ancestors
+    /// it leaves childless.
+    Hollow,
+}
+
+/// Takes a free block, evicting the least recently used cached block (and,
+/// per `evict`, its index subtree) when none is free. Returns `None` only
+/// when no block is free or cached.
+fn allocate(pool: &mut BlockPool, index: &mut PrefixIndex, evict: Evict) -> Option<BlockId> {
     if pool.n_free() == 0 {
         let victim = pool.lru_oldest()?;
         match index.node_of(victim) {
+            Some(node) if evict == Evict::Hollow && index.has_children(node) => {
+                index.hollow(node);
+                pool.uncache(victim);
+                pool.free(victim);
+            }
             Some(node) => {
                 for b in index.remove_subtree(node) {
                     // Unreferenced blocks of the subtree were cached: free them.
@@ -140,6 +194,7 @@ impl KvManager {
         }
         Ok(KvManager {
             block_size: cfg.block_size,
+            window: None,
             pool: BlockPool::new(cfg.n_blocks),
             index: PrefixIndex::new(cfg.n_blocks),
             seqs: BTreeMap::new(),
@@ -147,9 +202,58 @@ impl KvManager {
         })
     }
 
+    /// A manager for layers with a sliding window of `window` positions: a
+    /// query at position `p` reads rows `p + 1 - window..=p` only, so a
+    /// sequence continuing from length `n` needs the rows of positions
+    /// `n + 1 - window..n` and no earlier ones.
+    ///
+    /// The prefix index then keeps a published path findable after its
+    /// early blocks are gone: [`KvManager::publish`] hangs the blocks of a
+    /// sequence's window below *hollow* nodes (key, no block) for the
+    /// entries [`KvManager::drop_before`] released, eviction makes a node
+    /// with children hollow instead of removing its subtree, and
+    /// [`KvManager::attach_prefix_rows`] attaches a match of length `n`
+    /// only when the index holds every block covering `n + 1 - window..n`
+    /// (the longest shorter match where it does not), with the entries
+    /// before them counted as dropped:
+    ///
+    /// ```text
+    ///   window 4, block_size 2, published [○ ○ b5 b6]   (○ hollow: rows 0..4 gone)
+    ///   match 8: the next token reads 5..8 → blocks 2, 3 held: attach 8, 2 dropped
+    ///   match 7: reads 4..7 → blocks 2, 3 held: attach 7 (row 0 of b6)
+    ///   match 5: reads 2..5 → block 1 hollow: shrink to 2, reads 0..2 → block 0: 0
+    /// ```
+    ///
+    /// The manager does not drop rows by itself: the caller calls
+    /// [`KvManager::drop_before`] with the window as before.
+    ///
+    /// Errors: as [`KvManager::new`]; [`KvError::BadConfig`] for a window
+    /// of 0.
+    pub fn with_window(cfg: PoolConfig, window: usize) -> Result<KvManager, KvError> {
+        if window == 0 {
+            return Err(KvError::BadConfig("window must be >= 1".into()));
+        }
+        let mut kv = KvManager::new(cfg)?;
+        kv.window = Some(window);
+        Ok(kv)
+    }
+
+    /// The sliding window of [`KvManager::with_window`] (`None`: every
+    /// position is kept).
+    pub fn window(&self) -> Option<usize> {
+        self.window
+    }
+
     /// Tokens per block.
     pub fn block_size(&self) -> usize {
         self.block_size
+    }
+
+    fn evict_mode(&self) -> Evict {
+        match self.window {
+            Some(_) => Evict::Hollow,
+            None => Evict::Subtree,
+        }
     }
 
     fn seq(&self, s: SeqSlot) -> Result<&Seq, KvError> {
@@ -325,8 +429,9 @@ impl KvManager {
         // Cannot fail: every allocation consumes one free or cached block and
         // eviction never takes one away. Roll back anyway if it ever did.
         let mut fresh = Vec::with_capacity(needed);
+        let evict = self.evict_mode();
         for _ in 0..needed {
-            match allocate(&mut self.pool, &mut self.index) {
+            match allocate(&mut self.pool, &mut self.index, evict) {
                 Some(b) => fresh.push(b),
                 None => {
                     release_all(&mut self.pool, &self.index, &fresh);
@@ -405,7 +510,9 @@ impl KvManager {
     /// full blocks whose tokens spell a prefix of `tokens` under `s`'s tenant
     /// (refcount + 1 each; cached ones leave the LRU) and returns the number
     /// of tokens attached, a multiple of `block_size`. `len(s)` becomes that
-    /// number.
+    /// number. A windowed manager ([`KvManager::with_window`]) attaches only
+    /// the blocks of the match's window and counts the entries before them
+    /// as dropped.
     ///
     /// `tokens`: the ids of the prompt, positions `0..tokens.len()`. A caller
     /// that needs logits for the last prompt token should pass all but the
@@ -414,7 +521,7 @@ impl KvManager {
     /// Errors (state unchanged): [`KvError::UnknownSeq`],
     /// [`KvError::SeqNotEmpty`].
     pub fn attach_prefix(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<usize, KvError> {
-        self.attach_blocks(s, tokens).map(|(n, _)| n)
+        self.attach(s, tokens, Grain::Blocks)
     }
 
     /// [`KvManager::attach_prefix`] at token grain: after the chain of
@@ -432,51 +539,102 @@ impl KvManager {
     ///   s:          [b0      ][b1: rows 0..2 ]  append copies b1's 2 rows
     /// ```
     ///
+    /// Returns [`KvManager::prefix_match`]`(tenant(s), tokens)`.
+    ///
     /// Errors (state unchanged): as [`KvManager::attach_prefix`].
     pub fn attach_prefix_rows(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<usize, KvError> {
-        let bs = self.block_size;
-        let (full, at) = self.attach_blocks(s, tokens)?;
-        let rest = &tokens[full..];
-        let Some((node, k)) = self.index.longest_child(at, rest, bs - 1) else {
-            return Ok(full);
-        };
-        let Some(b) = self.index.block_of(node) else {
-            return Ok(full);
-        };
-        let Some(seq) = self.seqs.get_mut(&s) else {
-            return Err(KvError::UnknownSeq(s));
-        };
-        self.pool.incref(b);
-        seq.blocks.push(b);
-        seq.len = full + k;
-        Ok(seq.len)
+        self.attach(s, tokens, Grain::Rows)
     }
 
-    /// The full-block chain of [`KvManager::attach_prefix`]; also returns
-    /// the trie place after its last block.
-    fn attach_blocks(&mut self, s: SeqSlot, tokens: &[u32]) -> Result<(usize, Place), KvError> {
+    /// How many tokens of `tokens` [`KvManager::attach_prefix_rows`] would
+    /// attach for a sequence of `tenant`; changes nothing. Without a
+    /// window, every shorter prefix of a match matches too; with one, a
+    /// shorter prefix may not (its window may reach blocks the index no
+    /// longer holds).
+    pub fn prefix_match(&self, tenant: Tenant, tokens: &[u32]) -> usize {
+        self.usable(&self.chain(tenant, tokens, Grain::Rows))
+    }
+
+    /// The index's path for `tokens` under `tenant`: one entry per full
+    /// block (`None` for a hollow node, walked only with a window), then
+    /// at [`Grain::Rows`] one more published block whose first ids spell
+    /// the rest, with that count.
+    fn chain(&self, tenant: Tenant, tokens: &[u32], grain: Grain) -> Chain {
         let bs = self.block_size;
-        let seq = self.seqs.get_mut(&s).ok_or(KvError::UnknownSeq(s))?;
+        let mut at = Place::Root(tenant);
+        let mut full = Vec::new();
+        for key in tokens.chunks_exact(bs) {
+            let Some(node) = self.index.child(at, key) else {
+                break;
+            };
+            let b = self.index.block_of(node);
+            if b.is_none() && self.window.is_none() {
+                break;
+            }
+            full.push(b);
+            at = Place::Node(node);
+        }
+        let partial = match grain {
+            Grain::Blocks => None,
+            Grain::Rows => self
+                .index
+                .longest_child(at, &tokens[full.len() * bs..], bs - 1)
+                .and_then(|(node, k)| Some((self.index.block_of(node)?, k))),
+        };
+        Chain { full, partial }
+    }
+
+    /// The longest prefix of `c` a sequence can continue from: all of it
+    /// without a window; with one, the longest whose window's blocks are
+    /// all held.
+    fn usable(&self, c: &Chain) -> usize {
+        let bs = self.block_size;
+        let mut n = c.full.len() * bs + c.partial.map_or(0, |(_, k)| k);
+        let Some(w) = self.window else {
+            return n;
+        };
+        while n > 0 {
+            let lo = window_start(n, w) / bs;
+            let hi = (n - 1) / bs;
+            // The highest missing block the window of n covers: every
+            // match longer than its start reads it.
+            match (lo..=hi).rev().find(|&j| c.block(j).is_none()) {
+                Some(j) => n = j * bs,
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// Attaches [`KvManager::usable`] of the chain for `tokens` to the
+    /// empty `s`.
+    fn attach(&mut self, s: SeqSlot, tokens: &[u32], grain: Grain) -> Result<usize, KvError> {
+        let bs = self.block_size;
+        let seq = self.seq(s)?;
         if seq.len != 0 {
             return Err(KvError::SeqNotEmpty {
                 seq: s,
                 len: seq.len,
             });
         }
-        let mut at = Place::Root(seq.tenant);
-        for key in tokens.chunks_exact(bs) {
-            let Some(node) = self.index.child(at, key) else {
-                break;
-            };
-            let Some(b) = self.index.block_of(node) else {
-                break;
-            };
+        let c = self.chain(seq.tenant, tokens, grain);
+        let n = self.usable(&c);
+        let first = self.window.map_or(0, |w| window_start(n, w) / bs);
+        // Every entry first..n.div_ceil(bs) holds a block (usable checked).
+        let blocks: Vec<BlockId> = (first..n.div_ceil(bs)).filter_map(|j| c.block(j)).collect();
+        debug_assert_eq!(blocks.len(), n.div_ceil(bs) - first);
+        for &b in &blocks {
             self.pool.incref(b);
-            seq.blocks.push(b);
-            at = Place::Node(node);
         }
-        seq.len = seq.blocks.len() * bs;
-        Ok((seq.len, at))
+        let Some(seq) = self.seqs.get_mut(&s) else {
+            // Unreachable: checked above and nothing removed it since.
+            release_all(&mut self.pool, &self.index, &blocks);
+            return Err(KvError::UnknownSeq(s));
+        };
+        seq.blocks = blocks;
+        seq.dropped = first;
+        seq.len = n;
+        Ok(n)
     }
 
     /// Registers the full blocks of `s` in the prefix index under `s`'s
@@ -487,7 +645,11 @@ impl KvManager {
     /// Blocks already indexed along the path are kept. Where the index already
     /// holds a different block for the same path, the existing one stays and
     /// `s` keeps its own block private; its later blocks still hang below the
-    /// existing node (same tokens, same KV).
+    /// existing node (same tokens, same KV). A hollow node on the path gets
+    /// `s`'s block. Entries [`KvManager::drop_before`] released are walked
+    /// along existing nodes; a windowed manager inserts hollow nodes for
+    /// those missing ([`KvManager::with_window`]), one without a window
+    /// inserts nothing below them.
     ///
     /// Errors (state unchanged): [`KvError::UnknownSeq`],
     /// [`KvError::TokenCountMismatch`], [`KvError::PublishConflict`] when one
@@ -505,27 +667,42 @@ impl KvManager {
         }
         // Pass 1 validates (so that errors leave the index untouched), pass
         // 2 inserts. `at` is None once the walk has left the existing trie.
-        // Dropped entries have no block: the walk passes them only along
-        // nodes the index already holds (published before they were
-        // dropped), and inserts nothing below a gap.
+        // Dropped entries have no block: without a window, the walk passes
+        // them only along nodes the index already holds (published before
+        // they were dropped) and inserts nothing below a gap; with one, it
+        // inserts hollow nodes for them, so that the blocks after the gap
+        // (the window of this length) are findable, provided there is at
+        // least one such full block to hang below them.
+        let hollow_gap = self.window.is_some() && tokens.len() / bs > seq.dropped;
         for pass in [Pass::Validate, Pass::Insert] {
             let mut at = Some(Place::Root(seq.tenant));
             let mut chunks = tokens.chunks_exact(bs);
             for key in chunks.by_ref().take(seq.dropped) {
-                at = at.and_then(|p| self.index.child(p, key)).map(Place::Node);
+                at = match (at.map(|p| (p, self.index.child(p, key))), pass) {
+                    (Some((_, Some(node))), _) => Some(Place::Node(node)),
+                    (Some((p, None)), Pass::Insert) if hollow_gap => {
+                        Some(Place::Node(self.index.insert(p, key, None)))
+                    }
+                    _ => None,
+                };
             }
             for (j, (key, &b)) in chunks.zip(&seq.blocks).enumerate() {
                 let j = j + seq.dropped;
                 let existing = at.and_then(|p| self.index.child(p, key));
                 match existing {
                     Some(node) => {
-                        let same = self.index.block_of(node) == Some(b);
-                        if !same && self.index.is_published(b) {
+                        let held = self.index.block_of(node);
+                        if held != Some(b) && self.index.is_published(b) {
                             return Err(KvError::PublishConflict {
                                 seq: s,
                                 tenant: seq.tenant,
                                 block_index: j,
                             });
+                        }
+                        // A hollow node gets this block: the same tokens'
+                        // rows, computed again.
+                        if held.is_none() && pass == Pass::Insert {
+                            self.index.fill(node, b);
                         }
                         at = Some(Place::Node(node));
                     }
@@ -539,7 +716,7 @@ impl KvManager {
                     None => {
                         at = match (pass, at) {
                             (Pass::Insert, Some(p)) => {
-                                Some(Place::Node(self.index.insert(p, key, b)))
+                                Some(Place::Node(self.index.insert(p, key, Some(b))))
                             }
                             _ => None,
                         };
@@ -564,6 +741,12 @@ impl KvManager {
     /// `b`; 0 for free, cached and out-of-range ids.
     pub fn refcount(&self, b: BlockId) -> u32 {
         self.pool.refcount(b)
+    }
+
+    /// Nodes of the prefix index, hollow ones included
+    /// ([`KvManager::with_window`]); each published block has one.
+    pub fn index_nodes(&self) -> usize {
+        self.index.len()
     }
 
     /// Whether `b` is published in the prefix index (and so immutable).

@@ -18,6 +18,17 @@
 //! first). Removing a node removes its whole subtree, because the
 //! descendants' paths go through it. The index holds no refcounts; it only
 //! maps paths to blocks and blocks back to their node.
+//!
+//! A node may be *hollow*: it keeps its key and its children but no block
+//! (a sliding-window manager's, see [`crate::KvManager::with_window`]: the
+//! rows were dropped, or evicted, while later blocks of the path are still
+//! worth finding). A hollow node never stays a leaf: removing a node also
+//! removes the hollow ancestors it leaves childless.
+//!
+//! ```text
+//!   windowed, block_size 2:  root ─[1 2]→ ○ ─[3 4]→ ○ ─[5 6]→ b7 ─[7 8]→ b3
+//!   "1 2 3 4 5 6 7 8" walks 4 nodes; blocks only for positions 4..8
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -41,8 +52,8 @@ type Children = BTreeMap<Box<[u32]>, NodeId>;
 
 #[derive(Debug, Clone)]
 struct Node {
-    /// The published block.
-    block: BlockId,
+    /// The published block; `None` for a hollow node.
+    block: Option<BlockId>,
     /// Where the node hangs.
     parent: Place,
     /// The block's tokens (also the node's key in `parent`'s children).
@@ -122,9 +133,42 @@ impl PrefixIndex {
             .max_by_key(|&(_, n)| n)
     }
 
-    /// The block node `n` publishes.
+    /// The block node `n` publishes (`None` for a hollow node).
     pub(crate) fn block_of(&self, n: NodeId) -> Option<BlockId> {
-        self.node(n).map(|node| node.block)
+        self.node(n).and_then(|node| node.block)
+    }
+
+    /// Whether `n` has children.
+    pub(crate) fn has_children(&self, n: NodeId) -> bool {
+        self.node(n).is_some_and(|node| !node.children.is_empty())
+    }
+
+    /// Makes `n` hollow: its block is unpublished and returned; its key
+    /// and children stay.
+    pub(crate) fn hollow(&mut self, n: NodeId) -> Option<BlockId> {
+        let b = self
+            .nodes
+            .get_mut(n.0 as usize)
+            .and_then(Option::as_mut)
+            .and_then(|node| node.block.take())?;
+        if let Some(slot) = self.block_node.get_mut(b.0 as usize) {
+            *slot = None;
+        }
+        Some(b)
+    }
+
+    /// Publishes `block` at the hollow node `n`. The caller guarantees
+    /// that `n` is hollow and `block` is not yet published.
+    pub(crate) fn fill(&mut self, n: NodeId, block: BlockId) {
+        debug_assert!(!self.is_published(block));
+        let Some(node) = self.nodes.get_mut(n.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        debug_assert!(node.block.is_none(), "fill of a node with a block");
+        node.block = Some(block);
+        if let Some(slot) = self.block_node.get_mut(block.0 as usize) {
+            *slot = Some(n);
+        }
     }
 
     /// The node that publishes `b`, if any.
@@ -137,18 +181,18 @@ impl PrefixIndex {
         self.node_of(b).is_some()
     }
 
-    /// Number of nodes (published blocks).
-    #[cfg(test)]
+    /// Number of nodes (published blocks and hollow nodes).
     pub(crate) fn len(&self) -> usize {
         self.nodes.len() - self.free_nodes.len()
     }
 
     /// Publishes `block` as the child of `at` keyed by `key` and returns the
-    /// new node. The caller guarantees that `at` has no child with this key,
-    /// that `block` is not yet published, and that `at` exists.
-    pub(crate) fn insert(&mut self, at: Place, key: &[u32], block: BlockId) -> NodeId {
+    /// new node (a hollow one for `None`). The caller guarantees that `at`
+    /// has no child with this key, that `block` is not yet published, and
+    /// that `at` exists.
+    pub(crate) fn insert(&mut self, at: Place, key: &[u32], block: Option<BlockId>) -> NodeId {
         debug_assert!(self.child(at, key).is_none());
-        debug_assert!(!self.is_published(block));
+        debug_assert!(!block.is_some_and(|b| self.is_published(b)));
         let node = Node {
             block,
             parent: at,
@@ -176,20 +220,56 @@ impl PrefixIndex {
         if let Some(children) = children {
             children.insert(key.into(), id);
         }
-        if let Some(slot) = self.block_node.get_mut(block.0 as usize) {
+        if let Some(slot) = block.and_then(|b| self.block_node.get_mut(b.0 as usize)) {
             *slot = Some(id);
         }
         id
     }
 
-    /// Removes `n` and all its descendants; returns their blocks (now
-    /// unpublished), `n`'s own block first.
+    /// Removes `n` and all its descendants, then the hollow ancestors this
+    /// leaves without children; returns the removed blocks (now
+    /// unpublished), `n`'s own block first when it has one.
     pub(crate) fn remove_subtree(&mut self, n: NodeId) -> Vec<BlockId> {
         let mut removed = Vec::new();
-        // Unlink n from its parent.
-        let Some((parent, key)) = self.node(n).map(|node| (node.parent, node.key.clone())) else {
+        let Some(parent) = self.unlink(n) else {
             return removed;
         };
+        // Then drop the subtree, depth first.
+        let mut stack = vec![n];
+        while let Some(id) = stack.pop() {
+            let Some(node) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.free_nodes.push(id);
+            if let Some(b) = node.block {
+                if let Some(slot) = self.block_node.get_mut(b.0 as usize) {
+                    *slot = None;
+                }
+                removed.push(b);
+            }
+            stack.extend(node.children.into_values());
+        }
+        // A hollow node left childless leads to nothing: remove it too.
+        let mut up = parent;
+        while let Place::Node(p) = up {
+            match self.node(p) {
+                Some(node) if node.block.is_none() && node.children.is_empty() => {}
+                _ => break,
+            }
+            let Some(next) = self.unlink(p) else { break };
+            if let Some(slot) = self.nodes.get_mut(p.0 as usize) {
+                *slot = None;
+            }
+            self.free_nodes.push(p);
+            up = next;
+        }
+        removed
+    }
+
+    /// Detaches `n` from its parent's children (the node itself stays in
+    /// the slab); returns the parent, `None` for an unknown node.
+    fn unlink(&mut self, n: NodeId) -> Option<Place> {
+        let (parent, key) = self.node(n).map(|node| (node.parent, node.key.clone()))?;
         match parent {
             Place::Root(t) => {
                 if let Some(children) = self.roots.get_mut(&t) {
@@ -205,20 +285,7 @@ impl PrefixIndex {
                 }
             }
         }
-        // Then drop the subtree, depth first.
-        let mut stack = vec![n];
-        while let Some(id) = stack.pop() {
-            let Some(node) = self.nodes.get_mut(id.0 as usize).and_then(Option::take) else {
-                continue;
-            };
-            self.free_nodes.push(id);
-            if let Some(slot) = self.block_node.get_mut(node.block.0 as usize) {
-                *slot = None;
-            }
-            removed.push(node.block);
-            stack.extend(node.children.into_values());
-        }
-        removed
+        Some(parent)
     }
 }
 
@@ -246,9 +313,9 @@ mod tests {
     #[test]
     fn insert_and_walk_whole_paths_only() {
         let mut ix = PrefixIndex::new(8);
-        let a = ix.insert(Place::Root(T), &[1, 2], BlockId(4));
-        ix.insert(Place::Node(a), &[3, 4], BlockId(5));
-        ix.insert(Place::Root(T), &[3, 4], BlockId(6));
+        let a = ix.insert(Place::Root(T), &[1, 2], Some(BlockId(4)));
+        ix.insert(Place::Node(a), &[3, 4], Some(BlockId(5)));
+        ix.insert(Place::Root(T), &[3, 4], Some(BlockId(6)));
         assert_eq!(walk(&ix, T, &[1, 2, 3, 4], 2), [BlockId(4), BlockId(5)]);
         assert_eq!(walk(&ix, T, &[3, 4, 1, 2], 2), [BlockId(6)]);
         assert_eq!(
@@ -266,11 +333,11 @@ mod tests {
     #[test]
     fn remove_subtree_unpublishes_descendants_and_recycles_nodes() {
         let mut ix = PrefixIndex::new(8);
-        let a = ix.insert(Place::Root(T), &[1], BlockId(0));
-        let b = ix.insert(Place::Node(a), &[2], BlockId(1));
-        ix.insert(Place::Node(b), &[3], BlockId(2));
-        ix.insert(Place::Node(a), &[4], BlockId(3));
-        ix.insert(Place::Root(T), &[9], BlockId(4));
+        let a = ix.insert(Place::Root(T), &[1], Some(BlockId(0)));
+        let b = ix.insert(Place::Node(a), &[2], Some(BlockId(1)));
+        ix.insert(Place::Node(b), &[3], Some(BlockId(2)));
+        ix.insert(Place::Node(a), &[4], Some(BlockId(3)));
+        ix.insert(Place::Root(T), &[9], Some(BlockId(4)));
         let mut removed = ix.remove_subtree(b);
         assert_eq!(removed[0], BlockId(1));
         removed.sort();
@@ -286,7 +353,37 @@ mod tests {
         assert_eq!(ix.len(), 0);
         assert!(ix.roots.is_empty());
         // Recycled slots are reused.
-        ix.insert(Place::Root(T), &[5], BlockId(7));
+        ix.insert(Place::Root(T), &[5], Some(BlockId(7)));
         assert_eq!(ix.nodes.len(), 5);
+    }
+
+    #[test]
+    fn hollow_nodes_keep_their_children_and_are_pruned_with_the_last_leaf() {
+        let mut ix = PrefixIndex::new(8);
+        let h1 = ix.insert(Place::Root(T), &[1], None);
+        let h2 = ix.insert(Place::Node(h1), &[2], None);
+        let b = ix.insert(Place::Node(h2), &[3], Some(BlockId(5)));
+        let c = ix.insert(Place::Node(b), &[4], Some(BlockId(6)));
+        assert_eq!(ix.block_of(h1), None);
+        assert_eq!(ix.child(Place::Node(h2), &[3]), Some(b));
+        // Hollowing keeps the key and the children, unpublishes the block.
+        assert!(ix.has_children(b));
+        assert_eq!(ix.hollow(b), Some(BlockId(5)));
+        assert_eq!(ix.hollow(b), None);
+        assert!(!ix.is_published(BlockId(5)));
+        assert_eq!(ix.child(Place::Node(b), &[4]), Some(c));
+        // Filling gives a hollow node a block again.
+        ix.fill(h2, BlockId(2));
+        assert_eq!(ix.node_of(BlockId(2)), Some(h2));
+        assert_eq!(ix.len(), 4);
+        // Removing the leaf removes the hollow node above it, and stops at
+        // the node with a block.
+        assert_eq!(ix.remove_subtree(c), [BlockId(6)]);
+        assert_eq!(ix.len(), 2);
+        assert_eq!(ix.child(Place::Node(h2), &[3]), None);
+        // The last block gone, the hollow root child goes too.
+        assert_eq!(ix.remove_subtree(h2), [BlockId(2)]);
+        assert_eq!(ix.len(), 0);
+        assert!(ix.roots.is_empty());
     }
 }

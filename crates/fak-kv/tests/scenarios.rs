@@ -267,3 +267,165 @@ fn publish_with_dropped_blocks_is_exact() {
     let d = kv.create_seq(Tenant(1));
     assert_eq!(kv.attach_prefix(d, &toks).unwrap(), 0);
 }
+
+fn windowed(block_size: usize, n_blocks: usize, window: usize) -> KvManager {
+    KvManager::with_window(
+        PoolConfig {
+            block_size,
+            n_blocks,
+        },
+        window,
+    )
+    .unwrap()
+}
+
+/// Appends `toks`, then releases what a window of `w` no longer reads, as
+/// the engine does after each forward pass.
+fn append_windowed(st: &mut Storage, kv: &mut KvManager, s: SeqSlot, toks: &[u32], w: usize) {
+    st.append(kv, s, toks);
+    let n = kv.len(s).unwrap();
+    kv.drop_before(s, (n + 1).saturating_sub(w)).unwrap();
+}
+
+/// The rows `s` holds from the first the next token reads, as read back.
+fn window_rows(st: &Storage, kv: &KvManager, s: SeqSlot, w: usize) -> Vec<u32> {
+    let n = kv.len(s).unwrap();
+    ((n + 1).saturating_sub(w)..n)
+        .map(|p| st.0[&kv.locate(s, p).unwrap()])
+        .collect()
+}
+
+/// With a window, a sequence published after its early blocks were
+/// dropped is found again: hollow nodes stand for the dropped blocks, and
+/// the match attaches only the blocks of its window (the rest dropped).
+/// Without a window the same sequence indexes nothing
+/// (`publish_with_dropped_blocks_is_exact`).
+#[test]
+fn windowed_publish_after_drop_finds_the_window_again() {
+    let w = 8;
+    let mut kv = windowed(4, 16, w);
+    let mut st = Storage::default();
+    let toks: Vec<u32> = (0..14).collect();
+    let a = kv.create_seq(Tenant(0));
+    append_windowed(&mut st, &mut kv, a, &toks, w);
+    assert_eq!(kv.dropped(a).unwrap(), 1);
+    kv.publish(a, &toks).unwrap();
+    // One hollow node for block 0, then blocks 1 and 2 (the partial 3rd
+    // block is not published).
+    assert_eq!(kv.index_nodes(), 3);
+    assert_eq!(kv.prefix_match(Tenant(0), &toks), 12);
+    assert_eq!(kv.prefix_match(Tenant(1), &toks), 0);
+    let b = kv.create_seq(Tenant(0));
+    assert_eq!(kv.attach_prefix_rows(b, &toks), Ok(12));
+    // The next token (12) reads 5..12: blocks 1 and 2 are attached, block
+    // 0 counts as dropped.
+    assert_eq!(kv.dropped(b).unwrap(), 1);
+    assert_eq!(kv.blocks(b).unwrap(), &kv.blocks(a).unwrap()[..2]);
+    assert_eq!(window_rows(&st, &kv, b, w), (5..12).collect::<Vec<_>>());
+    append_windowed(&mut st, &mut kv, b, &[90, 91], w);
+    assert_eq!(window_rows(&st, &kv, b, w), [7, 8, 9, 10, 11, 90, 91]);
+    // A match whose window reaches the hollow block shrinks to a point
+    // whose window is held; here none is: 6 reads 0..6 (block 0 gone).
+    let c = kv.create_seq(Tenant(0));
+    assert_eq!(kv.prefix_match(Tenant(0), &toks[..6]), 0);
+    assert_eq!(kv.attach_prefix_rows(c, &toks[..6]), Ok(0));
+    assert_eq!(kv.dropped(c).unwrap(), 0);
+    // Freed, everything returns: the published blocks cached, nothing leaks.
+    for s in [a, b, c] {
+        kv.free_seq(s).unwrap();
+    }
+    let stats = kv.stats();
+    assert_eq!((stats.used, stats.cached), (0, 2));
+}
+
+/// A match shrinks to the longest prefix whose window the index holds,
+/// and never attaches a row it does not have.
+#[test]
+fn windowed_match_shrinks_to_a_held_window() {
+    let w = 8;
+    let mut kv = windowed(4, 16, w);
+    let mut st = Storage::default();
+    let toks: Vec<u32> = (0..24).collect();
+    let a = kv.create_seq(Tenant(0));
+    // Published at 12 (blocks 0..3), then grown to 24: blocks 0..4 dropped
+    // (0..3 cached, 3 freed: never published), then published again.
+    append_windowed(&mut st, &mut kv, a, &toks[..12], w);
+    kv.publish(a, &toks[..12]).unwrap();
+    append_windowed(&mut st, &mut kv, a, &toks[12..], w);
+    assert_eq!(kv.dropped(a).unwrap(), 4);
+    kv.publish(a, &toks).unwrap();
+    // index: b0 b1 b2 ○ b4 b5
+    assert_eq!(kv.index_nodes(), 6);
+    assert_eq!(kv.prefix_match(Tenant(0), &toks), 24);
+    // 14 reads 7..14, block 3 is hollow: 12 (reads 5..12, blocks 1 and 2).
+    let mut other = toks[..14].to_vec();
+    other.extend([99, 99]);
+    assert_eq!(kv.prefix_match(Tenant(0), &other), 12);
+    let b = kv.create_seq(Tenant(0));
+    assert_eq!(kv.attach_prefix_rows(b, &other), Ok(12));
+    assert_eq!(kv.dropped(b).unwrap(), 1);
+    assert_eq!(window_rows(&st, &kv, b, w), (5..12).collect::<Vec<_>>());
+    // 17 reads 10..17 → block 3 again: 12.
+    assert_eq!(kv.prefix_match(Tenant(0), &toks[..17]), 12);
+    // 21 reads 14..21: blocks 3 (hollow) → 12.
+    assert_eq!(kv.prefix_match(Tenant(0), &toks[..21]), 12);
+    // 23 reads 16..23: blocks 4 and 5 → all of it.
+    assert_eq!(kv.prefix_match(Tenant(0), &toks[..23]), 23);
+    let c = kv.create_seq(Tenant(0));
+    assert_eq!(kv.attach_prefix_rows(c, &toks[..23]), Ok(23));
+    assert_eq!(window_rows(&st, &kv, c, w), (16..23).collect::<Vec<_>>());
+    // A later sequence that computes block 3 again fills the hollow node.
+    let d = kv.create_seq(Tenant(0));
+    append_windowed(&mut st, &mut kv, d, &toks[..16], w);
+    kv.publish(d, &toks[..16]).unwrap();
+    assert_eq!(kv.index_nodes(), 6);
+    assert_eq!(kv.prefix_match(Tenant(0), &other), 14);
+}
+
+/// Evicting the oldest cached block of a windowed chain (its first block,
+/// the first one the window released) makes its node hollow and keeps the
+/// rest findable; without a window the whole chain goes with it.
+#[test]
+fn windowed_eviction_hollows_and_keeps_the_tail() {
+    let w = 8;
+    for window in [Some(w), None] {
+        let mut kv = match window {
+            Some(w) => windowed(4, 8, w),
+            None => manager(4, 8),
+        };
+        let mut st = Storage::default();
+        let toks: Vec<u32> = (0..16).collect();
+        let a = kv.create_seq(Tenant(0));
+        // Published per 4-token step, as the engine's prefill chunks are.
+        for chunk in toks.chunks(4) {
+            append_windowed(&mut st, &mut kv, a, chunk, w);
+            let n = kv.len(a).unwrap();
+            kv.publish(a, &toks[..n]).unwrap();
+        }
+        kv.free_seq(a).unwrap();
+        assert_eq!(kv.stats().cached, 4);
+        // Another tenant takes 5 of the 8 blocks: one cached block goes,
+        // the least recently used: block 0 (dropped first).
+        let b = kv.create_seq(Tenant(1));
+        st.append(&mut kv, b, &[7; 20]);
+        let found = kv.prefix_match(Tenant(0), &toks);
+        match window {
+            Some(_) => {
+                assert_eq!(found, 16, "the window 9..16 is still held");
+                assert_eq!(kv.stats().cached, 3);
+                let c = kv.create_seq(Tenant(0));
+                assert_eq!(kv.attach_prefix_rows(c, &toks), Ok(16));
+                assert_eq!(window_rows(&st, &kv, c, w), (9..16).collect::<Vec<_>>());
+                kv.free_seq(c).unwrap();
+            }
+            None => assert_eq!(found, 0, "without a window the chain went whole"),
+        }
+        // Draining the pool removes every node, hollow ones included.
+        kv.free_seq(b).unwrap();
+        let s = kv.create_seq(Tenant(0));
+        st.append(&mut kv, s, &[1; 32]);
+        assert_eq!(kv.index_nodes(), 0);
+        kv.free_seq(s).unwrap();
+        assert_eq!(kv.stats().free, 8);
+    }
+}

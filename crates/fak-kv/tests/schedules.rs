@@ -6,6 +6,13 @@
 //! The shadow stores, per (block, row), the tenant and the whole token prefix
 //! `0..=p` whose KV the row holds (a KV row depends on every earlier token),
 //! so "same row content" below means "same tenant and same full prefix".
+//!
+//! The same schedules run on a windowed manager ([`KvManager::with_window`]),
+//! driven as the engine drives its local layer group: after each append the
+//! rows before the next token's window are dropped, a truncation whose next
+//! token would read dropped rows empties the sequence instead, and attaches
+//! go by rows. There every sequence must hold exactly the rows its next
+//! token reads, each with the right content.
 
 use std::collections::HashMap;
 
@@ -69,6 +76,8 @@ struct Live {
 struct Model {
     kv: KvManager,
     bs: usize,
+    /// The manager's window, if any.
+    window: Option<usize>,
     cap: usize,
     live: Vec<Live>,
     /// Token sequences that were published, with their tenant.
@@ -98,15 +107,24 @@ fn observe(m: &Model) -> Observed {
     (m.kv.stats(), rc, tables)
 }
 
+/// The first position the token at `n` reads through a window of `w`.
+fn window_start(n: usize, w: usize) -> usize {
+    (n + 1).saturating_sub(w)
+}
+
 impl Model {
-    fn new(bs: usize, cap: usize) -> Self {
+    fn new(bs: usize, cap: usize, window: Option<usize>) -> Self {
         let cfg = PoolConfig {
             block_size: bs,
             n_blocks: cap,
         };
         Self {
-            kv: KvManager::new(cfg).unwrap(),
+            kv: match window {
+                Some(w) => KvManager::with_window(cfg, w).unwrap(),
+                None => KvManager::new(cfg).unwrap(),
+            },
             bs,
+            window,
             cap,
             live: Vec::new(),
             history: Vec::new(),
@@ -138,8 +156,7 @@ impl Model {
                 for c in &copies {
                     prop_assert_eq!(c.n_tokens, old_len % self.bs);
                     prop_assert!(c.n_tokens > 0);
-                    let table = self.kv.blocks(s).unwrap();
-                    prop_assert_eq!(table[old_len / self.bs], c.dst);
+                    prop_assert_eq!(self.kv.block_at(s, old_len / self.bs), Some(c.dst));
                     prop_assert_eq!(self.kv.refcount(c.dst), 1);
                     for r in 0..c.n_tokens {
                         let Some(row) = self.storage.get(&(c.src, r)).cloned() else {
@@ -165,9 +182,18 @@ impl Model {
                     let prefix = self.live[i].tokens.clone();
                     self.storage.insert((b, row), (tenant, prefix));
                 }
+                if let Some(w) = self.window {
+                    let n = self.live[i].tokens.len();
+                    self.kv.drop_before(s, window_start(n, w)).unwrap();
+                }
             }
         }
         Ok(())
+    }
+
+    /// The first position whose rows `s` holds.
+    fn first_held(&self, s: SeqSlot) -> usize {
+        self.kv.dropped(s).unwrap() * self.bs
     }
 
     fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
@@ -218,10 +244,18 @@ impl Model {
                     );
                     prop_assert!(observe(self) == before);
                 } else {
-                    let n = len * usize::from(*keep_pct) / 100;
+                    let mut n = len * usize::from(*keep_pct) / 100;
+                    // The next token would read dropped rows: the engine
+                    // recomputes from empty (here: forgets the tokens).
+                    if let Some(w) = self.window {
+                        if n > 0 && self.first_held(s) > window_start(n, w) {
+                            n = 0;
+                        }
+                    }
                     self.kv.truncate(s, n).unwrap();
                     self.live[i].tokens.truncate(n);
-                    prop_assert_eq!(self.kv.blocks(s).unwrap().len(), n.div_ceil(self.bs));
+                    let kept = n.div_ceil(self.bs) - self.kv.dropped(s).unwrap();
+                    prop_assert_eq!(self.kv.blocks(s).unwrap().len(), kept);
                 }
             }
             Op::Publish { who } => {
@@ -253,15 +287,33 @@ impl Model {
                 };
                 req.extend_from_slice(extra);
                 let slot = self.kv.create_seq(tenant);
-                let k = self.kv.attach_prefix(slot, &req).unwrap();
-                prop_assert_eq!(k % self.bs, 0);
+                let k = match self.window {
+                    None => self.kv.attach_prefix(slot, &req).unwrap(),
+                    Some(w) => {
+                        let m = self.kv.prefix_match(tenant, &req);
+                        let k = self.kv.attach_prefix_rows(slot, &req).unwrap();
+                        prop_assert_eq!(k, m);
+                        // Exactly the blocks of the window are attached.
+                        prop_assert_eq!(
+                            self.first_held(slot),
+                            window_start(k, w) / self.bs * self.bs
+                        );
+                        k
+                    }
+                };
+                if self.window.is_none() {
+                    prop_assert_eq!(k % self.bs, 0);
+                }
                 prop_assert!(k <= req.len());
                 prop_assert_eq!(self.kv.len(slot), Ok(k));
                 // Only blocks holding exactly this tenant's prefix are attached.
                 let table = self.kv.blocks(slot).unwrap();
-                for p in 0..k {
+                let first = self.first_held(slot);
+                for p in first..k {
                     let want = (tenant, req[..=p].to_vec());
-                    let got = self.storage.get(&(table[p / self.bs], p % self.bs));
+                    let got = self
+                        .storage
+                        .get(&(table[(p - first) / self.bs], p % self.bs));
                     prop_assert_eq!(got, Some(&want), "attached row {} is wrong", p);
                 }
                 let r = self.kv.attach_prefix(slot, &req);
@@ -295,16 +347,26 @@ impl Model {
         let mut refs = vec![0u32; self.cap];
         for l in &self.live {
             let table = self.kv.blocks(l.slot).unwrap();
+            let dropped = self.kv.dropped(l.slot).unwrap();
+            let first = dropped * self.bs;
             prop_assert_eq!(self.kv.len(l.slot), Ok(l.tokens.len()));
-            prop_assert_eq!(table.len(), l.tokens.len().div_ceil(self.bs));
+            prop_assert_eq!(table.len(), l.tokens.len().div_ceil(self.bs) - dropped);
             prop_assert_eq!(self.kv.tenant(l.slot), Ok(l.tenant));
+            // (5) rows are dropped only with a window, and never one the
+            // next token reads.
+            match self.window {
+                None => prop_assert_eq!(dropped, 0),
+                Some(w) => prop_assert!(first <= window_start(l.tokens.len(), w)),
+            }
             for b in table {
                 refs[b.0 as usize] += 1;
             }
             // (3) every live sequence's rows still hold its own tokens.
-            for p in 0..l.tokens.len() {
+            for p in first..l.tokens.len() {
                 let want = (l.tenant, l.tokens[..=p].to_vec());
-                let got = self.storage.get(&(table[p / self.bs], p % self.bs));
+                let got = self
+                    .storage
+                    .get(&(table[(p - first) / self.bs], p % self.bs));
                 prop_assert_eq!(got, Some(&want), "{:?} position {}", l.slot, p);
             }
         }
@@ -356,6 +418,8 @@ impl Model {
         for b in 0..self.cap {
             prop_assert!(!self.kv.is_published(BlockId(b as u32)));
         }
+        // Hollow nodes went with the last block below them.
+        prop_assert_eq!(self.kv.index_nodes(), 0);
         Ok(())
     }
 }
@@ -369,7 +433,25 @@ proptest! {
         cap in 4usize..=40,
         ops in prop::collection::vec(op(), 1..80),
     ) {
-        let mut m = Model::new(bs, cap);
+        let mut m = Model::new(bs, cap, None);
+        for op in &ops {
+            m.step(op)?;
+            m.check()?;
+        }
+        m.drain()?;
+    }
+
+    #[test]
+    fn random_windowed_schedules_hold_every_row_the_next_token_reads(
+        bs in 1usize..=5,
+        cap in 4usize..=40,
+        // At least 2: with a window of 1, truncating to exactly the first
+        // held position is allowed by the window but refused by truncate
+        // (its last kept block is a dropped one).
+        window in 2usize..=12,
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        let mut m = Model::new(bs, cap, Some(window));
         for op in &ops {
             m.step(op)?;
             m.check()?;

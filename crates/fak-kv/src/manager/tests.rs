@@ -18,7 +18,10 @@ fn audit(kv: &KvManager) {
     let cap = kv.pool.capacity();
     let mut refs = vec![0u32; cap];
     for seq in kv.seqs.values() {
-        assert_eq!(seq.blocks.len(), seq.len.div_ceil(kv.block_size));
+        assert_eq!(
+            seq.blocks.len(),
+            seq.len.div_ceil(kv.block_size) - seq.dropped
+        );
         for b in &seq.blocks {
             refs[b.0 as usize] += 1;
         }
@@ -64,7 +67,17 @@ fn new_rejects_bad_config() {
         };
         assert!(matches!(KvManager::new(cfg), Err(KvError::BadConfig(_))));
     }
+    let cfg = PoolConfig {
+        block_size: 4,
+        n_blocks: 4,
+    };
+    assert!(matches!(
+        KvManager::with_window(cfg, 0),
+        Err(KvError::BadConfig(_))
+    ));
+    assert_eq!(KvManager::with_window(cfg, 8).unwrap().window(), Some(8));
     let kv = kv(16, 3);
+    assert_eq!(kv.window(), None);
     assert_eq!(kv.block_size(), 16);
     assert_eq!(
         kv.stats(),
