@@ -11,6 +11,7 @@
 //! fak bench evict evict        fak-bench-evict/1
 //! fak bench bandwidth          fak-bench-bandwidth/1    (machine probe)
 //! fak bench peak  peak         fak-bench-peak/1         (int8 and f32 machine probes; kernels in fak_kernels::peak)
+//! fak bench sampling sampling  fak-bench-sampling/1     (µs per draw outside the forward pass, old full sort vs new)
 //! fak project     project      fak-project/1            (MODELED, from the reports above)
 //! fak project roofline roofline fak-roofline/1         (MODELED bound per fleet phase; in fleet reports)
 //! ```
@@ -39,6 +40,7 @@ pub mod peak;
 pub mod phases;
 pub mod project;
 pub mod roofline;
+pub mod sampling;
 pub mod single;
 pub mod stats;
 

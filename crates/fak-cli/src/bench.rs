@@ -4,7 +4,9 @@
 //! table.
 
 use anyhow::bail;
-use fak_bench::{bandwidth, batch, constrained, evict, fleet, peak, single, ModelSpec, Workload};
+use fak_bench::{
+    bandwidth, batch, constrained, evict, fleet, peak, sampling, single, ModelSpec, Workload,
+};
 use serde::Serialize;
 
 use crate::{KvTypeArg, ModelArgs};
@@ -31,6 +33,9 @@ enum BenchWhat {
     Evict(BenchEvictArgs),
     /// Agent fleets: shared prefix, many agents, many turns.
     Fleet(BenchFleetArgs),
+    /// Microseconds per sampled token outside the forward pass, the old
+    /// full-vocabulary sort vs the sampler.
+    Sampling(SamplingArgs),
 }
 
 #[derive(clap::Args)]
@@ -106,6 +111,27 @@ struct BandwidthArgs {
     /// Timed passes after one warm-up.
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct SamplingArgs {
+    /// Model files whose logits to draw from (after a short text and a
+    /// few greedy steps), comma-separated.
+    #[arg(long, short = 'm', value_delimiter = ',')]
+    model: Vec<std::path::PathBuf>,
+    /// Synthetic logits of these vocabulary sizes, comma-separated
+    /// (default 49152,151936 when no --model is given).
+    #[arg(long, value_delimiter = ',')]
+    vocab: Vec<usize>,
+    /// Timed draws per source, setting and implementation.
+    #[arg(long, default_value_t = 200)]
+    draws: usize,
+    /// Threads of the models' forward passes (the draws run on one).
+    #[arg(long, short = 't', value_parser = crate::parse_threads)]
+    threads: Option<usize>,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -341,6 +367,25 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 reps: p.reps,
             })?;
             print(&r, p.json, Json::Line, peak::PeakReport::table)
+        }
+        BenchWhat::Sampling(s) => {
+            let vocab = if s.vocab.is_empty() && s.model.is_empty() {
+                vec![49152, 151_936]
+            } else {
+                s.vocab
+            };
+            let sources = s
+                .model
+                .into_iter()
+                .map(sampling::Source::Model)
+                .chain(vocab.into_iter().map(sampling::Source::Synthetic))
+                .collect();
+            let r = sampling::run(&sampling::Params {
+                sources,
+                draws: s.draws,
+                threads: s.threads,
+            })?;
+            print(&r, s.json, Json::Pretty, sampling::SamplingReport::table)
         }
         BenchWhat::Batch(b) => {
             let r = batch::run(&batch::Params {

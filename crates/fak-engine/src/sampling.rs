@@ -11,22 +11,26 @@
 //!          ─► top-p ─► min-p (p ≥ min_p · p_max) ─► draw (ChaCha8, seeded)
 //! ```
 //!
-//! No step sorts the vocabulary. Top-k is a selection (`select_nth`); the
-//! softmax (max, exp, an f64 sum) and min-p (`p ≥ min_p · p_max`) are
-//! linear passes; top-p selects and sorts only a growing head of the
-//! candidates until its mass reaches `top_p`; the draw walks the kept
-//! candidates in a fixed but unspecified order. The kept set and its
-//! probabilities are those of sorting everything by descending logit,
-//! ties by ascending id (the unit tests hold them to such a reference).
+//! No step sorts the vocabulary (`keep` has the diagram). Top-k is one
+//! pass with a small buffer; the softmax (max, exp, an f64 sum) and min-p
+//! (`p ≥ min_p · p_max`) are linear passes, and without top-k the
+//! exponentials run on fak-kernels' SIMD `exp` (bit-identical to glibc's
+//! `expf`); top-p sorts only the nucleus, collected in bands of falling
+//! weight; the draw walks the kept tokens in a fixed order (ascending id,
+//! or the nucleus's). The kept set and its probabilities are those of
+//! sorting everything by descending logit, ties by ascending id (the unit
+//! tests hold them to such a reference).
 //!
 //! [`SamplingParams::validate`] is the one place where settings from a
 //! flag or a request are checked.
 
-use std::cmp::Ordering;
+mod keep;
 
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+use keep::{walk, walk_dense, Buffers, Kept};
 
 /// Whether the engine reports log-probabilities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -158,31 +162,12 @@ impl SamplingParams {
 pub struct Sampler {
     params: SamplingParams,
     rng: ChaCha8Rng,
-    candidates: Vec<Candidate>,
+    buffers: Buffers,
     /// Times each token was generated (for the penalties), sorted by id.
     counts: Vec<(u32, u32)>,
     /// Penalized copy of the logits.
     adjusted: Vec<f32>,
 }
-
-/// A token still in the running: its logit, and its probability once the
-/// softmax ran.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Candidate {
-    id: u32,
-    logit: f32,
-    prob: f32,
-}
-
-/// The sampling order: descending logit, ascending id on ties (probability
-/// never increases along it, so it is also the order of the nucleus).
-fn by_logit(a: &Candidate, b: &Candidate) -> Ordering {
-    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
-}
-
-/// How many of the most likely candidates top-p sorts first; it sorts
-/// four times as many each round until their mass reaches `top_p`.
-const NUCLEUS_FIRST: usize = 64;
 
 /// Index of the largest value, lowest index on ties. `None` if empty or all
 /// values are NaN.
@@ -200,129 +185,13 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
     best.map(|(i, _)| i as u32)
 }
 
-/// Fills `c` with the candidates `p` keeps from `logits` and their
-/// probabilities (before the renormalisation the draw implies); leaves it
-/// empty when every logit is NaN or there are none. `p.temperature` must
-/// be above 0.
-///
-/// No step sorts the vocabulary: top-k is a selection, the softmax and
-/// min-p are linear passes, and top-p sorts only the head it keeps (see
-/// [`nucleus`]). The order of `c` afterwards is deterministic but
-/// otherwise unspecified.
-fn keep(c: &mut Vec<Candidate>, logits: &[f32], p: &SamplingParams) {
-    c.clear();
-    c.extend(
-        logits
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_nan())
-            .map(|(i, &logit)| Candidate {
-                id: i as u32,
-                logit,
-                prob: 0.0,
-            }),
-    );
-    if p.top_k > 0 && p.top_k < c.len() {
-        c.select_nth_unstable_by(p.top_k - 1, by_logit);
-        c.truncate(p.top_k);
-    }
-    let Some(best) = c.iter().copied().min_by(by_logit) else {
-        return;
-    };
-    let max = best.logit;
-    let mut sum = 0.0f64;
-    for e in c.iter_mut() {
-        // The tokens at the maximum get e^0 = 1 by definition, which also
-        // keeps an infinite maximum finite: +inf logits share the mass,
-        // all -inf is uniform.
-        e.prob = if e.logit == max {
-            1.0
-        } else {
-            ((e.logit - max) / p.temperature).exp()
-        };
-        sum += f64::from(e.prob);
-    }
-    for e in c.iter_mut() {
-        e.prob = (f64::from(e.prob) / sum) as f32;
-    }
-    let p_max = (1.0 / sum) as f32;
-    if p.top_p < 1.0 {
-        nucleus(c, p.top_p);
-    }
-    if p.min_p > 0.0 {
-        let floor = p_max * p.min_p;
-        if c.iter().any(|e| e.prob >= floor) {
-            c.retain(|e| e.prob >= floor);
-        } else {
-            // Only a min-p above 1 gets here; the most likely token stays.
-            c.clear();
-            c.push(Candidate { prob: p_max, ..best });
-        }
-    }
-}
-
-/// Top-p: truncates `c` to its first candidates in [`by_logit`] order whose
-/// probabilities, summed in that order in f32, reach `top_p` (all of them
-/// if the sum never does), leaving them sorted.
-///
-/// Sorts only a growing head: select the best [`NUCLEUS_FIRST`], sort
-/// them, add them up; if the sum falls short, select and sort the next
-/// ones up to four times the head, and so on. A head whose last
-/// probability is 0 ends the search (the rest are 0 too, so the sum never
-/// grows and everything stays).
-fn nucleus(c: &mut Vec<Candidate>, top_p: f32) {
-    let n = c.len();
-    let mut acc = 0.0f32;
-    let mut sorted = 0;
-    let mut head = NUCLEUS_FIRST.min(n);
-    while sorted < n {
-        let rest = &mut c[sorted..];
-        let take = head - sorted;
-        if take < rest.len() {
-            rest.select_nth_unstable_by(take - 1, by_logit);
-        }
-        rest[..take].sort_unstable_by(by_logit);
-        for i in sorted..head {
-            acc += c[i].prob;
-            if acc >= top_p {
-                c.truncate(i + 1);
-                return;
-            }
-        }
-        if c[head - 1].prob == 0.0 {
-            return;
-        }
-        sorted = head;
-        head = head.saturating_mul(4).min(n);
-    }
-}
-
-/// The inverse-CDF walk over `c` at `r` (in `0..sum of c's probs`): the
-/// first candidate whose cumulative probability passes `r`. When rounding
-/// leaves `r` past the end, the last candidate with a positive probability
-/// (never one at 0, such as a token a grammar masked to -inf); the first
-/// candidate if none is positive; `None` if `c` is empty.
-fn walk(c: &[Candidate], mut r: f32) -> Option<u32> {
-    let mut last = None;
-    for e in c {
-        if e.prob > 0.0 {
-            if r < e.prob {
-                return Some(e.id);
-            }
-            r -= e.prob;
-            last = Some(e.id);
-        }
-    }
-    last.or_else(|| c.first().map(|e| e.id))
-}
-
 impl Sampler {
     /// A sampler with its RNG seeded from `params.seed`.
     pub fn new(params: SamplingParams) -> Sampler {
         Sampler {
             params,
             rng: ChaCha8Rng::seed_from_u64(params.seed),
-            candidates: Vec::new(),
+            buffers: Buffers::default(),
             counts: Vec::new(),
             adjusted: Vec::new(),
         }
@@ -348,8 +217,8 @@ impl Sampler {
     /// Picks a token from `logits` (`[n_vocab]`). Returns `None` only when
     /// every logit is NaN or the vector is empty.
     ///
-    /// Costs O(n_vocab) plus, with top-p, sorting the nucleus (and at most
-    /// four times as many candidates); no step sorts the vocabulary.
+    /// Costs O(n_vocab) plus, with top-p, sorting the nucleus (and the
+    /// candidates above its last threshold); no step sorts the vocabulary.
     pub fn sample(&mut self, logits: &[f32]) -> Option<u32> {
         let p = self.params;
         let logits = if p.penalized() && !self.counts.is_empty() {
@@ -367,13 +236,15 @@ impl Sampler {
         if p.temperature <= 0.0 || p.temperature.is_nan() {
             return argmax(logits);
         }
-        keep(&mut self.candidates, logits, &p);
-        let c = &self.candidates;
-        if c.is_empty() {
-            return None;
-        }
-        let total: f32 = c.iter().map(|e| e.prob).sum();
-        walk(c, self.rng.gen::<f32>() * total)
+        let u = match self.buffers.keep(logits, &p) {
+            Kept::Nothing => return None,
+            Kept::Dense { sum } => {
+                let r = self.rng.gen::<f32>() * sum as f32;
+                return walk_dense(&self.buffers.weights, r);
+            }
+            Kept::Listed { total } => self.rng.gen::<f32>() * total,
+        };
+        walk(&self.buffers.candidates, u)
     }
 }
 

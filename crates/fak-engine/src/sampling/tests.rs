@@ -1,4 +1,6 @@
+use super::keep::{walk, walk_dense, Buffers, Candidate, Kept};
 use super::*;
+use fak_kernels::expf::expf;
 use proptest::prelude::*;
 
 #[test]
@@ -138,7 +140,7 @@ fn reference(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
             if l == max {
                 1.0
             } else {
-                ((l - max) / p.temperature).exp()
+                expf((l - max) / p.temperature)
             }
         })
         .collect();
@@ -167,11 +169,31 @@ fn reference(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
     c
 }
 
-/// What [`keep`] keeps, by ascending id.
+/// What [`Buffers::keep`] keeps, with probabilities, by ascending id.
 fn kept(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
-    let mut c = Vec::new();
-    keep(&mut c, logits, p);
-    let mut v: Vec<(u32, f32)> = c.iter().map(|e| (e.id, e.prob)).collect();
+    let mut b = Buffers::default();
+    let mut v: Vec<(u32, f32)> = match b.keep(logits, p) {
+        Kept::Nothing => vec![],
+        Kept::Dense { sum } => {
+            assert_eq!(b.weights.len(), logits.len());
+            logits
+                .iter()
+                .zip(&b.weights)
+                .enumerate()
+                .filter(|(_, (l, _))| !l.is_nan())
+                .map(|(i, (_, &w))| (i as u32, (f64::from(w) / sum) as f32))
+                .collect()
+        }
+        Kept::Listed { total } => {
+            let c = &b.candidates;
+            let sum: f32 = c.iter().map(|e| e.prob).sum();
+            assert!((total - sum).abs() <= 1e-5 * sum, "total {total} vs {sum}");
+            for e in c {
+                assert_eq!(e.logit.to_bits(), logits[e.id as usize].to_bits());
+            }
+            c.iter().map(|e| (e.id, e.prob)).collect()
+        }
+    };
     v.sort_by_key(|x| x.0);
     v
 }
@@ -265,7 +287,10 @@ fn assert_draws_follow_reference(logits: &[f32], p: SamplingParams, n: usize) {
         *seen.entry(s.sample(logits).unwrap()).or_default() += 1;
     }
     for t in seen.keys() {
-        assert!(want.iter().any(|x| x.0 == *t), "{t} drawn but not kept ({p:?})");
+        assert!(
+            want.iter().any(|x| x.0 == *t),
+            "{t} drawn but not kept ({p:?})"
+        );
     }
     let mut chi2 = 0.0;
     let mut bins = 0usize;
@@ -279,7 +304,10 @@ fn assert_draws_follow_reference(logits: &[f32], p: SamplingParams, n: usize) {
     }
     let df = bins.saturating_sub(1) as f64;
     let bound = df + 8.0 * (2.0 * df).sqrt() + 10.0;
-    assert!(chi2 < bound, "chi2 {chi2:.1} over {bound:.1} ({bins} tokens, {p:?})");
+    assert!(
+        chi2 < bound,
+        "chi2 {chi2:.1} over {bound:.1} ({bins} tokens, {p:?})"
+    );
 }
 
 #[test]
@@ -295,11 +323,31 @@ fn draws_follow_the_distribution() {
         .collect();
     let g = SamplingParams::greedy();
     for p in [
-        SamplingParams { temperature: 1.0, ..g },
-        SamplingParams { temperature: 0.7, top_p: 0.9, ..g },
-        SamplingParams { temperature: 1.0, top_k: 40, top_p: 0.95, ..g },
-        SamplingParams { temperature: 1.0, min_p: 0.05, ..g },
-        SamplingParams { temperature: 0.3, top_p: 0.5, ..g },
+        SamplingParams {
+            temperature: 1.0,
+            ..g
+        },
+        SamplingParams {
+            temperature: 0.7,
+            top_p: 0.9,
+            ..g
+        },
+        SamplingParams {
+            temperature: 1.0,
+            top_k: 40,
+            top_p: 0.95,
+            ..g
+        },
+        SamplingParams {
+            temperature: 1.0,
+            min_p: 0.05,
+            ..g
+        },
+        SamplingParams {
+            temperature: 0.3,
+            top_p: 0.5,
+            ..g
+        },
     ] {
         assert_draws_follow_reference(&logits, SamplingParams { seed: 11, ..p }, 40_000);
     }
@@ -307,7 +355,9 @@ fn draws_follow_the_distribution() {
 
 #[test]
 fn same_seed_same_draws_over_a_large_vocabulary() {
-    let logits: Vec<f32> = (0..49152).map(|i| ((i * 7919 % 4093) as f32) / 400.0).collect();
+    let logits: Vec<f32> = (0..49152)
+        .map(|i| ((i * 7919 % 4093) as f32) / 400.0)
+        .collect();
     let p = SamplingParams {
         temperature: 1.0,
         top_p: 0.95,
@@ -329,8 +379,14 @@ fn infinite_logits_share_or_spread_the_mass() {
     // +inf tokens take all the mass (the softmax's limit); the old code
     // made every probability NaN and drew the last candidate.
     let logits = [0.0, f32::INFINITY, -1.0, f32::INFINITY, f32::NEG_INFINITY];
-    let t1 = SamplingParams { temperature: 1.0, ..SamplingParams::greedy() };
-    assert_eq!(kept(&logits, &t1), vec![(0, 0.0), (1, 0.5), (2, 0.0), (3, 0.5), (4, 0.0)]);
+    let t1 = SamplingParams {
+        temperature: 1.0,
+        ..SamplingParams::greedy()
+    };
+    assert_eq!(
+        kept(&logits, &t1),
+        vec![(0, 0.0), (1, 0.5), (2, 0.0), (3, 0.5), (4, 0.0)]
+    );
     let mut drawn = [0usize; 5];
     let mut s = Sampler::new(SamplingParams { seed: 5, ..t1 });
     for _ in 0..200 {
@@ -340,25 +396,82 @@ fn infinite_logits_share_or_spread_the_mass() {
     assert!(drawn[1] > 50 && drawn[3] > 50, "{drawn:?}");
     // All -inf: uniform.
     let all = [f32::NEG_INFINITY; 4];
-    assert_eq!(kept(&all, &t1), vec![(0, 0.25), (1, 0.25), (2, 0.25), (3, 0.25)]);
+    assert_eq!(
+        kept(&all, &t1),
+        vec![(0, 0.25), (1, 0.25), (2, 0.25), (3, 0.25)]
+    );
 }
 
 #[test]
 fn walk_never_falls_through_to_a_zero_probability_token() {
     // r at the end (rounding can leave it there): the last token with
     // mass, not the masked one after it (the old walk returned the last).
-    let c = |id, prob| Candidate { id, logit: 0.0, prob };
+    let c = |id, prob| Candidate {
+        id,
+        logit: 0.0,
+        prob,
+    };
     let v = [c(3, 0.5), c(9, 0.5), c(4, 0.0)];
     assert_eq!(walk(&v, 0.25), Some(3));
     assert_eq!(walk(&v, 0.75), Some(9));
     assert_eq!(walk(&v, 1.0), Some(9));
     assert_eq!(walk(&[c(4, 0.0)], 0.0), Some(4));
     assert_eq!(walk(&[], 0.0), None);
+    let w = [0.0, 0.5, 0.0, 0.5, 0.0];
+    assert_eq!(walk_dense(&w, 0.25), Some(1));
+    assert_eq!(walk_dense(&w, 0.75), Some(3));
+    assert_eq!(walk_dense(&w, 1.0), Some(3));
+    assert_eq!(walk_dense(&[0.0, 0.0], 0.0), None);
+}
+
+/// The f32 nearest `-k · ln 16` whose weight is exactly `16^-k`: a weight
+/// on the edge between two of top-p's bands.
+fn on_band_edge(k: i32) -> f32 {
+    let target = 16f32.powi(-k);
+    let mut x = -(k as f32) * 16f32.ln();
+    for _ in 0..64 {
+        if expf(x) == target {
+            return x;
+        }
+        x = f32::from_bits(if expf(x) < target {
+            x.to_bits() - 1
+        } else {
+            x.to_bits() + 1
+        });
+    }
+    panic!("no f32 with e^x = 16^-{k}");
+}
+
+#[test]
+fn top_p_keeps_weights_on_a_band_edge() {
+    let mut logits = vec![0.0, on_band_edge(1), on_band_edge(2), on_band_edge(3)];
+    logits.extend((0..200).map(|i| -12.0 - i as f32 * 0.01));
+    for top_p in [0.9, 0.99, 0.999, 0.9999] {
+        let p = SamplingParams {
+            temperature: 1.0,
+            top_p,
+            ..SamplingParams::greedy()
+        };
+        let (got, want) = (kept(&logits, &p), reference(&logits, &p));
+        let ids = |v: &[(u32, f32)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        assert_eq!(ids(&got), ids(&want), "top_p {top_p}");
+    }
+}
+
+#[test]
+fn the_maximum_weighs_exactly_one() {
+    // The module relies on it: p_max is 1 / sum.
+    assert_eq!(expf(0.0), 1.0);
+    assert_eq!(expf(-0.0), 1.0);
 }
 
 #[test]
 fn min_p_above_one_keeps_the_most_likely() {
-    let p = SamplingParams { temperature: 1.0, min_p: 1.5, ..SamplingParams::greedy() };
+    let p = SamplingParams {
+        temperature: 1.0,
+        min_p: 1.5,
+        ..SamplingParams::greedy()
+    };
     let got = kept(&[1.0, 2.0, 2.0, 0.0], &p);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, 1, "ties go to the lowest id");
