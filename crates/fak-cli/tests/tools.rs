@@ -381,3 +381,55 @@ fn bad_tool_requests_are_400s() {
     let e = assert_error(&r, 400, "no tool syntax");
     assert_eq!(e["param"], "tool_choice");
 }
+
+#[test]
+fn auto_reads_a_fenced_json_call_whole_and_streamed() {
+    // The agent bench's weather task (bench/tools_workload.py, seed 0,
+    // episode 0): greedy Qwen2.5-Coder 0.5B answers it with a Markdown
+    // JSON block, not <tool_call> tags.
+    let s = Server::start_model(QWEN, &["--ctx", "2048"]);
+    let name_schema = json!({"type": "string", "minLength": 1, "maxLength": 80});
+    let weather = json!({"type": "function", "function": {
+        "name": "get_weather", "description": "Weather forecast for a city.",
+        "parameters": {"type": "object", "properties": {
+            "location": name_schema, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["location", "unit"], "additionalProperties": false}}});
+    let air = json!({"type": "function", "function": {
+        "name": "get_air_quality", "description": "Current air quality index of a city.",
+        "parameters": {"type": "object", "properties": {"location": name_schema},
+            "required": ["location"], "additionalProperties": false}}});
+    let mut b = json!({
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant. When a tool can do what the user asks, call it."},
+            {"role": "user", "content": "What will the weather be in Lima over the next 2 days? Give me fahrenheit."}
+        ],
+        "tools": [weather, air],
+        "tool_choice": "auto",
+        "max_tokens": 128,
+        "temperature": 0,
+    });
+    let v = s.post("/v1/chat/completions", &b).ok();
+    let choice = &v["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
+    assert!(choice["message"]["content"].is_null(), "{v}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let text = call["function"]["arguments"].as_str().expect("arguments");
+    // Pretty-printed: the object as the model wrote it, which only the
+    // whole-reply reading gives (the grammar's calls are compact).
+    assert!(text.contains('\n'), "{text:?}");
+    let args: Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(args["location"], "Lima", "{args}");
+    assert_eq!(args["unit"], "fahrenheit", "{args}");
+    // Streamed: the same call, reassembled.
+    b["stream"] = json!(true);
+    let (chunks, done) = s.stream("/v1/chat/completions", &[], &b).rest();
+    assert!(done);
+    let (calls, content, finish) = streamed_calls(&chunks);
+    assert_eq!(finish, "tool_calls");
+    assert_eq!(content, "");
+    assert_eq!(calls.len(), 1, "{chunks:?}");
+    assert_eq!(calls[0]["function"], call["function"]);
+    s.assert_healthy();
+}
