@@ -73,13 +73,23 @@ struct BenchModelArgs {
     kv_window: KvWindowArg,
 }
 
-/// `--kv-window` values of `fak bench model`.
+/// `--kv-window` values (fak_engine::KvWindow) of `fak bench model` and
+/// `fak serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum KvWindowArg {
+pub enum KvWindowArg {
     /// Release local layers' blocks outside the window.
     Drop,
     /// Keep every layer's rows for every position.
     Keep,
+}
+
+impl From<KvWindowArg> for fak_engine::KvWindow {
+    fn from(a: KvWindowArg) -> fak_engine::KvWindow {
+        match a {
+            KvWindowArg::Drop => fak_engine::KvWindow::Drop,
+            KvWindowArg::Keep => fak_engine::KvWindow::Keep,
+        }
+    }
 }
 
 /// `--window` values of `fak bench model`.
@@ -345,10 +355,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                     WindowArg::AsTrained => fak_model::WindowMode::AsTrained,
                     WindowArg::Full => fak_model::WindowMode::Full,
                 },
-                kv_window: match m.kv_window {
-                    KvWindowArg::Drop => fak_engine::KvWindow::Drop,
-                    KvWindowArg::Keep => fak_engine::KvWindow::Keep,
-                },
+                kv_window: m.kv_window.into(),
             })?;
             print(&r, m.json, Json::Pretty, single::Report::table)
         }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 
-use crate::bench::MaskModeArg;
+use crate::bench::{KvWindowArg, MaskModeArg};
 use crate::KvTypeArg;
 
 /// `--prefill` values (fak_engine::PrefillMix).
@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    /// Sliding-window layers' rows (gemma3's local layers): drop the blocks
+    /// outside the window, or keep every row (more memory; the same
+    /// results). Models without windows are unaffected.
+    #[arg(long, value_enum, default_value_t = KvWindowArg::Drop)]
+    kv_window: KvWindowArg,
     /// Tokens per KV block (the unit of allocation and copy-on-write).
     #[arg(long, default_value_t = fak_engine::DEFAULT_BLOCK_SIZE)]
     block_size: usize,
@@ -142,6 +147,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         served_model_name: a.served_model_name,
         max_body_bytes: a.max_body_bytes,
         kv_type: a.kv_type.into(),
+        kv_window: a.kv_window.into(),
         block_size: a.block_size,
         token_budget: a.token_budget,
         prefill: a.prefill.into(),

@@ -889,3 +889,40 @@ fn bad_sizing_flags_are_refused() {
         assert!(err.starts_with("fak: error: "), "{flag}: {err}");
     }
 }
+
+/// `--kv-window drop|keep` (sliding-window rows in the paged KV): listed
+/// by `fak serve --help`; any other value is a one-line usage error, exit
+/// 2, naming the values, before the model loads.
+#[test]
+fn kv_window_flag_is_listed_and_checked() {
+    let help = Command::new(env!("CARGO_BIN_EXE_fak"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("run fak serve --help");
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    // The flag's entry: its line up to the next flag.
+    let entry = text
+        .split("\n      --")
+        .find(|e| e.starts_with("kv-window"))
+        .unwrap_or_else(|| panic!("--kv-window not in fak serve --help:\n{text}"));
+    for want in ["- drop:", "- keep:", "[default: drop]"] {
+        assert!(entry.contains(want), "{want} not in {entry}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_fak"))
+        .args([
+            "serve",
+            "--model",
+            "/nonexistent.gguf",
+            "--port",
+            "0",
+            "--kv-window",
+            "half",
+        ])
+        .output()
+        .expect("run fak serve");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("'half'") && err.contains("drop"), "{err}");
+}

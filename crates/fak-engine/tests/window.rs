@@ -610,3 +610,42 @@ fn published_session_past_the_window_is_reused_by_a_request() {
         "reused differs from computed"
     );
 }
+
+/// Time to first token of a fresh request whose 1100-token prefix a
+/// published session holds (`fak serve`: a session created by POST
+/// /v1/sessions, or one dropped under KV pressure), dropping local rows; three
+/// engines, each timed on its first such request. Run alone, under
+/// `/usr/local/bin/quiet`, with `--ignored --nocapture`.
+#[test]
+#[ignore = "timing: run alone with --ignored --nocapture"]
+fn ttft_after_a_published_session_past_the_window() {
+    let m = model();
+    let prefix = ids(50, 1100);
+    let mut ms = Vec::new();
+    for rep in 0..3u64 {
+        let cfg = EngineConfig::for_requests(2, 2048, KvType::F16, PrefixCache::On);
+        let mut e = Engine::new(m, None, cfg).expect("engine");
+        let s = e.create_session(Tenant(0));
+        let id = e
+            .add(Request {
+                context: Context::Session(s),
+                ..Request::greedy(prefix.clone(), 0)
+            })
+            .expect("session turn");
+        serve(&mut e, id);
+        e.publish_session(s).expect("publish");
+        let mut prompt = prefix.clone();
+        prompt.extend(ids(51 + rep, 21));
+        let t0 = std::time::Instant::now();
+        let id = e.add(Request::greedy(prompt, 1)).expect("request");
+        let out = serve(&mut e, id);
+        let t = t0.elapsed().as_secs_f64() * 1e3;
+        eprintln!(
+            "rep {rep}: TTFT {t:.1} ms, cached {} of 1121, computed {}",
+            out.cached, out.computed
+        );
+        ms.push(t);
+    }
+    ms.sort_by(f64::total_cmp);
+    eprintln!("median TTFT {:.1} ms", ms[1]);
+}

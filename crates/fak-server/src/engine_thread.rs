@@ -244,7 +244,7 @@ fn load(
             block_size: bs,
             n_blocks,
             kv_type: cfg.kv_type,
-            window: fak_engine::KvWindow::Drop,
+            window: cfg.kv_window,
         },
         token_budget: cfg.token_budget.max(1),
         max_running: cfg.max_running.max(1),

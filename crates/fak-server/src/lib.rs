@@ -75,6 +75,9 @@ pub struct ServerConfig {
     pub mask: fak_engine::MaskMode,
     /// Element type of the KV cache.
     pub kv_type: fak_model::KvType,
+    /// Whether sliding-window layers (gemma3's local ones) keep the rows
+    /// outside their window.
+    pub kv_window: fak_engine::KvWindow,
     /// Where sessions are saved (restored at start); `None`: not saved.
     pub state_dir: Option<PathBuf>,
     /// Most sessions one API key may hold.
@@ -103,6 +106,7 @@ impl ServerConfig {
             prefill: fak_engine::SERIAL_PREFILL,
             mask: fak_engine::MaskMode::default(),
             kv_type: fak_model::KvType::F16,
+            kv_window: fak_engine::KvWindow::Drop,
             state_dir: None,
             max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,
             session_ttl: None,
