@@ -19,7 +19,9 @@
 use std::time::Instant;
 
 use fak_engine::{KvWindow, PagedKv, PagedKvConfig, Tenant};
-use fak_model::{Batch, FlatKv, KvRun, KvStore, KvType, LogitsWanted, Model, SeqId, WindowMode};
+use fak_model::{
+    Batch, FlatKv, KeyRun, KvRun, KvStore, KvType, LogitsWanted, Model, SeqId, WindowMode,
+};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -320,7 +322,7 @@ impl KvStore for PagedBench {
     fn kv_type(&self) -> KvType {
         self.kv.kv_type()
     }
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KeyRun<'_> {
         self.kv.k_run(layer, seq, pos, end, head)
     }
     fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {

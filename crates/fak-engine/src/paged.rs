@@ -48,7 +48,8 @@
 //!   block b, layer l: [kv head 0: row 0..block_size][kv head 1: ...] ...
 //!            each row of a head: head_dim values as f16 (default) or
 //!            head_dim / 32 Q8_0 blocks
-//!   i.e. [block][layer][kv_head][row][head_dim]
+//!   i.e. V (and Q8_0 K): [block][layer][kv_head][row][head_dim]
+//!        f16 K, dims-major: [block][layer][kv_head][head_dim][row]
 //! ```
 //!
 //! Bookkeeping (refcounts, copy-on-write, the prefix index) is fak-kv's;
@@ -60,7 +61,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use fak_kv::{BlockCopy, BlockId, KvManager, PoolConfig, PoolStats, SeqSlot, Tenant};
-use fak_model::{KvError, KvRowBuf, KvRowShape, KvRun, KvStore, KvType, ModelConfig, SeqId};
+use fak_model::{
+    KeyRun, KvError, KvRowBuf, KvRowShape, KvRun, KvStore, KvType, ModelConfig, SeqId,
+};
 
 use crate::EngineError;
 
@@ -167,11 +170,12 @@ struct Group {
     window: Option<usize>,
     /// Layers in the group.
     n_layer: usize,
-    /// Rows `[n_blocks][n_layer][n_head_kv][block_size][head_dim]`: one
+    /// Keys `[n_blocks][n_layer][n_head_kv][head_dim][block_size]` (f16,
+    /// dims-major) or `[..][block_size][head_dim / 32]` (Q8_0): one
     /// segment per (block, layer of the group), head-major inside (see
-    /// [`KvRowBuf`]).
+    /// [`KvRowBuf::new_keys`]).
     k: KvRowBuf,
-    /// Same layout as `k`.
+    /// Values `[n_blocks][n_layer][n_head_kv][block_size][head_dim]`.
     v: KvRowBuf,
 }
 
@@ -251,7 +255,8 @@ impl PagedKv {
             };
             // The rows first: they dwarf the bookkeeping, so a pool too
             // large for memory is refused by their allocation probe.
-            let k = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
+            let k =
+                KvRowBuf::new_keys(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
             let v = KvRowBuf::new(sizes.kv_type, shape).map_err(fak_model::ModelError::from)?;
             let pool = PoolConfig {
                 block_size: sizes.block_size,
@@ -664,10 +669,10 @@ impl KvStore for PagedKv {
         self.kv_type
     }
 
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KeyRun<'_> {
         match self.offset(layer, seq, pos) {
-            Some((g, o)) => g.k.run(o, self.run_len(pos, end), head),
-            None => self.none(),
+            Some((g, o)) => g.k.key_run(o, self.run_len(pos, end), head),
+            None => KeyRun::Rows(self.none()),
         }
     }
 

@@ -32,16 +32,17 @@
 //! Rows a query computes past its own position are never used. A query's
 //! scores are `dot_f32_f16_rows` sums (or, for a Q8_0 cache, the same
 //! running sums over the dequantized rows; bit-identical on every ISA, per
-//! row), then `· scale`, softmax over its own prefix and the value sums in
+//! row; f16 keys are stored dims-major and scored by
+//! `dot_f32_f16_cols_group`, the same bits as the row-major kernel), then `· scale`, softmax over its own prefix and the value sums in
 //! position order: the same operations in the same order however tokens
 //! are grouped, so logits do not depend on what else is in the batch.
 
-use fak_kernels::attn::{self, KvRows, KvRowsQ8, QueryGroup};
+use fak_kernels::attn::{self, KvCols, KvRows, KvRowsQ8, QueryGroup};
 use fak_kernels::ops as kops;
 use half::slice::HalfFloatSliceExt;
 
 use crate::batch::SeqId;
-use crate::kv::{KvRun, KvStore};
+use crate::kv::{KeyRun, KvRun, KvStore};
 use crate::weights::Model;
 
 /// Tokens per attention chunk of a batch of `n` tokens on `threads`
@@ -293,11 +294,20 @@ impl Model {
             }
             let sc = &mut scores[p..];
             match krun {
-                KvRun::F16(k) => {
+                KeyRun::Cols { data, dstride, .. } => {
+                    let kc = KvCols {
+                        data: data.reinterpret_cast(),
+                        dstride,
+                        n_rows: m,
+                        width: hd,
+                    };
+                    attn::dot_f32_f16_cols_group(qs, kc, sc, stride);
+                }
+                KeyRun::Rows(KvRun::F16(k)) => {
                     let k: &[u16] = k.reinterpret_cast();
                     attn::dot_f32_f16_rows_group(qs, k, hd, m, sc, stride);
                 }
-                KvRun::Q8_0(k) => {
+                KeyRun::Rows(KvRun::Q8_0(k)) => {
                     let kr = KvRowsQ8 {
                         data: k,
                         stride: hd / 32,

@@ -11,8 +11,8 @@
 //! as Q8_0 blocks ([`KvType`], see `kv_rows`).
 
 use crate::batch::SeqId;
+pub use crate::kv_rows::{KeyRun, KvRun, KvType};
 use crate::kv_rows::{KvRowBuf, KvRowShape};
-pub use crate::kv_rows::{KvRun, KvType};
 
 /// A refused KV access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,31 +84,41 @@ pub trait KvStore {
     /// were written).
     fn commit(&mut self, seq: SeqId, n: usize) -> Result<(), KvError>;
 
-    /// The longest run of KV head `head`'s K rows stored contiguously from
+    /// The longest run of KV head `head`'s K rows stored together from
     /// `pos` on, at most up to position `end` (exclusive, `end > pos`): `m`
-    /// rows, `1 <= m <= end - pos`, position-major, each `[head_dim]` values
-    /// in the store's [`KvType`], with no gap between rows.
+    /// rows, `1 <= m <= end - pos`, each `[head_dim]` values in the store's
+    /// [`KvType`], either position-major with no gap between rows
+    /// ([`KeyRun::Rows`]) or dims-major ([`KeyRun::Cols`]).
     ///
     /// Attention walks a sequence run by run; a paged store returns up to
-    /// the end of `pos`'s block, a flat store everything up to `end`. Which
-    /// runs a walk sees never changes what is computed per position. A
-    /// position without storage, or a head past the row, gives an empty run.
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_>;
+    /// the end of `pos`'s block, a flat store up to the end of `pos`'s
+    /// 64-row segment. Which runs a walk sees never changes what is
+    /// computed per position. A position without storage, or a head past
+    /// the row, gives an empty run.
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KeyRun<'_>;
 
-    /// Like [`KvStore::k_run`], for V rows.
+    /// Like [`KvStore::k_run`], for V rows, always position-major with no
+    /// gap between rows.
     fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_>;
 }
+
+/// Rows per segment of a [`FlatKv`] (as a paged store's default block).
+pub const FLAT_SEG_ROWS: usize = 64;
 
 /// A contiguous KV store: `n_seq` sequences of up to `n_ctx` positions each,
 /// allocated once.
 ///
 /// Layout of `k` and `v`: rows `[seq][layer][pos]`, each `[n_kv_dim]`
-/// values in the store's [`KvType`]; one segment of `n_ctx` rows per
-/// (sequence, layer), head-major inside (see [`KvRowBuf`]).
+/// values in the store's [`KvType`]; `ctx_rows` rows (`n_ctx` rounded up
+/// to [`FLAT_SEG_ROWS`]) per (sequence, layer), in segments of
+/// [`FLAT_SEG_ROWS`] rows, head-major inside, f16 keys dims-major (see
+/// [`KvRowBuf`]).
 pub struct FlatKv {
     kv_type: KvType,
     n_layer: usize,
     n_ctx: usize,
+    /// Rows per (sequence, layer): `n_ctx` rounded up to whole segments.
+    ctx_rows: usize,
     n_kv_dim: usize,
     k: KvRowBuf,
     v: KvRowBuf,
@@ -126,13 +136,21 @@ impl FlatKv {
         n_ctx: usize,
         n_seq: usize,
     ) -> Result<FlatKv, KvError> {
-        let shape = KvRowShape {
-            segments: n_seq.checked_mul(n_layer).ok_or(KvError::TooLarge {
-                segments: n_seq,
-                seg_rows: n_ctx,
-                n_kv_dim,
-            })?,
+        let too_large = KvError::TooLarge {
+            segments: n_seq,
             seg_rows: n_ctx,
+            n_kv_dim,
+        };
+        let per_seq_layer = n_ctx.div_ceil(FLAT_SEG_ROWS).max(1);
+        let ctx_rows = per_seq_layer
+            .checked_mul(FLAT_SEG_ROWS)
+            .ok_or(too_large.clone())?;
+        let shape = KvRowShape {
+            segments: n_seq
+                .checked_mul(n_layer)
+                .and_then(|x| x.checked_mul(per_seq_layer))
+                .ok_or(too_large)?,
+            seg_rows: FLAT_SEG_ROWS,
             n_kv_dim,
             head_dim,
         };
@@ -140,8 +158,9 @@ impl FlatKv {
             kv_type: ty,
             n_layer,
             n_ctx,
+            ctx_rows,
             n_kv_dim,
-            k: KvRowBuf::new(ty, shape)?,
+            k: KvRowBuf::new_keys(ty, shape)?,
             v: KvRowBuf::new(ty, shape)?,
             len: vec![0; n_seq],
             reserved: vec![0; n_seq],
@@ -217,7 +236,7 @@ impl FlatKv {
 
     /// Row index of (layer, seq, pos).
     fn row(&self, layer: usize, seq: usize, pos: usize) -> usize {
-        (seq * self.n_layer + layer) * self.n_ctx + pos
+        (seq * self.n_layer + layer) * self.ctx_rows + pos
     }
 }
 
@@ -284,9 +303,9 @@ impl KvStore for FlatKv {
         self.kv_type
     }
 
-    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {
+    fn k_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KeyRun<'_> {
         let (row, m) = self.run_rows(layer, seq, pos, end);
-        self.k.run(row, m, head)
+        self.k.key_run(row, m, head)
     }
 
     fn v_run(&self, layer: usize, seq: SeqId, pos: usize, end: usize, head: usize) -> KvRun<'_> {

@@ -140,6 +140,74 @@ impl KvRun<'_> {
     }
 }
 
+/// A run of consecutive stored **key** rows of one KV head: row-major like
+/// a value run ([`KvRun`]), or, for f16 keys, **dims-major** (the layout
+/// [`KvRowBuf::new_keys`] stores), read by
+/// `fak_kernels::attn::dot_f32_f16_cols_group` without transposing tiles.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyRun<'a> {
+    /// Row-major rows (Q8_0 keys; f16 keys of a row-major buffer).
+    Rows(KvRun<'a>),
+    /// f16 keys dims-major: dim `d` of run row `r` at `data[d * dstride +
+    /// r]`, for `r < n_rows`.
+    Cols {
+        /// From the run's first row of dim 0 to the end of its tile
+        /// (`[head_dim, dstride]`, less the tile's rows before the run).
+        data: &'a [f16],
+        /// Values between consecutive dims (the tile's row count).
+        dstride: usize,
+        /// Rows in the run.
+        n_rows: usize,
+    },
+}
+
+impl KeyRun<'_> {
+    /// Number of whole rows of one `head_dim`-wide head in the run (for a
+    /// dims-major run, those whose every dim lies inside `data`).
+    pub fn rows(&self, head_dim: usize) -> usize {
+        match self {
+            KeyRun::Rows(r) => r.rows(head_dim),
+            KeyRun::Cols {
+                data,
+                dstride,
+                n_rows,
+            } => {
+                if head_dim == 0 {
+                    return 0;
+                }
+                let last_dim = (head_dim - 1).saturating_mul(*dstride);
+                let fit = data.len().saturating_sub(last_dim);
+                let fit = if head_dim > 1 { fit.min(*dstride) } else { fit };
+                (*n_rows).min(fit)
+            }
+        }
+    }
+
+    /// Address of the first row (two runs with the same address are the
+    /// same stored rows).
+    pub fn addr(&self) -> usize {
+        match self {
+            KeyRun::Rows(r) => r.addr(),
+            KeyRun::Cols { data, .. } => data.as_ptr() as usize,
+        }
+    }
+}
+
+/// Rows per tile of a dims-major key buffer: a tile of one head is
+/// `[head_dim][32]` f16 values, one contiguous 4 KiB piece for a 64-wide
+/// head, so the score kernel reads each tile front to back.
+pub const KEY_TILE_ROWS: usize = 32;
+
+/// How a [`KvRowBuf`] orders one head's rows inside a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `[seg_rows][per_head]`: row after row (values, Q8_0 keys).
+    RowMajor,
+    /// Tiles of [`KEY_TILE_ROWS`] rows, each `[head_dim][tile rows]`: dim
+    /// after dim inside a tile (f16 keys).
+    DimsMajor,
+}
+
 /// The encoded rows.
 enum Data {
     F16(Vec<f16>),
@@ -147,14 +215,31 @@ enum Data {
 }
 
 /// Rows of `n_kv_dim` values in one [`KvType`], stored in *segments* of
-/// `seg_rows` rows (a paged block of one layer, or one sequence's layer in
-/// a flat store), head-major inside a segment:
+/// `seg_rows` rows (a paged block of one layer, or a 64-row piece of one
+/// sequence's layer in a flat store), head-major inside a segment:
 ///
 /// ```text
 ///   segment s:  [head 0: rows 0..seg_rows, head_dim each]
 ///               [head 1: rows 0..seg_rows, head_dim each]  ...
 ///   row r = s · seg_rows + i,  head h  at  ((s · heads + h) · seg_rows + i) · per_head
 /// ```
+///
+/// A key buffer of f16 rows ([`KvRowBuf::new_keys`]) stores each head's
+/// part of a segment in tiles of [`KEY_TILE_ROWS`] rows, **dims-major**
+/// inside a tile, so that the score kernel loads one dim of 8 or 16
+/// consecutive rows at once rather than transposing 8 × 8 tiles, and still
+/// reads memory front to back (a whole segment dims-major would put a
+/// 256-row block's dims 512 bytes apart, which measured slower than
+/// row-major once the cache came from DRAM):
+///
+/// ```text
+///   segment s, head h:  [tile 0: dim 0: rows 0..32][dim 1: rows 0..32] ...
+///                       [tile 1: dim 0: rows 32..64] ...   (last tile: the rest)
+///   row i = 32 t + j, dim d  at  (s · heads + h) · seg_rows · head_dim
+///                                  + 32 t · head_dim + d · tile_rows(t) + j
+/// ```
+///
+/// Values stay row-major: a value sum adds whole rows.
 ///
 /// Attention reads one head at a time over many rows, so each head's rows
 /// of a segment are one contiguous stream (8 KiB for a 64-token block of
@@ -173,6 +258,8 @@ pub struct KvRowBuf {
     seg_rows: usize,
     /// Hadamard rotation size of Q8_0 rows.
     rot: usize,
+    /// Order inside a segment's head.
+    layout: Layout,
 }
 
 const ZERO_BLOCK: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
@@ -211,6 +298,25 @@ impl KvRowBuf {
     /// [`KvError::AllocFailed`] if the allocator refuses it. Both are found
     /// before the buffer is allocated.
     pub fn new(ty: KvType, shape: KvRowShape) -> Result<KvRowBuf, KvError> {
+        KvRowBuf::with_layout(ty, shape, Layout::RowMajor)
+    }
+
+    /// Like [`KvRowBuf::new`], for keys: f16 rows are stored dims-major
+    /// inside each segment's head (see the type's docs) and read with
+    /// [`KvRowBuf::key_run`]; Q8_0 rows stay row-major.
+    ///
+    /// # Errors
+    ///
+    /// As [`KvRowBuf::new`].
+    pub fn new_keys(ty: KvType, shape: KvRowShape) -> Result<KvRowBuf, KvError> {
+        let layout = match ty {
+            KvType::F16 => Layout::DimsMajor,
+            KvType::Q8_0 => Layout::RowMajor,
+        };
+        KvRowBuf::with_layout(ty, shape, layout)
+    }
+
+    fn with_layout(ty: KvType, shape: KvRowShape, layout: Layout) -> Result<KvRowBuf, KvError> {
         let rot = ty.rotation(shape.head_dim).unwrap_or(1);
         let head_dim = shape.head_dim.max(1);
         let heads = shape.n_kv_dim / head_dim;
@@ -256,6 +362,7 @@ impl KvRowBuf {
             heads,
             seg_rows: shape.seg_rows.max(1),
             rot,
+            layout,
         })
     }
 
@@ -267,10 +374,40 @@ impl KvRowBuf {
         }
     }
 
-    /// Element offset of head `head` of row `row`.
+    /// Element offset of head `head` of row `row` (of its dim 0, for a
+    /// dims-major buffer: dim `d` is `d · self.dim_stride(row)` further).
     fn at(&self, row: usize, head: usize) -> usize {
         let (s, i) = (row / self.seg_rows, row % self.seg_rows);
-        ((s * self.heads + head) * self.seg_rows + i) * self.per_head
+        match self.layout {
+            Layout::RowMajor => ((s * self.heads + head) * self.seg_rows + i) * self.per_head,
+            Layout::DimsMajor => {
+                let (t, j) = (i / KEY_TILE_ROWS, i % KEY_TILE_ROWS);
+                (s * self.heads + head) * self.seg_rows * self.per_head
+                    + t * KEY_TILE_ROWS * self.per_head
+                    + j
+            }
+        }
+    }
+
+    /// Distance between consecutive values of one head of row `row`: 1
+    /// row-major; dims-major, the row count of its tile.
+    fn dim_stride(&self, row: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => 1,
+            Layout::DimsMajor => {
+                let t0 = row % self.seg_rows / KEY_TILE_ROWS * KEY_TILE_ROWS;
+                (self.seg_rows - t0).min(KEY_TILE_ROWS)
+            }
+        }
+    }
+
+    /// Rows from `row` on that one run holds: to the end of its segment
+    /// (row-major) or of its tile (dims-major).
+    fn run_left(&self, row: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => self.seg_left(row),
+            Layout::DimsMajor => self.dim_stride(row) - row % self.seg_rows % KEY_TILE_ROWS,
+        }
     }
 
     /// Rows from `row` to the end of its segment.
@@ -282,12 +419,14 @@ impl KvRowBuf {
     /// ignored (callers check positions first).
     pub fn write(&mut self, row: usize, x: &[f32]) {
         let (hd, per, rot) = (self.head_dim, self.per_head, self.rot);
+        let step = self.dim_stride(row);
         for (h, xh) in x.chunks_exact(hd).take(self.heads).enumerate() {
             let o = self.at(row, h);
             match &mut self.data {
                 Data::F16(v) => {
-                    if let Some(dst) = v.get_mut(o..o + per) {
-                        for (d, s) in dst.iter_mut().zip(xh) {
+                    let span = (per - 1) * step + 1;
+                    if let Some(dst) = v.get_mut(o..o + span) {
+                        for (d, s) in dst.iter_mut().step_by(step).zip(xh) {
                             *d = f16::from_f32(*s);
                         }
                     }
@@ -308,9 +447,11 @@ impl KvRowBuf {
     }
 
     /// Rows `row..row + m` of head `head` (fewer if the segment or the
-    /// buffer ends first; empty past it or for a head past the row).
+    /// buffer ends first; empty past it or for a head past the row). A
+    /// dims-major key buffer has no row-major runs (empty; see
+    /// [`KvRowBuf::key_run`]).
     pub fn run(&self, row: usize, m: usize, head: usize) -> KvRun<'_> {
-        let (a, m) = if head < self.heads {
+        let (a, m) = if head < self.heads && self.layout == Layout::RowMajor {
             (self.at(row, head), m.min(self.seg_left(row)))
         } else {
             (0, 0)
@@ -322,8 +463,56 @@ impl KvRowBuf {
         }
     }
 
+    /// Key rows `row..row + m` of head `head`: dims-major, cut at the end
+    /// of `row`'s tile, for a key buffer of f16 rows; row-major, cut as
+    /// [`KvRowBuf::run`] cuts them, otherwise.
+    pub fn key_run(&self, row: usize, m: usize, head: usize) -> KeyRun<'_> {
+        let Data::F16(v) = &self.data else {
+            return KeyRun::Rows(self.run(row, m, head));
+        };
+        if self.layout == Layout::RowMajor {
+            return KeyRun::Rows(self.run(row, m, head));
+        }
+        if head >= self.heads {
+            return KeyRun::Cols {
+                data: &[],
+                dstride: self.dim_stride(row),
+                n_rows: 0,
+            };
+        }
+        let a = self.at(row, head);
+        let dstride = self.dim_stride(row);
+        // The end of this tile: dim head_dim - 1's last row.
+        let b = a - row % self.seg_rows % KEY_TILE_ROWS + self.per_head * dstride;
+        let data = &v[a.min(v.len())..b.min(v.len())];
+        let run = KeyRun::Cols {
+            data,
+            dstride,
+            n_rows: m.min(self.run_left(row)),
+        };
+        KeyRun::Cols {
+            data,
+            dstride,
+            n_rows: run.rows(self.head_dim),
+        }
+    }
+
     /// Decodes row `row` into `out` (`[n_kv_dim]` f32).
     pub fn read(&self, row: usize, out: &mut [f32]) {
+        if let (Layout::DimsMajor, Data::F16(v)) = (self.layout, &self.data) {
+            let step = self.dim_stride(row);
+            for (h, oh) in out
+                .chunks_exact_mut(self.head_dim)
+                .enumerate()
+                .take(self.heads)
+            {
+                let o = self.at(row, h);
+                for (d, x) in oh.iter_mut().enumerate() {
+                    *x = v.get(o + d * step).map_or(0.0, |b| b.to_f32());
+                }
+            }
+            return;
+        }
         for (h, oh) in out.chunks_exact_mut(self.head_dim).enumerate() {
             match self.run(row, 1, h) {
                 KvRun::F16(s) => {
@@ -348,162 +537,40 @@ impl KvRowBuf {
     /// are cut at the end of either segment and of the buffer).
     pub fn copy_rows(&mut self, src: usize, dst: usize, n: usize) {
         let n = n.min(self.seg_left(src)).min(self.seg_left(dst));
-        let cnt = n * self.per_head;
+        // Pieces of rows that lie in one run on both sides (all n rows
+        // row-major; within one tile on each side dims-major), each copied
+        // as one range per head (row-major) or per (head, dim).
+        let mut done = 0;
+        while done < n {
+            let (a, b) = (src + done, dst + done);
+            let k = (n - done).min(self.run_left(a)).min(self.run_left(b));
+            self.copy_piece(a, b, k);
+            done += k;
+        }
+    }
+
+    /// Copies rows `src..src + n` to `dst..dst + n`, each side inside one
+    /// run ([`KvRowBuf::run_left`]).
+    fn copy_piece(&mut self, src: usize, dst: usize, n: usize) {
+        let (cnt, pieces) = match self.layout {
+            Layout::RowMajor => (n * self.per_head, 1),
+            Layout::DimsMajor => (n, self.per_head),
+        };
+        let (ss, ds) = (self.dim_stride(src), self.dim_stride(dst));
         for h in 0..self.heads {
-            let (s, d) = (self.at(src, h), self.at(dst, h));
-            let fits = |len: usize| s + cnt <= len && d + cnt <= len && cnt > 0;
-            match &mut self.data {
-                Data::F16(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
-                Data::Q8_0(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
-                _ => {}
+            for j in 0..pieces {
+                let s = self.at(src, h) + j * ss;
+                let d = self.at(dst, h) + j * ds;
+                let fits = |len: usize| s + cnt <= len && d + cnt <= len && cnt > 0;
+                match &mut self.data {
+                    Data::F16(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
+                    Data::Q8_0(v) if fits(v.len()) => v.copy_within(s..s + cnt, d),
+                    _ => {}
+                }
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for t in KvType::ALL {
-            assert_eq!(KvType::parse(t.name()), Some(t));
-        }
-        assert_eq!(KvType::parse("q4_0"), None);
-    }
-
-    /// Sizes whose product overflows, or that no allocator can give, are
-    /// refused with a typed error before anything is allocated (they used
-    /// to panic with "capacity overflow" or abort the process).
-    #[test]
-    fn impossible_sizes_are_typed_errors() {
-        let shape = |segments, seg_rows| KvRowShape {
-            segments,
-            seg_rows,
-            n_kv_dim: 128,
-            head_dim: 64,
-        };
-        for ty in KvType::ALL {
-            assert!(matches!(
-                KvRowBuf::new(ty, shape(usize::MAX, 2)),
-                Err(KvError::TooLarge { .. })
-            ));
-            // 2^62 bytes: below isize::MAX, beyond any address space.
-            let rows = (1usize << 62) / ty.row_bytes(128);
-            assert!(
-                matches!(
-                    KvRowBuf::new(ty, shape(1, rows)),
-                    Err(KvError::AllocFailed { .. })
-                ),
-                "{ty}"
-            );
-        }
-    }
-
-    #[test]
-    fn q8_0_rows_round_trip_within_half_a_step() {
-        let n = 128;
-        let shape = KvRowShape {
-            segments: 1,
-            seg_rows: 3,
-            n_kv_dim: n,
-            head_dim: 64,
-        };
-        let mut buf = KvRowBuf::new(KvType::Q8_0, shape).expect("rows");
-        let mut x: Vec<f32> = (0..n)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
-        x[5] = 150.0; // one outlier channel, as in Qwen2's keys
-        buf.write(1, &x);
-        let mut back = vec![0.0f32; n];
-        buf.read(1, &mut back);
-        // Stored: H·x per 64-value chunk, each 32-value block rounded to a
-        // step of amax/127. H is orthonormal, so the error's norm per chunk
-        // is at most half a step times sqrt(64).
-        let mut hx = x.clone();
-        hadamard_rotate(&mut hx, 64);
-        for (c, (xs, ys)) in x.chunks(64).zip(back.chunks(64)).enumerate() {
-            let steps: Vec<f32> = hx[c * 64..(c + 1) * 64]
-                .chunks(32)
-                .map(|b| b.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0)
-                .collect();
-            let bound: f32 = steps
-                .iter()
-                .map(|s| 32.0 * (s / 2.0).powi(2))
-                .sum::<f32>()
-                .sqrt();
-            let err: f32 = xs
-                .iter()
-                .zip(ys)
-                .map(|(a, b)| (a - b).powi(2))
-                .sum::<f32>()
-                .sqrt();
-            assert!(
-                err <= bound * 1.001 + 1e-4,
-                "chunk {c}: error {err} > {bound}"
-            );
-        }
-        // The outlier itself comes back within one unit.
-        assert!((back[5] - 150.0).abs() < 1.0);
-        buf.copy_rows(1, 2, 1);
-        let mut copied = vec![0.0f32; n];
-        buf.read(2, &mut copied);
-        assert_eq!(back, copied);
-        assert_eq!(buf.run(0, 3, 1).rows(64), 3);
-        assert_eq!(buf.run(2, 5, 0).rows(64), 1);
-        assert_eq!(buf.run(9, 1, 0).rows(64), 0);
-        assert_eq!(buf.run(0, 3, 2).rows(64), 0);
-        assert_eq!(buf.bytes(), 3 * 4 * 34);
-    }
-
-    /// Value `i` of row `r` in the head-major layout tests: exact in f16.
-    fn value(r: usize, i: usize) -> f32 {
-        (r * 16 + i) as f32 / 4.0
-    }
-
-    #[test]
-    fn f16_heads_are_contiguous_per_segment_and_rows_round_trip() {
-        let (heads, hd, seg) = (3, 4, 5);
-        let shape = KvRowShape {
-            segments: 2,
-            seg_rows: seg,
-            n_kv_dim: heads * hd,
-            head_dim: hd,
-        };
-        let mut buf = KvRowBuf::new(KvType::F16, shape).expect("rows");
-        for r in 0..2 * seg {
-            let x: Vec<f32> = (0..heads * hd).map(|i| value(r, i)).collect();
-            buf.write(r, &x);
-        }
-        for r in 0..2 * seg {
-            let mut back = vec![0.0f32; heads * hd];
-            buf.read(r, &mut back);
-            let want: Vec<f32> = (0..heads * hd).map(|i| value(r, i)).collect();
-            assert_eq!(back, want, "row {r}");
-        }
-        // A run is one head's rows, contiguous, cut at the segment's end.
-        let KvRun::F16(run) = buf.run(3, 10, 1) else {
-            panic!("f16 store gave a Q8_0 run");
-        };
-        let got: Vec<f32> = run.iter().map(|x| x.to_f32()).collect();
-        let want: Vec<f32> = (3..seg)
-            .flat_map(|r| (hd..2 * hd).map(move |i| value(r, i)))
-            .collect();
-        assert_eq!(got, want);
-        assert_eq!(buf.run(seg, 10, 2).rows(hd), seg);
-        // Copying rows moves every head; the source segment is unchanged.
-        buf.copy_rows(1, seg + 2, 3);
-        for (src, dst) in [(1, seg + 2), (2, seg + 3), (3, seg + 4)] {
-            let mut a = vec![0.0f32; heads * hd];
-            let mut b = vec![0.0f32; heads * hd];
-            buf.read(src, &mut a);
-            buf.read(dst, &mut b);
-            assert_eq!(a, b, "row {src} -> {dst}");
-        }
-        let mut untouched = vec![0.0f32; heads * hd];
-        buf.read(seg + 1, &mut untouched);
-        let want: Vec<f32> = (0..heads * hd).map(|i| value(seg + 1, i)).collect();
-        assert_eq!(untouched, want);
-    }
-}
+mod tests;

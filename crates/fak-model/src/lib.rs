@@ -43,7 +43,7 @@ pub use error::{BatchError, ModelError};
 pub use fak_gguf::model::{Arch, LayerAttn, ModelConfig, QkNorm, RopeStyle};
 pub use forward::{Logits, Workspace};
 pub use gemma3::WindowMode;
-pub use kv::{FlatKv, KvError, KvRun, KvStore, KvType};
+pub use kv::{FlatKv, KeyRun, KvError, KvRun, KvStore, KvType, FLAT_SEG_ROWS};
 pub use kv_rows::{KvRowBuf, KvRowShape};
 pub use ops::rope_shift_back;
 pub use times::{ForwardTimes, PassKind, PhaseTimes};

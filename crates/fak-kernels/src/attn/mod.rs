@@ -20,7 +20,8 @@
 //!
 //! Keys stored dims-major ([`KvCols`], dim `d` of row `r` at `d * dstride +
 //! r`) take [`dot_f32_f16_cols_group`]: the same scores, bit for bit, with
-//! no 8 × 8 transposes (the KV cache does not store keys this way yet).
+//! no 8 × 8 transposes (the KV caches store f16 keys this way:
+//! fak-model `KvRowBuf::new_keys`).
 //!
 //! Every kernel `name` runs on the process-wide [`isa()`](crate::isa());
 //! `name_with_isa` takes the [`Isa`](crate::Isa); [`scalar`] holds the
