@@ -3,13 +3,15 @@
 //!
 //! For each logits source (a model's logits after a short text and a few
 //! greedy steps, or synthetic logits of a given vocabulary size) and each
-//! of four settings, draws alternate between [`reference_full_sort`] (the
-//! sampler as it was before it stopped sorting: collect every candidate,
-//! sort the vocabulary, walk) and `Sampler::sample`, each draw timed on its
-//! own; the medians are reported:
+//! of four settings, draws alternate between the full sort (the sampler as
+//! it was before it stopped sorting: collect every candidate, sort the
+//! vocabulary, walk; `fak_engine::sampling_reference::full_sort_draw`, the
+//! oracle of fak-engine's sampling tests too, here with libm's `exp` as the
+//! old sampler had) and `Sampler::sample`, each draw timed on its own; the
+//! medians are reported:
 //!
 //! ```text
-//! source × setting ─► draws × (time reference_full_sort, time Sampler::sample)
+//! source × setting ─► draws × (time full_sort_draw, time Sampler::sample)
 //!                                 cycling over the source's logit vectors
 //! report: median µs per draw, old and new; the kept count (old's nucleus)
 //! ```
@@ -21,6 +23,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use fak_engine::sampling_reference::full_sort_draw;
 use fak_engine::{Sampler, SamplingParams, Sequence};
 use fak_tokenizer::{EncodeOptions, Tokenizer};
 use rand::{Rng, SeedableRng};
@@ -150,71 +153,6 @@ pub fn synthetic(n_vocab: usize) -> Vec<f32> {
     v
 }
 
-/// The sampler as it was before the partial selection: every non-NaN
-/// candidate collected, the whole vocabulary sorted (descending logit,
-/// ascending id), then top-k, softmax, top-p, min-p and the walk. Returns
-/// the token and how many candidates the walk ran over. Kept only to time
-/// against; its draws follow the same distribution.
-pub fn reference_full_sort(
-    logits: &[f32],
-    p: &SamplingParams,
-    rng: &mut ChaCha8Rng,
-    c: &mut Vec<(u32, f32)>,
-) -> Option<(u32, usize)> {
-    c.clear();
-    c.extend(
-        logits
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_nan())
-            .map(|(i, &v)| (i as u32, v)),
-    );
-    if c.is_empty() {
-        return None;
-    }
-    let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if p.top_k > 0 && p.top_k < c.len() {
-        c.select_nth_unstable_by(p.top_k - 1, by_logit);
-        c.truncate(p.top_k);
-    }
-    c.sort_unstable_by(by_logit);
-    let max = c[0].1;
-    let mut sum = 0.0f64;
-    for e in c.iter_mut() {
-        e.1 = ((e.1 - max) / p.temperature).exp();
-        sum += e.1 as f64;
-    }
-    for e in c.iter_mut() {
-        e.1 = (e.1 as f64 / sum) as f32;
-    }
-    if p.top_p < 1.0 {
-        let mut acc = 0.0f32;
-        let mut keep = c.len();
-        for (i, e) in c.iter().enumerate() {
-            acc += e.1;
-            if acc >= p.top_p {
-                keep = i + 1;
-                break;
-            }
-        }
-        c.truncate(keep.max(1));
-    }
-    if p.min_p > 0.0 {
-        let floor = c[0].1 * p.min_p;
-        let keep = c.iter().take_while(|e| e.1 >= floor).count();
-        c.truncate(keep.max(1));
-    }
-    let total: f32 = c.iter().map(|e| e.1).sum();
-    let mut r = rng.gen::<f32>() * total;
-    for e in c.iter() {
-        if r < e.1 {
-            return Some((e.0, c.len()));
-        }
-        r -= e.1;
-    }
-    c.last().map(|e| (e.0, c.len()))
-}
-
 /// The logit vectors of `source` and its name.
 fn logits_of(source: &Source, threads: Option<usize>) -> Result<(String, Vec<Vec<f32>>)> {
     match source {
@@ -260,12 +198,18 @@ pub fn run(p: &Params) -> Result<SamplingReport> {
             let mut buf = Vec::new();
             let (mut old, mut new, mut kept) = (Vec::new(), Vec::new(), Vec::new());
             // One untimed warm-up draw each.
-            std::hint::black_box(reference_full_sort(&vectors[0], &sp, &mut rng, &mut buf));
+            std::hint::black_box(full_sort_draw(
+                &vectors[0],
+                &sp,
+                f32::exp,
+                &mut rng,
+                &mut buf,
+            ));
             std::hint::black_box(sampler.sample(&vectors[0]));
             for i in 0..p.draws {
                 let l = &vectors[i % vectors.len()];
                 let t0 = Instant::now();
-                let r = std::hint::black_box(reference_full_sort(l, &sp, &mut rng, &mut buf));
+                let r = std::hint::black_box(full_sort_draw(l, &sp, f32::exp, &mut rng, &mut buf));
                 old.push(t0.elapsed().as_secs_f64() * 1e6);
                 let t0 = Instant::now();
                 std::hint::black_box(sampler.sample(l));
@@ -339,7 +283,7 @@ mod tests {
             let mut s = Sampler::new(SamplingParams { seed: 3, ..sp });
             let mut drawn = std::collections::HashSet::new();
             for _ in 0..300 {
-                let (t, _) = reference_full_sort(&l, &sp, &mut rng, &mut buf).expect("token");
+                let (t, _) = full_sort_draw(&l, &sp, f32::exp, &mut rng, &mut buf).expect("token");
                 kept.extend(buf.iter().map(|e| e.0));
                 drawn.insert(t);
                 drawn.insert(s.sample(&l).expect("token"));

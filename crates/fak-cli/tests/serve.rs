@@ -188,6 +188,8 @@ fn metrics_names_and_types() {
         ("vllm:generation_tokens", "counter"),
         ("vllm:num_preemptions", "counter"),
         ("vllm:request_success", "counter"),
+        ("fak:mask_workers_started", "counter"),
+        ("fak:constraint_failures", "counter"),
         ("vllm:time_to_first_token_seconds", "histogram"),
         ("vllm:inter_token_latency_seconds", "histogram"),
         ("vllm:e2e_request_latency_seconds", "histogram"),
@@ -222,6 +224,8 @@ fn metrics_names_and_types() {
     assert!(m.value("vllm:generation_tokens_total") >= 2.0);
     assert!(m.value("vllm:prompt_tokens_total") >= 1.0);
     assert!(m.value("vllm:time_to_first_token_seconds_count") >= 1.0);
+    // The default mask mode (check-first) starts no mask worker.
+    assert_eq!(m.value("fak:mask_workers_started_total"), 0.0);
 }
 
 #[test]

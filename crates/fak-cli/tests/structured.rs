@@ -99,7 +99,9 @@ fn response_format_constrains_chat_and_completions() {
 
 /// `fak serve --mask-mode overlap` (masks computed on a worker during the
 /// forward pass) answers a schema-constrained request with the same text
-/// as the default check-first mode, for sampled and greedy requests.
+/// as the default check-first mode, for sampled and greedy requests;
+/// `/metrics` counts the one mask worker overlap starts (none in
+/// check-first) and no constraint failures.
 #[test]
 fn mask_modes_give_the_same_constrained_answers_over_http() {
     let schema = json!({
@@ -126,6 +128,10 @@ fn mask_modes_give_the_same_constrained_answers_over_http() {
             assert!(o["city"].as_str().is_some(), "{text}");
             out.push(text);
         }
+        let m = s.metrics();
+        let workers = if mode == "overlap" { 1.0 } else { 0.0 };
+        assert_eq!(m.value("fak:mask_workers_started_total"), workers, "{mode}");
+        assert_eq!(m.value("fak:constraint_failures_total"), 0.0, "{mode}");
         out
     };
     assert_eq!(answers("check-first"), answers("overlap"));

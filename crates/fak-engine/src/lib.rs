@@ -41,6 +41,10 @@ pub use request::{
     Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, StepLogprobs, StopAt,
     StopRules, TokenLogprob, Usage,
 };
+/// The full-vocabulary-sort sampler that [`Sampler`] replaced: a benchmark
+/// baseline and test oracle, not for production.
+#[doc(hidden)]
+pub use sampling::reference as sampling_reference;
 pub use sampling::{argmax, BadSampling, Logprobs, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
 

@@ -19,12 +19,14 @@
 //! weight; the draw walks the kept tokens in a fixed order (ascending id,
 //! or the nucleus's). The kept set and its probabilities are those of
 //! sorting everything by descending logit, ties by ascending id (the unit
-//! tests hold them to such a reference).
+//! tests hold them to [`reference::full_sort`], the old sampler, kept
+//! for them and as `fak bench sampling`'s baseline).
 //!
 //! [`SamplingParams::validate`] is the one place where settings from a
 //! flag or a request are checked.
 
 mod keep;
+pub mod reference;
 
 use rand::Rng;
 use rand::SeedableRng;

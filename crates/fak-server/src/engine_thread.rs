@@ -409,7 +409,10 @@ fn engine_main(
                     });
                     true
                 }
-                Event::Failed { .. } => {
+                Event::Failed { error, .. } => {
+                    if matches!(error, EngineError::ConstraintFailed(_)) {
+                        metrics.constraint_failures.inc();
+                    }
                     metrics.finished("error");
                     true
                 }
@@ -467,4 +470,5 @@ fn publish(engine: &Engine, metrics: &Metrics) {
     set_counter(&metrics.preemptions, s.preemptions);
     metrics.sessions.set(s.sessions as i64);
     set_counter(&metrics.session_drops, s.sessions_dropped);
+    set_counter(&metrics.mask_workers_started, s.mask_workers_started);
 }

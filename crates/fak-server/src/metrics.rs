@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicU64;
 /// `finished_reason` label of `vllm:request_success_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Reason {
-    /// `stop`, `length` or `abort`.
+    /// `stop`, `length`, `abort` or `error`.
     pub finished_reason: String,
 }
 
@@ -43,6 +43,8 @@ pub struct Metrics {
     pub preemptions: Counter,
     pub sessions: Gauge,
     pub session_drops: Counter,
+    pub mask_workers_started: Counter,
+    pub constraint_failures: Counter,
     pub success: Family<Reason, Counter>,
     pub ttft: Histogram,
     pub itl: Histogram,
@@ -65,6 +67,8 @@ impl Metrics {
         let preemptions = Counter::default();
         let sessions = Gauge::default();
         let session_drops = Counter::default();
+        let mask_workers_started = Counter::default();
+        let constraint_failures = Counter::default();
         let success = Family::<Reason, Counter>::default();
         // 1 ms .. ~65 s.
         let secs = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
@@ -126,6 +130,18 @@ impl Metrics {
             session_drops.clone(),
         );
         r.register(
+            "fak:mask_workers_started",
+            "Mask worker threads started (--mask-mode overlap): the first, plus each \
+             replacement started after a worker died",
+            mask_workers_started.clone(),
+        );
+        r.register(
+            "fak:constraint_failures",
+            "Requests failed because their grammar failed while generating (a mask that \
+             failed or panicked, or a mask worker that died holding the request)",
+            constraint_failures.clone(),
+        );
+        r.register(
             "vllm:request_success",
             "Requests finished, by reason",
             success.clone(),
@@ -163,6 +179,8 @@ impl Metrics {
             preemptions,
             sessions,
             session_drops,
+            mask_workers_started,
+            constraint_failures,
             success,
             ttft,
             itl,

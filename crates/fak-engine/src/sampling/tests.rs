@@ -1,4 +1,5 @@
 use super::keep::{walk, walk_dense, Buffers, Candidate, Kept};
+use super::reference::full_sort;
 use super::*;
 use fak_kernels::expf::expf;
 use proptest::prelude::*;
@@ -114,57 +115,15 @@ proptest! {
     }
 }
 
-/// The kept candidates and their probabilities by the book: sort every
-/// candidate by descending logit (ties: ascending id), cut to top-k,
-/// softmax at the temperature, cut where the f32 running sum first
-/// reaches top-p, cut below `min_p · p_max`; each cut keeps at least one.
-/// Returned by ascending id.
+/// The kept candidates and their probabilities by the book
+/// ([`full_sort`]: sort every candidate by descending logit, ties by
+/// ascending id, cut to top-k, softmax at the temperature, cut where the
+/// f32 running sum first reaches top-p, cut below `min_p · p_max`; each
+/// cut keeps at least one), with the sampler's own `expf`. Returned by
+/// ascending id.
 fn reference(logits: &[f32], p: &SamplingParams) -> Vec<(u32, f32)> {
-    let mut c: Vec<(u32, f32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .map(|(i, &v)| (i as u32, v))
-        .collect();
-    if c.is_empty() {
-        return c;
-    }
-    c.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    if p.top_k > 0 {
-        c.truncate(p.top_k);
-    }
-    let max = c[0].1;
-    let e: Vec<f32> = c
-        .iter()
-        .map(|&(_, l)| {
-            if l == max {
-                1.0
-            } else {
-                expf((l - max) / p.temperature)
-            }
-        })
-        .collect();
-    let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
-    for (x, v) in c.iter_mut().zip(&e) {
-        x.1 = (f64::from(*v) / sum) as f32;
-    }
-    if p.top_p < 1.0 {
-        let mut acc = 0.0f32;
-        let mut keep = c.len();
-        for (i, x) in c.iter().enumerate() {
-            acc += x.1;
-            if acc >= p.top_p {
-                keep = i + 1;
-                break;
-            }
-        }
-        c.truncate(keep.max(1));
-    }
-    if p.min_p > 0.0 {
-        let floor = c[0].1 * p.min_p;
-        let keep = c.iter().take_while(|x| x.1 >= floor).count();
-        c.truncate(keep.max(1));
-    }
+    let mut c = Vec::new();
+    full_sort(logits, p, expf, &mut c);
     c.sort_by_key(|x| x.0);
     c
 }
