@@ -26,7 +26,7 @@ use std::time::Instant;
 use fak_engine::sampling_reference::full_sort_draw;
 use fak_engine::{Sampler, SamplingParams, Sequence};
 use fak_tokenizer::{EncodeOptions, Tokenizer};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
