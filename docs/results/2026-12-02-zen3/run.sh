@@ -78,3 +78,6 @@ peer|all)
   ;;
 esac
 step "done-${1:-all}"
+# After `peer`, one fak probe run right after it for the pair (session 17):
+#   quiet /tmp/fak-tiled bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json \
+#     --peak $O/peak.json --json > $O/peer/fak.json 2> $O/peer/fak.err
