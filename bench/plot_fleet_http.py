@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from plot_fleet import fmt, nice_step
+
 HTTP_SCHEMA = "fak-bench-fleet-http/1"
 FLEET_SCHEMA = "fak-bench-fleet/1"
 INPROCESS, HTTP = "fak-inprocess", "fak-http"
@@ -262,19 +264,6 @@ def build_panels(groups: list[tuple[str, list[Path]]]) -> list[Panel]:
     return panels
 
 
-def nice_step(span: float, target: int = 5) -> float:
-    """A 1/2/5·10^k step giving about ``target`` ticks over ``span``."""
-    if span <= 0:
-        return 1.0
-    raw = span / target
-    mag = 10 ** math.floor(math.log10(raw))
-    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-
-
-def fmt(v: float) -> str:
-    return f"{v:g}"
-
-
 def title_of(panels: list[Panel]) -> str:
     envs = [r.env for p in panels for r in p.rounds]
     models = list(dict.fromkeys(e["model"] for e in envs if "model" in e))
@@ -325,7 +314,7 @@ def render_panel(p: Panel, x0: float, y0: float) -> list[str]:
     configs = p.configs()
     top = y0 + HEADER_H
     ymax = max(v for c in configs for v in p.values(c))
-    ystep = nice_step(ymax * 1.12)
+    ystep = nice_step(ymax * 1.12, target=5)
     ytop = ystep * math.ceil(ymax * 1.12 / ystep)
     px0 = x0 + PANEL_PAD_L
 
