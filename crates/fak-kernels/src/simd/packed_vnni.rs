@@ -275,6 +275,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
+        // SAFETY: this function runs with AVX2, FMA and F16C (and more).
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe { super::packed_q4_avx2::gemm(g, out) },
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
         PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_vnni::gemm_vnni(g, out) },
     }
