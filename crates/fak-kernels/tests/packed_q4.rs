@@ -142,7 +142,10 @@ fn assert_scalar_bits(
     what: &str,
 ) {
     let n = nb * 32;
-    let (wr, ar) = (nb * format.ty().type_size(), nb * format.act_ty().type_size());
+    let (wr, ar) = (
+        nb * format.ty().type_size(),
+        nb * format.act_ty().type_size(),
+    );
     let p = PackedMatrix::pack(format, w, rows, n).unwrap();
     assert_eq!((p.rows(), p.n(), p.format()), (rows, n, format));
     assert_eq!(p.bytes(), w.len(), "{format:?}: the GGUF size");
@@ -201,9 +204,10 @@ fn every_isa_gives_the_scalar_vec_dot_bits() {
     }
 }
 
-/// The AVX2 loop's edges: more activation blocks than the stack's sum
-/// table (512: the per-thread table, for one token of 520 blocks and for
-/// 11 tokens of 48), groups over several 64 KiB chunks (a group of 240
+/// The AVX2 loop's edges: Q4_0 sums tables larger than the stack's
+/// (1,024 entries, 8 per block of each started 8-token tile: the
+/// per-thread table, for one token of 520 blocks and 9 tokens of 240;
+/// 11 tokens of 48 blocks fill 768), groups over several 64 KiB chunks (a group of 240
 /// blocks is 34,560 bytes of Q4_0), and more than 1 MiB of weights (the
 /// first token tile of a chunk asks for them ahead).
 #[test]
@@ -252,12 +256,7 @@ fn extreme_quants_give_the_scalar_bits() {
                 .flat_map(|j| {
                     let d = f32_to_f16(0.01 * (j % rows + 1) as f32);
                     match format {
-                        PackedFormat::Q4_0 => BlockQ4_0 {
-                            d,
-                            qs: [wfill; 16],
-                        }
-                        .to_bytes()
-                        .to_vec(),
+                        PackedFormat::Q4_0 => BlockQ4_0 { d, qs: [wfill; 16] }.to_bytes().to_vec(),
                         _ => BlockQ4_1 {
                             d,
                             m: f32_to_f16(-0.03),
@@ -391,7 +390,10 @@ fn bad_shapes_are_errors() {
         for rows in [1usize, 7, 12] {
             assert!(matches!(
                 PackedMatrix::pack(format, &w[..rows * 2 * wb], rows, 64),
-                Err(KernelError::RowGroup { group: GROUP_ROWS, .. })
+                Err(KernelError::RowGroup {
+                    group: GROUP_ROWS,
+                    ..
+                })
             ));
         }
         assert!(matches!(

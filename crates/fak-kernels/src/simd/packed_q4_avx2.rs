@@ -48,9 +48,10 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// core's L2, so the first token tile of each chunk asks for them ahead.
 const PREFETCH_MIN_BYTES: usize = 1 << 20;
 
-/// Activation blocks whose sums a product keeps on the stack; larger
-/// products keep them in a per-thread buffer ([`XSUMS`]).
-const STACK_SUMS: usize = 512;
+/// Entries of the sums table ([`sums_at`]) a product keeps on the stack
+/// (one token of up to 128 blocks: decode's rows of up to 4,096 values);
+/// larger products keep them in a per-thread buffer ([`XSUMS`]).
+const STACK_SUMS: usize = 128 * Q4_TILE;
 
 /// A 4-bit packed format and its activation blocks (`B`-byte group
 /// blocks, `A`-byte activation blocks).
@@ -159,21 +160,38 @@ fn quad_at<const A: usize>(ab: &[u8; A], off: usize, k: usize) -> i32 {
 }
 
 /// `8 · Σ x` of an activation block whose quants start at `off`.
-#[inline(always)]
+#[inline]
+#[target_feature(enable = "avx2")]
 fn xsum8<const A: usize>(ab: &[u8; A], off: usize) -> i32 {
-    let q = ab.get(off..off + 32).unwrap_or(&[]);
-    8 * q.iter().map(|&x| i32::from(x as i8)).sum::<i32>()
+    let x = load(bytes32(ab, off));
+    let p = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), x),
+        _mm256_set1_epi16(8),
+    );
+    let s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256::<1>(p));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b0100_1110>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b1011_0001>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Where token `t`'s block `b` has its `8 · Σ x` in the sums table: by
+/// token tile, then block, then token in the tile, so that a tile reads
+/// its tokens' sums of a block from one place.
+#[inline(always)]
+fn sums_at(t: usize, b: usize, nb: usize) -> usize {
+    ((t / Q4_TILE) * nb + b) * Q4_TILE + t % Q4_TILE
 }
 
 /// One group (`w`: its blocks) times `T` activation rows; the 8 row
-/// results of each token. `sums[t]` holds `8 · Σ x` of token `t`'s blocks
-/// (Q4_0; a block past its end is summed here).
+/// results of each token. `sums` is the tile's part of the sums table
+/// (Q4_0: block `b` of token `t` at `b · Q4_TILE + t`; a missing entry
+/// reads as 0, which the caller's whole table rules out).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     w: &[[u8; B]],
     a: [&[[u8; A]]; T],
-    sums: [&[i32]; T],
+    sums: &[i32],
     weights: Weights,
 ) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
@@ -198,14 +216,14 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         }
         let dw = halves(wb, q4::D);
         let mw = if F::OFFSET { dw } else { halves(wb, q4::M) };
+        let offs: &[i32; Q4_TILE] = sums
+            .get(b * Q4_TILE..(b + 1) * Q4_TILE)
+            .and_then(|o| o.try_into().ok())
+            .unwrap_or(&[0; Q4_TILE]);
         for t in 0..T {
             let mut sumi = _mm256_madd_epi16(s[t], ones);
             if F::OFFSET {
-                let off = match sums[t].get(b) {
-                    Some(&x8) => x8,
-                    None => xsum8(ab[t], F::XOFF),
-                };
-                sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(off));
+                sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(offs[t]));
             }
             // SAFETY: this function runs with AVX2 and F16C enabled.
             acc[t] = unsafe { F::end(acc[t], sumi, dw, mw, ab[t]) };
@@ -229,16 +247,16 @@ fn run_tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     let nb = g.nb;
     let a: [&[[u8; A]]; T] =
         std::array::from_fn(|t| acts.get((t0 + t) * nb..(t0 + t + 1) * nb).unwrap_or(&[]));
-    let s: [&[i32]; T] =
-        std::array::from_fn(|t| sums.get((t0 + t) * nb..(t0 + t + 1) * nb).unwrap_or(&[]));
+    let at = sums_at(t0, 0, nb);
+    let s = sums.get(at..at + nb * Q4_TILE).unwrap_or(&[]);
     let y = tile::<F, B, A, T>(group, a, s, weights);
     for (t, v) in y.into_iter().enumerate() {
         store(out, (t0 + t) * g.out_stride + col, v);
     }
 }
 
-/// Every group against every token, given the activation blocks' sums
-/// (`sums[i]`: `8 · Σ x` of activation block `i`, or empty).
+/// Every group against every token, given the sums table (Q4_0; empty
+/// for Q4_1). A token tile starts at a multiple of [`Q4_TILE`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn gemm_with<F: Q4Format<B, A>, const B: usize, const A: usize>(
@@ -285,10 +303,22 @@ fn gemm_with<F: Q4Format<B, A>, const B: usize, const A: usize>(
 }
 
 thread_local! {
-    /// Each thread's table of activation block sums for products larger
-    /// than [`STACK_SUMS`] blocks: it grows to the largest product seen
-    /// and is reused, so a warm product allocates nothing.
+    /// Each thread's sums table for products larger than [`STACK_SUMS`]
+    /// entries: it grows to the largest product seen and is reused, so a
+    /// warm product allocates nothing.
     static XSUMS: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Fills `table` ([`sums_at`]'s layout, whole token tiles) with `8 · Σ x`
+/// of every activation block (`nb` per token).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fill_sums<const A: usize>(acts: &[[u8; A]], nb: usize, xoff: usize, table: &mut [i32]) {
+    for (i, ab) in acts.iter().enumerate() {
+        if let Some(o) = table.get_mut(sums_at(i / nb, i % nb, nb)) {
+            *o = xsum8(ab, xoff);
+        }
+    }
 }
 
 /// The product for format `F`: Q4_0 first sums every activation block
@@ -296,28 +326,26 @@ thread_local! {
 /// otherwise).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_q4<F: Q4Format<B, A>, const B: usize, const A: usize>(
-    g: &PackedArgs<'_>,
-    out: &mut [f32],
-) {
+fn gemm_q4<F: Q4Format<B, A>, const B: usize, const A: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     if !F::OFFSET {
         gemm_with::<F, B, A>(g, &[], out);
         return;
     }
+    let nb = g.nb.max(1);
     let (acts, _) = g.a.as_chunks::<A>();
-    let n = acts.len().min(g.n_tok.saturating_mul(g.nb));
+    let acts = acts.get(..g.n_tok.saturating_mul(g.nb)).unwrap_or(acts);
+    let n = g.n_tok.div_ceil(Q4_TILE).saturating_mul(nb * Q4_TILE);
     if n <= STACK_SUMS {
-        let mut sums = [0i32; STACK_SUMS];
-        for (o, ab) in sums.iter_mut().zip(&acts[..n]) {
-            *o = xsum8(ab, F::XOFF);
-        }
-        gemm_with::<F, B, A>(g, &sums[..n], out);
+        let mut table = [0i32; STACK_SUMS];
+        fill_sums(acts, nb, F::XOFF, &mut table);
+        gemm_with::<F, B, A>(g, &table, out);
         return;
     }
-    XSUMS.with_borrow_mut(|sums| {
-        sums.clear();
-        sums.extend(acts[..n].iter().map(|ab| xsum8(ab, F::XOFF)));
-        gemm_with::<F, B, A>(g, sums, out);
+    XSUMS.with_borrow_mut(|table| {
+        table.clear();
+        table.resize(n, 0);
+        fill_sums(acts, nb, F::XOFF, table);
+        gemm_with::<F, B, A>(g, table, out);
     });
 }
 
