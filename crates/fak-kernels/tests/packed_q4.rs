@@ -103,7 +103,7 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
                 .zip(&y.qs)
                 .map(|(&q, &x)| i32::from(q) * i32::from(x))
                 .sum();
-            acc = acc + (s as f32 * f16_to_f32(x.d)) * f16_to_f32(y.d);
+            acc += (s as f32 * f16_to_f32(x.d)) * f16_to_f32(y.d);
         } else {
             let (x, y) = (
                 BlockQ4_1::from_bytes(wb.try_into().unwrap()),
@@ -116,7 +116,7 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
                 .map(|(&q, &x)| i32::from(q) * i32::from(x))
                 .sum();
             let dd = f16_to_f32(x.d) * f16_to_f32(y.d);
-            acc = acc + (dd * s as f32 + f16_to_f32(x.m) * f16_to_f32(y.s));
+            acc += dd * s as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
         }
     }
     acc

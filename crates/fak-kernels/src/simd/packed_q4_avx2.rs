@@ -73,6 +73,40 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     unsafe fn end(acc: __m256, sumi: __m256i, dw: __m256, mw: __m256, ab: &[u8; A]) -> __m256;
 }
 
+/// A tile kind's one-group tile ([`tile`] here, the VNNI one in
+/// `packed_q4_vnni`), for the shared loop ([`gemm_q4`]).
+pub(super) trait Q4Tile {
+    /// One group (`w`: its blocks) times `T` activation rows: the 8 row
+    /// results of each token, as [`tile`].
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support the tile's features: AVX2, FMA and F16C, and
+    /// AVX-512 F/BW/VL/VNNI for the VNNI tile.
+    unsafe fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+        w: &[[u8; B]],
+        a: [&[[u8; A]]; T],
+        sums: &[i32],
+        weights: Weights,
+    ) -> [__m256; T];
+}
+
+/// The AVX2 tile kind ([`tile`]).
+pub(super) struct Avx2;
+
+impl Q4Tile for Avx2 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+        w: &[[u8; B]],
+        a: [&[[u8; A]]; T],
+        sums: &[i32],
+        weights: Weights,
+    ) -> [__m256; T] {
+        tile::<F, B, A, T>(w, a, sums, weights)
+    }
+}
+
 /// Q4_0 against Q8_0 activations.
 pub(super) struct Q40;
 
@@ -139,7 +173,7 @@ impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
 /// which the layouts rule out).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn halves<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
+pub(super) fn halves<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
     let mut v = [0u8; 16];
     if let Some(s) = b.get(at..at + 16) {
         v.copy_from_slice(s);
@@ -151,7 +185,7 @@ fn halves<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
 /// Activation quants `4k..4k+4` of a block whose quants start at `off`,
 /// as one `i32` (0 past the end, which the layouts rule out).
 #[inline(always)]
-fn quad_at<const A: usize>(ab: &[u8; A], off: usize, k: usize) -> i32 {
+pub(super) fn quad_at<const A: usize>(ab: &[u8; A], off: usize, k: usize) -> i32 {
     let at = off + 4 * k;
     match ab.get(at..at + 4) {
         Some(q) => i32::from_le_bytes([q[0], q[1], q[2], q[3]]),
@@ -232,10 +266,15 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     acc
 }
 
-/// One group against `T` tokens from `t0`, stored at column `col`.
+/// One group against `T` tokens from `t0` on `K`'s tile, stored at
+/// column `col`.
+///
+/// # Safety
+///
+/// The CPU must support what `K`'s tile needs (see [`Q4Tile::tile`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn run_tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+unsafe fn run_tile<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize, const T: usize>(
     g: &PackedArgs<'_>,
     group: &[[u8; B]],
     (t0, col): (usize, usize),
@@ -249,17 +288,23 @@ fn run_tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         std::array::from_fn(|t| acts.get((t0 + t) * nb..(t0 + t + 1) * nb).unwrap_or(&[]));
     let at = sums_at(t0, 0, nb);
     let s = sums.get(at..at + nb * Q4_TILE).unwrap_or(&[]);
-    let y = tile::<F, B, A, T>(group, a, s, weights);
+    // SAFETY: the caller's CPU guarantee.
+    let y = unsafe { K::tile::<F, B, A, T>(group, a, s, weights) };
     for (t, v) in y.into_iter().enumerate() {
         store(out, (t0 + t) * g.out_stride + col, v);
     }
 }
 
-/// Every group against every token, given the sums table (Q4_0; empty
-/// for Q4_1). A token tile starts at a multiple of [`Q4_TILE`].
+/// Every group against every token on `K`'s tiles, given the sums table
+/// (Q4_0; empty for Q4_1). A token tile starts at a multiple of
+/// [`Q4_TILE`].
+///
+/// # Safety
+///
+/// The CPU must support what `K`'s tile needs (see [`Q4Tile::tile`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_with<F: Q4Format<B, A>, const B: usize, const A: usize>(
+unsafe fn gemm_with<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize>(
     g: &PackedArgs<'_>,
     sums: &[i32],
     out: &mut [f32],
@@ -269,7 +314,8 @@ fn gemm_with<F: Q4Format<B, A>, const B: usize, const A: usize>(
     if g.n_tok == 1 {
         for (gi, group) in blocks.chunks_exact(nb).enumerate() {
             let at = (0, gi * 8);
-            run_tile::<F, B, A, 1>(g, group, at, sums, Weights::Streamed, out);
+            // SAFETY: the caller's CPU guarantee.
+            unsafe { run_tile::<F, K, B, A, 1>(g, group, at, sums, Weights::Streamed, out) };
         }
         return;
     }
@@ -286,15 +332,18 @@ fn gemm_with<F: Q4Format<B, A>, const B: usize, const A: usize>(
             };
             for (gi, group) in chunk.chunks_exact(nb).enumerate() {
                 let at = (t0, (ci * chunk_groups + gi) * 8);
-                match tt {
-                    1 => run_tile::<F, B, A, 1>(g, group, at, sums, pf, out),
-                    2 => run_tile::<F, B, A, 2>(g, group, at, sums, pf, out),
-                    3 => run_tile::<F, B, A, 3>(g, group, at, sums, pf, out),
-                    4 => run_tile::<F, B, A, 4>(g, group, at, sums, pf, out),
-                    5 => run_tile::<F, B, A, 5>(g, group, at, sums, pf, out),
-                    6 => run_tile::<F, B, A, 6>(g, group, at, sums, pf, out),
-                    7 => run_tile::<F, B, A, 7>(g, group, at, sums, pf, out),
-                    _ => run_tile::<F, B, A, Q4_TILE>(g, group, at, sums, pf, out),
+                // SAFETY: the caller's CPU guarantee.
+                unsafe {
+                    match tt {
+                        1 => run_tile::<F, K, B, A, 1>(g, group, at, sums, pf, out),
+                        2 => run_tile::<F, K, B, A, 2>(g, group, at, sums, pf, out),
+                        3 => run_tile::<F, K, B, A, 3>(g, group, at, sums, pf, out),
+                        4 => run_tile::<F, K, B, A, 4>(g, group, at, sums, pf, out),
+                        5 => run_tile::<F, K, B, A, 5>(g, group, at, sums, pf, out),
+                        6 => run_tile::<F, K, B, A, 6>(g, group, at, sums, pf, out),
+                        7 => run_tile::<F, K, B, A, 7>(g, group, at, sums, pf, out),
+                        _ => run_tile::<F, K, B, A, Q4_TILE>(g, group, at, sums, pf, out),
+                    }
                 }
             }
             t0 += tt;
@@ -321,14 +370,22 @@ fn fill_sums<const A: usize>(acts: &[[u8; A]], nb: usize, xoff: usize, table: &m
     }
 }
 
-/// The product for format `F`: Q4_0 first sums every activation block
-/// once (on the stack for small products, decode's; in [`XSUMS`]
-/// otherwise).
+/// The product for format `F` on `K`'s tiles: Q4_0 first sums every
+/// activation block once (on the stack for small products, decode's; in
+/// [`XSUMS`] otherwise).
+///
+/// # Safety
+///
+/// The CPU must support what `K`'s tile needs (see [`Q4Tile::tile`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_q4<F: Q4Format<B, A>, const B: usize, const A: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+pub(super) unsafe fn gemm_q4<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+) {
     if !F::OFFSET {
-        gemm_with::<F, B, A>(g, &[], out);
+        // SAFETY: the caller's CPU guarantee (also below).
+        unsafe { gemm_with::<F, K, B, A>(g, &[], out) };
         return;
     }
     let nb = g.nb.max(1);
@@ -338,14 +395,16 @@ fn gemm_q4<F: Q4Format<B, A>, const B: usize, const A: usize>(g: &PackedArgs<'_>
     if n <= STACK_SUMS {
         let mut table = [0i32; STACK_SUMS];
         fill_sums(acts, nb, F::XOFF, &mut table);
-        gemm_with::<F, B, A>(g, &table, out);
+        // SAFETY: as above.
+        unsafe { gemm_with::<F, K, B, A>(g, &table, out) };
         return;
     }
     XSUMS.with_borrow_mut(|table| {
         table.clear();
         table.resize(n, 0);
         fill_sums(acts, nb, F::XOFF, table);
-        gemm_with::<F, B, A>(g, table, out);
+        // SAFETY: as above.
+        unsafe { gemm_with::<F, K, B, A>(g, table, out) };
     });
 }
 
@@ -357,9 +416,17 @@ fn gemm_q4<F: Q4Format<B, A>, const B: usize, const A: usize>(g: &PackedArgs<'_>
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
-    match g.format {
-        PackedFormat::Q4_0 => gemm_q4::<Q40, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out),
-        PackedFormat::Q4_1 => gemm_q4::<Q41, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out),
-        PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4K | PackedFormat::Q6K => {}
+    // SAFETY: this function runs with AVX2, FMA and F16C, what the AVX2
+    // tile needs.
+    unsafe {
+        match g.format {
+            PackedFormat::Q4_0 => {
+                gemm_q4::<Q40, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
+            }
+            PackedFormat::Q4_1 => {
+                gemm_q4::<Q41, Avx2, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
+            }
+            PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4K | PackedFormat::Q6K => {}
+        }
     }
 }
