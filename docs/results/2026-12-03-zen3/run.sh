@@ -28,5 +28,14 @@ case "${1:-}" in
       "$FAK" serve -m models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --kv-type $t --port 18089 &
       p=$!; sleep 6; grep VmRSS /proc/$p/status; kill $p; wait $p || true
     done ;;
-  *) echo "usage: $0 gemma-rss|serve-rss" >&2; exit 2 ;;
+  single-1.5b)
+    # Qwen2.5-Coder-1.5B, fak (da541c9) and llama-bench back to back, two
+    # pairs, with the read bandwidth before and after.
+    D=$R/single-1.5b
+    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-before.json
+    quiet python3 bench/single_pairs.py models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+      --threads 2 --pairs 2 --fak "$FAK" \
+      --llama-bench bench/.venv/llama.cpp-build/bin/llama-bench --out $D > $D/pairs.txt
+    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-after.json ;;
+  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b" >&2; exit 2 ;;
 esac
