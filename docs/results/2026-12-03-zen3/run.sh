@@ -37,5 +37,20 @@ case "${1:-}" in
       --threads 2 --pairs 2 --fak "$FAK" \
       --llama-bench bench/.venv/llama.cpp-build/bin/llama-bench --out $D > $D/pairs.txt
     quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-after.json ;;
-  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b" >&2; exit 2 ;;
+  spin)
+    # The pool's spin, 2 ms (da541c9) vs 50 us (da541c9 with SPIN =
+    # from_micros(50) in crates/fak-kernels/src/pool.rs, not committed):
+    # FAK=... FAK_SPIN50=... GOLDEN=... GOLDEN_SPIN50=... run.sh spin
+    # (GOLDEN*: `cargo test --release -p fak-model --test golden --no-run`
+    # of each tree). Goldens two tests at a time, then decode pairs.
+    D=$R/spin
+    (cd crates/fak-model && for v in "$GOLDEN" "$GOLDEN_SPIN50" "$GOLDEN" "$GOLDEN_SPIN50"; do
+      /usr/bin/time -f "$v %e s" quiet "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
+    for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-0.5b-instruct-q4_k_m qwen2.5-coder-1.5b-instruct-q4_k_m; do
+      for i in 1 2; do
+        quiet "$FAK" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-da541c9-$i.json
+        quiet "$FAK_SPIN50" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-spin50-$i.json
+      done
+    done ;;
+  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin" >&2; exit 2 ;;
 esac
