@@ -8,6 +8,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/fetch-models.sh
 scripts/fetch-vocabs.sh
+# One test at a time within each test binary (unless the caller sets it):
+# most tests run a model on a 2-thread pool whose waiters spin for up to
+# 2 ms, so two such tests side by side on a 2-core machine spend most of
+# their time spinning against each other (fak-model's goldens: 111-154 s
+# two at a time vs 30 s one at a time, AMD Zen 3).
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-1}"
 cargo test --workspace --release "$@"
 python3 -m unittest discover -s bench -p 'test_*.py'
 scripts/test-openai.sh

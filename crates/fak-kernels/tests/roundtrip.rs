@@ -192,3 +192,17 @@ fn exact_grid_values_survive_q8_0() {
     dequantize_row(GgmlType::Q8_0, &q, &mut y).expect("dequantize");
     assert_eq!(x, y);
 }
+
+#[test]
+fn zeroed_q8_0_blocks_are_zero_blocks() {
+    use fak_kernels::blocks::BlockQ8_0;
+    let zero = BlockQ8_0 { d: 0, qs: [0; 32] };
+    for n in [0, 1, 7, 4096] {
+        let v = BlockQ8_0::zeroed_vec(n).expect("allocates");
+        assert_eq!(v.len(), n);
+        assert_eq!(v.capacity(), n);
+        assert!(v.iter().all(|b| *b == zero));
+    }
+    // Too many blocks for `isize` is refused, not a panic.
+    assert!(BlockQ8_0::zeroed_vec(usize::MAX / 2).is_none());
+}

@@ -262,8 +262,6 @@ pub struct KvRowBuf {
     layout: Layout,
 }
 
-const ZERO_BLOCK: BlockQ8_0 = BlockQ8_0 { d: 0, qs: [0; 32] };
-
 /// Checks that `n` elements of `T` can be allocated. `vec![zero; n]`
 /// aborts the process when the allocator refuses; `try_reserve_exact`
 /// reports it. The probe's pages are never touched (no memory is used),
@@ -350,10 +348,11 @@ impl KvRowBuf {
                 probe_alloc::<u16>(n)?;
                 Data::F16(half::vec::HalfBitsVecExt::reinterpret_into(vec![0u16; n]))
             }
-            KvType::Q8_0 => {
-                probe_alloc::<BlockQ8_0>(n)?;
-                Data::Q8_0(vec![ZERO_BLOCK; n])
-            }
+            // Likewise: zeroed pages, no writes (a zero block is d = +0.0
+            // and every quant 0).
+            KvType::Q8_0 => Data::Q8_0(BlockQ8_0::zeroed_vec(n).ok_or(KvError::AllocFailed {
+                bytes: n.saturating_mul(elem),
+            })?),
         };
         Ok(KvRowBuf {
             data,

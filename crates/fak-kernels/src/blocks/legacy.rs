@@ -242,6 +242,32 @@ impl BlockQ8_0 {
         put::<2, 32, 34>(&mut b, &from_i8(&self.qs));
         b
     }
+
+    /// `n` zero blocks (`d = +0.0`, every quant 0), from the allocator's
+    /// zeroed pages: nothing is written, so a large buffer (a KV pool)
+    /// takes physical memory only as its pages are first written, as
+    /// `vec![0u16; n]` does. (`vec![block; n]` writes every block, which
+    /// makes a whole pool resident at once.)
+    ///
+    /// Returns `None` if `n` blocks overflow `isize` or the allocator
+    /// refuses them.
+    pub fn zeroed_vec(n: usize) -> Option<Vec<BlockQ8_0>> {
+        let layout = std::alloc::Layout::array::<BlockQ8_0>(n).ok()?;
+        if layout.size() == 0 {
+            return Some(Vec::new());
+        }
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<BlockQ8_0>();
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` was allocated by the global allocator with
+        // `Layout::array::<BlockQ8_0>(n)`, the layout `Vec<BlockQ8_0>` uses
+        // for capacity `n` (so its drop frees it with the same layout); all
+        // `n` elements are initialized, since all-zero bytes are a valid
+        // `BlockQ8_0` (a `u16` and `i8`s, no padding: size 34 = 2 + 32).
+        Some(unsafe { Vec::from_raw_parts(ptr, n, n) })
+    }
 }
 
 /// Q8_1: 32 elements in 36 bytes, `x = d * q`; `s = d * sum(q)` is stored

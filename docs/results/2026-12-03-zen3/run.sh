@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 19 (2026-12-03), AMD EPYC Zen 3 (family 25 model 1; AVX2/FMA/F16C,
+# no AVX-512; `fak inspect --system`: kernel path avx2), 2 threads.
+# Every timing ran alone under /usr/local/bin/quiet (SIGSTOPs niced jobs).
+#   docs/results/2026-12-03-zen3/run.sh STEP
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+R=docs/results/2026-12-03-zen3
+FAK=${FAK:-target/release/fak}
+case "${1:-}" in
+  gemma-rss)
+    # gemma3's local layers: resident memory with the window's blocks dropped
+    # vs every row kept; 8 agents forked from one shared context, f16 cache.
+    # c8k-* ran fak at c21778e, c32k-* at da541c9 (same KV code for f16).
+    for ctx in 8192 32768; do
+      for w in drop keep; do
+        quiet /usr/bin/time -v "$FAK" bench model -m models/gemma-3-270m-q4_k_m.gguf -t 2 \
+          --contexts $ctx --kv-window $w --json \
+          > $R/gemma-rss/c$((ctx / 1024))k-$w.json 2> $R/gemma-rss/c$((ctx / 1024))k-$w.err
+      done
+    done
+    grep -H "Maximum resident" $R/gemma-rss/*.err ;;
+  serve-rss)
+    # Resident memory of `fak serve` 6 s after start, f16 vs Q8_0 cache
+    # (Qwen2.5-Coder-0.5B, default --kv-mem): before da541c9 the Q8_0 pool
+    # was written whole at start.
+    for t in f16 q8_0; do
+      "$FAK" serve -m models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --kv-type $t --port 18089 &
+      p=$!; sleep 6; grep VmRSS /proc/$p/status; kill $p; wait $p || true
+    done ;;
+  single-1.5b)
+    # Qwen2.5-Coder-1.5B, fak (da541c9) and llama-bench back to back, two
+    # pairs, with the read bandwidth before and after.
+    D=$R/single-1.5b
+    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-before.json
+    quiet python3 bench/single_pairs.py models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+      --threads 2 --pairs 2 --fak "$FAK" \
+      --llama-bench bench/.venv/llama.cpp-build/bin/llama-bench --out $D > $D/pairs.txt
+    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-after.json ;;
+  spin)
+    # The pool's spin, 2 ms (da541c9) vs 50 us (da541c9 with SPIN =
+    # from_micros(50) in crates/fak-kernels/src/pool.rs, not committed):
+    # FAK=... FAK_SPIN50=... GOLDEN=... GOLDEN_SPIN50=... run.sh spin
+    # (GOLDEN*: `cargo test --release -p fak-model --test golden --no-run`
+    # of each tree). Goldens two tests at a time, then decode pairs.
+    D=$R/spin
+    (cd crates/fak-model && for v in "$GOLDEN" "$GOLDEN_SPIN50" "$GOLDEN" "$GOLDEN_SPIN50"; do
+      /usr/bin/time -f "$v %e s" quiet "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
+    for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-0.5b-instruct-q4_k_m qwen2.5-coder-1.5b-instruct-q4_k_m; do
+      for i in 1 2; do
+        quiet "$FAK" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-da541c9-$i.json
+        quiet "$FAK_SPIN50" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-spin50-$i.json
+      done
+    done ;;
+  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin" >&2; exit 2 ;;
+esac
