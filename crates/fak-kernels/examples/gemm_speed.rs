@@ -40,6 +40,7 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
     let (ts, fields): (usize, &[usize]) = match ty {
         GgmlType::Q4_K => (144, &[0, 2]),
         GgmlType::Q6_K => (210, &[208]),
+        GgmlType::Q4_1 => (20, &[0, 2]),
         _ => (ty.type_size(), &[0]),
     };
     let scale = f32_to_f16(0.01).to_le_bytes();
@@ -147,6 +148,8 @@ fn main() {
                 GgmlType::Q4_K,
                 GgmlType::Q6_K,
                 GgmlType::Q5_0,
+                GgmlType::Q4_0,
+                GgmlType::Q4_1,
             ] {
                 bench(ty, rows, n, toks);
             }
@@ -159,4 +162,6 @@ fn main() {
     bench(GgmlType::Q4_K, 4864, 1024, 64);
     bench(GgmlType::Q6_K, 896, 4864, 64);
     bench(GgmlType::Q5_0, 896, 896, 64);
+    bench(GgmlType::Q4_0, 1536, 576, 256);
+    bench(GgmlType::Q4_1, 1536, 576, 256);
 }

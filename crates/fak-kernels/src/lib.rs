@@ -50,6 +50,7 @@ pub mod ops;
 pub mod packed;
 mod packed_k;
 mod packed_layout;
+mod packed_q4;
 pub mod peak;
 pub mod pool;
 mod quant;

@@ -1,7 +1,8 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
-//! activations, below) and Q4_K and Q6_K (against Q8_K, in
-//! `packed_k`).
+//! activations, below), Q4_0 and Q4_1 (against Q8_0 and Q8_1, in
+//! `packed_q4`, with the float steps of their scalar `vec_dot`s) and Q4_K
+//! and Q6_K (against Q8_K, in `packed_k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -45,7 +46,7 @@
 
 use std::ops::Range;
 
-use crate::blocks::{BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
@@ -83,6 +84,16 @@ impl PackedFormat {
                     dst[SCALE_BYTES + 128 + p] |= (((qh >> e) & 1) as u8) << k;
                 }
             }
+            PackedFormat::Q4_0 => {
+                if let Ok(b) = <&[u8; BlockQ4_0::BYTES]>::try_from(b) {
+                    crate::packed_q4::encode_q4_0(dst, r, b);
+                }
+            }
+            PackedFormat::Q4_1 => {
+                if let Ok(b) = <&[u8; BlockQ4_1::BYTES]>::try_from(b) {
+                    crate::packed_q4::encode_q4_1(dst, r, b);
+                }
+            }
             PackedFormat::Q4K => {
                 if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
                     crate::packed_k::encode_q4_k(dst, r, b);
@@ -109,7 +120,10 @@ impl PackedFormat {
                         let high = (b[SCALE_BYTES + 128 + p] >> k) & 1;
                         (low | high << 4) as i8 - 16
                     }
-                    PackedFormat::Q4K | PackedFormat::Q6K => 0,
+                    PackedFormat::Q4_0
+                    | PackedFormat::Q4_1
+                    | PackedFormat::Q4K
+                    | PackedFormat::Q6K => 0,
                 };
             }
         }
@@ -117,7 +131,8 @@ impl PackedFormat {
     }
 }
 
-/// A Q8_0 or Q5_0 weight matrix `[rows, n]` in the 8-row group layout.
+/// A weight matrix `[rows, n]` of a [`PackedFormat`] in the 8-row group
+/// layout.
 #[derive(Clone)]
 pub struct PackedMatrix {
     format: PackedFormat,
@@ -403,7 +418,7 @@ fn run(
 }
 
 /// The scalar twin: the arithmetic of the module diagram (and of
-/// `packed_k`'s), element by element. Each group block's quants
+/// `packed_q4`'s and `packed_k`'s), element by element. Each group block's quants
 /// are decoded once for all tokens; an element's accumulator lives in
 /// `out` (from 0.0, blocks in order, so the same operations as one running
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
@@ -439,6 +454,15 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                                 .map(|(&w, &x)| i32::from(w) * i32::from(x as i8))
                                 .sum();
                             *acc += (dw * dx) * s as f32;
+                        }
+                    }
+                }
+                PackedFormat::Q4_0 | PackedFormat::Q4_1 => {
+                    let u: [[u8; QK]; GROUP_ROWS] =
+                        std::array::from_fn(|r| crate::packed_q4::row_nibbles(g.format, wb, r));
+                    for t in 0..g.n_tok {
+                        if let (Some(ab), Some(o)) = (act(t), out.get_mut(cols(t, gi))) {
+                            crate::packed_q4::block_scalar(g.format, wb, &u, ab, o);
                         }
                     }
                 }

@@ -1,16 +1,17 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`packed_k`) and their SIMD
 //! kernels (`simd/packed_*`): group and block sizes, the byte offsets of
-//! the Q4_K and Q6_K group blocks, [`PackedFormat`] and the validated
-//! arguments of one product ([`PackedArgs`]).
+//! the Q4_0, Q4_1, Q4_K and Q6_K group blocks, [`PackedFormat`] and the
+//! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
 //! the SIMD kernels can all import it without forming a loop (the module
-//! diagrams of [`crate::packed`] and `packed_k` describe the layouts).
+//! diagrams of [`crate::packed`], `packed_q4` and `packed_k` describe the
+//! layouts).
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{BlockQ5_0, BlockQ6_K, BlockQ8_0};
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ6_K, BlockQ8_0};
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
 pub const GROUP_ROWS: usize = 8;
@@ -36,6 +37,28 @@ pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_R
 const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
 const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
 
+/// Byte offsets of the packed Q4_0 and Q4_1 group blocks (see
+/// `packed_q4`): scales, Q4_1's mins, then four 32-byte nibble chunks.
+pub(crate) mod q4 {
+    use super::SCALE_BYTES;
+
+    /// `d`, 8 × f16 (both formats).
+    pub(crate) const D: usize = 0;
+    /// Q4_0's nibble chunks: chunk `c` at `NIB_0 + 32c`.
+    pub(crate) const NIB_0: usize = SCALE_BYTES;
+    /// Q4_0's bytes.
+    pub(crate) const BYTES_0: usize = NIB_0 + 4 * 32;
+    /// Q4_1's `m`, 8 × f16.
+    pub(crate) const M: usize = SCALE_BYTES;
+    /// Q4_1's nibble chunks: chunk `c` at `NIB_1 + 32c`.
+    pub(crate) const NIB_1: usize = M + SCALE_BYTES;
+    /// Q4_1's bytes.
+    pub(crate) const BYTES_1: usize = NIB_1 + 4 * 32;
+}
+
+const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockQ4_0::BYTES);
+const _: () = assert!(q4::BYTES_1 == GROUP_ROWS * BlockQ4_1::BYTES);
+
 /// A weight format that has a packed layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackedFormat {
@@ -43,6 +66,11 @@ pub enum PackedFormat {
     Q8_0,
     /// 5-bit quants: nibble planes plus a high-bit plane.
     Q5_0,
+    /// 4-bit quants with an offset of 8: nibble planes (see `packed_q4`).
+    Q4_0,
+    /// 4-bit quants with a per-block min: the mins, then nibble planes
+    /// (see `packed_q4`); against Q8_1 activations.
+    Q4_1,
     /// Q4_K super-blocks (see `packed_k`).
     Q4K,
     /// Q6_K super-blocks (see `packed_k`).
@@ -55,6 +83,8 @@ impl PackedFormat {
         match ty {
             GgmlType::Q8_0 => Some(PackedFormat::Q8_0),
             GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
+            GgmlType::Q4_0 => Some(PackedFormat::Q4_0),
+            GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q6_K => Some(PackedFormat::Q6K),
             _ => None,
@@ -66,13 +96,15 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => GgmlType::Q8_0,
             PackedFormat::Q5_0 => GgmlType::Q5_0,
+            PackedFormat::Q4_0 => GgmlType::Q4_0,
+            PackedFormat::Q4_1 => GgmlType::Q4_1,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q6K => GgmlType::Q6_K,
         }
     }
 
-    /// The activation format of the products: Q8_0, or Q8_K for the
-    /// k-quants (as [`crate::vec_dot_type`]).
+    /// The activation format of the products: Q8_0, Q8_1 for Q4_1, or
+    /// Q8_K for the k-quants (as [`crate::vec_dot_type`]).
     pub fn act_ty(self) -> GgmlType {
         crate::vec_dot_type(self.ty())
     }
@@ -82,6 +114,8 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => Q8_0_BYTES,
             PackedFormat::Q5_0 => Q5_0_BYTES,
+            PackedFormat::Q4_0 => q4::BYTES_0,
+            PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q4K => q4k::BYTES,
             PackedFormat::Q6K => q6k::BYTES,
         }

@@ -1,4 +1,5 @@
-//! The packed Q8_0, Q5_0, Q4_K and Q6_K products (`fak_kernels::packed`): every ISA this CPU
+//! The packed Q8_0, Q5_0, Q4_K and Q6_K products (`fak_kernels::packed`;
+//! Q4_0 and Q4_1 in `packed_q4.rs`): every ISA this CPU
 //! can run gives the bits of the scalar twin, which gives the bits of the
 //! arithmetic written out below from the unpacked blocks; the result stays
 //! close to `vec_dot`; sub-ranges, strides and thread-style splits change
@@ -66,6 +67,7 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         match format {
             PackedFormat::Q8_0 => out.extend(blocks(rng, 1, -128)),
+            PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
             PackedFormat::Q5_0 => out.extend(
                 BlockQ5_0 {
                     d: half(rng),
@@ -130,6 +132,7 @@ fn decode(format: PackedFormat, b: &[u8]) -> (u16, [i8; 32]) {
 /// for the formats without a separate offset term).
 fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32) {
     match format {
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
             let (d, q) = decode(format, wb);
             let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
@@ -331,6 +334,7 @@ fn extreme_quants_give_the_reference_bits() {
             let block = |j: usize| -> Vec<u8> {
                 let mut b = vec![wfill; wbytes];
                 match format {
+                    PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
                     PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
                         b[..2].copy_from_slice(&f32_to_f16(0.01 * (j + 1) as f32).to_le_bytes())
                     }

@@ -10,10 +10,11 @@
 //! bit-identical to one [`fak_kernels::vec_dot`] of its weight and token
 //! rows (the tiles and `vec_dot` share one per-element accumulation), so
 //! results depend neither on the thread count nor on which other tokens
-//! are in the batch. Q8_0, Q5_0, Q4_K and Q6_K weights repacked at load
-//! ([`Weight::packed`]) run [`fak_kernels::packed::packed_gemm`] instead, whose elements are
+//! are in the batch. Q8_0, Q5_0, Q4_0, Q4_1, Q4_K and Q6_K weights
+//! repacked at load ([`Weight::packed`]) run
+//! [`fak_kernels::packed::packed_gemm`] instead, whose elements are
 //! likewise functions of their weight and token rows alone (and the same
-//! on every ISA).
+//! on every ISA; for Q4_0 and Q4_1, the bits of the scalar `vec_dot`).
 //!
 //! A long batch over a matrix that fits in a core's L2 (every layer
 //! matrix of SmolLM2), or any batch of at least 64 tokens per thread,
@@ -490,32 +491,47 @@ mod tests {
     }
 
     /// Every output element, for one and several tokens and any thread
-    /// count, is exactly the single `vec_dot` of its weight and token rows.
+    /// count, is exactly one `vec_dot` of its weight and token rows: the
+    /// scalar reference's for a packed matrix (Q4_1: its packed product
+    /// keeps the scalar float order on every ISA, including the 5 tokens
+    /// of a partial 8-token tile), the dispatched one's for a matrix that
+    /// the generic `gemm` runs (F16).
     #[test]
     fn each_element_is_one_vec_dot_for_any_thread_count() {
-        let m = model(1);
-        let w = &m.layers[0].w_up;
-        for n_tok in [1usize, 3] {
-            let x = acts_f32(n_tok * w.n_in, 7 + n_tok as u32);
-            let mut acts = QuantActs::new();
-            acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
-            let mut want = vec![0.0f32; n_tok * w.n_out];
-            for t in 0..n_tok {
-                for j in 0..w.n_out {
-                    want[t * w.n_out + j] =
-                        fak_kernels::vec_dot(w.ty, w.n_in, m.row(w, j), acts.row(t)).unwrap();
+        for (file, packed) in [
+            ("smollm2-135m-instruct-q4_1.gguf", true),
+            ("smollm2-135m-instruct-f16.gguf", false),
+        ] {
+            let m = model_file(file, 1);
+            let w = &m.layers[0].w_up;
+            assert_eq!(w.packed.is_some(), packed, "{file}");
+            let dot = if packed {
+                fak_kernels::scalar::vec_dot
+            } else {
+                fak_kernels::vec_dot
+            };
+            for n_tok in [1usize, 3, 13] {
+                let x = acts_f32(n_tok * w.n_in, 7 + n_tok as u32);
+                let mut acts = QuantActs::new();
+                acts.quantize(&m.pool, w.ty, &x, w.n_in, &w.name).unwrap();
+                let mut want = vec![0.0f32; n_tok * w.n_out];
+                for t in 0..n_tok {
+                    for j in 0..w.n_out {
+                        want[t * w.n_out + j] =
+                            dot(w.ty, w.n_in, m.row(w, j), acts.row(t)).unwrap();
+                    }
                 }
-            }
-            for threads in [1usize, 2, 3] {
-                let mt = model(threads);
-                let w = &mt.layers[0].w_up;
-                let mut out = vec![f32::NAN; n_tok * w.n_out];
-                mt.matmul_q(w, &acts, &mut out).unwrap();
-                let same = out
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "n_tok {n_tok}, threads {threads}");
+                for threads in [1usize, 2, 3] {
+                    let mt = model_file(file, threads);
+                    let w = &mt.layers[0].w_up;
+                    let mut out = vec![f32::NAN; n_tok * w.n_out];
+                    mt.matmul_q(w, &acts, &mut out).unwrap();
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{file}: n_tok {n_tok}, threads {threads}");
+                }
             }
         }
     }

@@ -32,6 +32,10 @@ pub(crate) mod packed_k_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod packed_k_vnni;
 #[cfg(target_arch = "x86_64")]
+mod packed_q4_avx2;
+#[cfg(target_arch = "x86_64")]
+mod packed_q4_vnni;
+#[cfg(target_arch = "x86_64")]
 mod packed_q8_avx2;
 #[cfg(target_arch = "x86_64")]
 mod packed_tiles;

@@ -342,6 +342,6 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q6K => unsafe {
             gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB, TILE_TOKENS>(g, out)
         },
-        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
     }
 }

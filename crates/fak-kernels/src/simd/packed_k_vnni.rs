@@ -225,6 +225,6 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
-        PackedFormat::Q8_0 | PackedFormat::Q5_0 => {}
+        PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
     }
 }

@@ -28,7 +28,8 @@
 //! twin's bits. With AVX-512VL's 32 vector registers a tile holds eight
 //! tokens. The Q8_0 and Q5_0 tiles run two groups at once, `g` in the low
 //! and `g + 1` in the high half of 512-bit registers ([`tile_prepared`]);
-//! the k-quant tiles stay 256-bit.
+//! the k-quant tiles stay 256-bit, and so do Q4_0's and Q4_1's
+//! (`packed_q4_vnni`).
 
 use std::arch::x86_64::*;
 
@@ -275,6 +276,10 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
+        // SAFETY: this function runs with every feature `gemm_vnni` needs.
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe {
+            super::packed_q4_vnni::gemm_vnni(g, out)
+        },
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
         PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_vnni::gemm_vnni(g, out) },
     }
