@@ -33,7 +33,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -46,6 +46,11 @@ use std::thread::JoinHandle;
 /// without it. At 4,096 `pause`s (150 µs on a Zen 3 VM) the 1.5B model's
 /// decode spent ~25% of its worker's time idle; at 65,536 (2.4 ms), 13%.
 const SPIN: std::time::Duration = std::time::Duration::from_millis(2);
+/// The spin while the pool looks oversubscribed (see [`Contention`]): with
+/// more runnable threads than cores, a 2 ms spin burns the slice of the
+/// very thread it waits for (two 2-thread pools on 2 cores ran 4-8x
+/// slower; docs/PERFORMANCE.md, "More threads than cores").
+const SPIN_CONTENDED: std::time::Duration = std::time::Duration::from_micros(50);
 /// Spin iterations between two clock reads.
 const SPIN_CHECK_EVERY: u32 = 64;
 /// How long an idle worker yields (after spinning) before it sleeps on the
@@ -54,19 +59,21 @@ const SPIN_CHECK_EVERY: u32 = 64;
 const YIELD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A waiter's busy-wait budget: [`Spin::keep_spinning`] is true for
-/// [`SPIN`] after the first call.
+/// `budget` after the first call.
 struct Spin {
     start: Option<std::time::Instant>,
     iters: u32,
     done: bool,
+    budget: std::time::Duration,
 }
 
 impl Spin {
-    fn new() -> Spin {
+    fn new(budget: std::time::Duration) -> Spin {
         Spin {
             start: None,
             iters: 0,
             done: false,
+            budget,
         }
     }
 
@@ -83,10 +90,56 @@ impl Spin {
         self.iters += 1;
         if self.iters.is_multiple_of(SPIN_CHECK_EVERY) {
             let start = *self.start.get_or_insert_with(std::time::Instant::now);
-            self.done = start.elapsed() >= SPIN;
+            self.done = start.elapsed() >= self.budget;
         }
         std::hint::spin_loop();
         !self.done
+    }
+}
+
+/// Whether the pool's waits say its threads are being descheduled.
+///
+/// A score: a wait that lasted [`SPIN`] or more (the thread waited for did
+/// not get there in 2 ms: it was descheduled, or the pool was idle) adds
+/// [`Contention::LONG`]; a wait shorter than [`SPIN_CONTENDED`] takes one
+/// off. While the score is above zero
+/// waiters spin only [`SPIN_CONTENDED`] before they yield. A decode step
+/// waits dozens of times, each short when every thread has a core, so an
+/// idle gap or one slow wait costs a few yields and the long spin is back
+/// within [`Contention::LONG`] short waits.
+struct Contention(AtomicU32);
+
+impl Contention {
+    /// Added per long wait.
+    const LONG: u32 = 8;
+    /// Highest score.
+    const MAX: u32 = 64;
+
+    /// The spin budget for the next wait.
+    fn budget(&self) -> std::time::Duration {
+        if self.0.load(Ordering::Relaxed) > 0 {
+            SPIN_CONTENDED
+        } else {
+            SPIN
+        }
+    }
+
+    /// Records a finished wait of `spin`'s length (`slept`: it went to the
+    /// condvar).
+    fn record(&self, spin: &Spin, slept: bool) {
+        let score = self.0.load(Ordering::Relaxed);
+        let next = if slept || spin.elapsed() >= SPIN {
+            score.saturating_add(Self::LONG).min(Self::MAX)
+        } else if spin.elapsed() < SPIN_CONTENDED {
+            score.saturating_sub(1)
+        } else {
+            score
+        };
+        if next != score {
+            // A lost update between threads only shifts the score by one
+            // wait's worth; it is a heuristic, not a count.
+            self.0.store(next, Ordering::Relaxed);
+        }
     }
 }
 
@@ -164,6 +217,8 @@ struct Shared {
     sleepers: AtomicUsize,
     sleep_lock: Mutex<()>,
     wake: Condvar,
+    /// How long waiters spin (see [`Contention`]).
+    contention: Contention,
 }
 
 // SAFETY: `job` is the only non-Sync field; access to it is ordered by the
@@ -212,6 +267,7 @@ impl ThreadPool {
             sleepers: AtomicUsize::new(0),
             sleep_lock: Mutex::new(()),
             wake: Condvar::new(),
+            contention: Contention(AtomicU32::new(0)),
         });
         let mut pool = ThreadPool {
             shared,
@@ -273,12 +329,13 @@ impl ThreadPool {
         IN_POOL.with(|c| c.set(false));
 
         // Barrier: `f` must stay borrowed until every worker is done with it.
-        let mut spin = Spin::new();
+        let mut spin = Spin::new(sh.contention.budget());
         while sh.remaining.load(Ordering::Acquire) != 0 {
             if !spin.keep_spinning() {
                 std::thread::yield_now();
             }
         }
+        sh.contention.record(&spin, false);
         if own.is_err() {
             return Err(PoolError::Panicked { thread_index: 0 });
         }
@@ -460,17 +517,18 @@ fn run_serial<F: Fn(usize, usize)>(f: &F, n: usize) -> Result<(), PoolError> {
     }
 }
 
-/// Waits (spin for [`SPIN`], yield for [`YIELD`], then sleep) until the
-/// generation differs from `seen`.
+/// Waits (spin for the [`Contention`] budget, yield for [`YIELD`], then
+/// sleep) until the generation differs from `seen`.
 fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
-    let mut spin = Spin::new();
+    let mut spin = Spin::new(sh.contention.budget());
     loop {
         let g = sh.generation.load(Ordering::Acquire);
         if g != seen {
+            sh.contention.record(&spin, false);
             return g;
         }
         if !spin.keep_spinning() {
-            if spin.elapsed() >= SPIN + YIELD {
+            if spin.elapsed() >= spin.budget + YIELD {
                 break;
             }
             std::thread::yield_now();
@@ -490,6 +548,7 @@ fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
     };
     sh.sleepers.fetch_sub(1, Ordering::SeqCst);
     drop(guard);
+    sh.contention.record(&spin, true);
     // Pairs with the caller's Release increment (the SeqCst load above is
     // already acquiring; this keeps the intent explicit).
     std::sync::atomic::fence(Ordering::Acquire);

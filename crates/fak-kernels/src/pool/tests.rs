@@ -293,3 +293,46 @@ proptest! {
         }
     }
 }
+
+/// A finished wait that lasted `d` (`None`: it never reached its first
+/// clock read).
+fn waited(d: Option<std::time::Duration>) -> Spin {
+    Spin {
+        start: d.map(|d| std::time::Instant::now() - d),
+        iters: 0,
+        done: true,
+        budget: SPIN,
+    }
+}
+
+#[test]
+fn long_waits_shorten_the_spin_and_short_waits_restore_it() {
+    let c = Contention(AtomicU32::new(0));
+    assert_eq!(c.budget(), SPIN);
+    // Short waits on an uncontended pool change nothing.
+    c.record(&waited(None), false);
+    c.record(&waited(Some(std::time::Duration::from_micros(10))), false);
+    assert_eq!(c.budget(), SPIN);
+    // One wait of the whole long spin: the partner was descheduled.
+    c.record(&waited(Some(SPIN)), false);
+    assert_eq!(c.budget(), SPIN_CONTENDED);
+    // A middling wait neither adds nor removes.
+    c.record(&waited(Some(SPIN / 2)), false);
+    for _ in 1..Contention::LONG {
+        c.record(&waited(None), false);
+        assert_eq!(c.budget(), SPIN_CONTENDED);
+    }
+    c.record(&waited(None), false);
+    assert_eq!(c.budget(), SPIN);
+    // A sleep on the condvar counts as long, however it was measured.
+    c.record(&waited(None), true);
+    assert_eq!(c.budget(), SPIN_CONTENDED);
+    // The score saturates: MAX / LONG short waits bring the long spin back.
+    for _ in 0..100 {
+        c.record(&waited(Some(10 * SPIN)), false);
+    }
+    for _ in 0..Contention::MAX {
+        c.record(&waited(None), false);
+    }
+    assert_eq!(c.budget(), SPIN);
+}
