@@ -52,5 +52,19 @@ case "${1:-}" in
         quiet "$FAK_SPIN50" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-spin50-$i.json
       done
     done ;;
-  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin" >&2; exit 2 ;;
+  adaptive-spin)
+    # The adaptive spin (08dda16) vs the 2 ms spin of the same tree
+    # (1435454): FAK_MAIN=... FAK_ADAPT=... GOLDEN_MAIN=... GOLDEN_ADAPT=...
+    D=$R/adaptive-spin
+    (cd crates/fak-model && for v in "$GOLDEN_MAIN" "$GOLDEN_ADAPT" "$GOLDEN_MAIN" "$GOLDEN_ADAPT" "$GOLDEN_MAIN" "$GOLDEN_ADAPT"; do
+      /usr/bin/time -f "$v %e s" quiet "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
+    for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct-q4_k_m; do
+      for i in 1 2; do
+        quiet "$FAK_MAIN" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-main-$i.json
+        quiet "$FAK_ADAPT" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-adapt-$i.json
+      done
+    done
+    quiet "$FAK_MAIN" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-main.json
+    quiet "$FAK_ADAPT" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-adapt.json ;;
+  *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin|adaptive-spin" >&2; exit 2 ;;
 esac
