@@ -9,10 +9,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/fetch-models.sh
 scripts/fetch-vocabs.sh
 # One test at a time within each test binary (unless the caller sets it):
-# most tests run a model on a 2-thread pool whose waiters spin for up to
-# 2 ms, so two such tests side by side on a 2-core machine spend most of
-# their time spinning against each other (fak-model's goldens: 111-154 s
-# two at a time vs 30 s one at a time, AMD Zen 3).
+# most tests run a model on a 2-thread pool, and two such tests side by
+# side on a 2-core machine contend for the cores. Before the pool's spin
+# adapted (08dda16) they spun against each other: fak-model's goldens took
+# 111-233 s two at a time vs 31 s one at a time (AMD Zen 3;
+# docs/PERFORMANCE.md, "More threads than cores").
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-1}"
 cargo test --workspace --release "$@"
 python3 -m unittest discover -s bench -p 'test_*.py'
