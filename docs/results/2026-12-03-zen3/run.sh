@@ -65,6 +65,19 @@ case "${1:-}" in
       done
     done
     quiet "$FAK_MAIN" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-main.json
-    quiet "$FAK_ADAPT" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-adapt.json ;;
+    quiet "$FAK_ADAPT" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-adapt.json
+    # The probe over HTTP, each side's server and client under one quiet.
+    http1() {
+      "$1" serve --model models/smollm2-135m-instruct-q8_0.gguf --threads 2 --host 127.0.0.1 --port 18091 >/dev/null 2>&1 &
+      local p=$!
+      for _ in $(seq 60); do curl -sf localhost:18091/health >/dev/null && break; sleep 0.5; done
+      python3 bench/fleet_http.py --engine fak --url http://127.0.0.1:18091 --n-vocab 49152 --profile probe --out "$2"
+      kill $p; wait $p || true
+    }
+    export -f http1
+    for i in 1 2; do
+      quiet bash -c "http1 '$FAK_MAIN' $D/http-probe-main-$i.json"
+      quiet bash -c "http1 '$FAK_ADAPT' $D/http-probe-adapt-$i.json"
+    done ;;
   *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin|adaptive-spin" >&2; exit 2 ;;
 esac
