@@ -19,6 +19,8 @@ use fak_kernels::packed::{
     packed_gemm, packed_gemm_with_isa, PackedFormat, PackedMatrix, GROUP_ROWS,
 };
 use fak_kernels::{quantize_acts, scalar, Isa, KernelError};
+mod common;
+use common::check_row_ranges;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -343,35 +345,10 @@ fn row_ranges_and_single_tokens_match_the_whole_product() {
     for format in FORMATS {
         let mut rng = StdRng::seed_from_u64(9);
         let (rows, nb, n_tok) = (48usize, 3usize, 7usize);
-        let ab = nb * format.act_ty().type_size();
         let w = weights(format, &mut rng, rows * nb);
         let a = acts(format, &mut rng, n_tok * nb);
         let p = PackedMatrix::pack(format, &w, rows, nb * 32).unwrap();
-        let mut whole = vec![0.0f32; n_tok * rows];
-        packed_gemm(&p, 0..rows, (&a, n_tok), &mut whole, rows).unwrap();
-        for (lo, hi) in [(0usize, 8usize), (8, 24), (16, 48), (40, 48), (24, 24)] {
-            let mut part = vec![f32::NAN; n_tok * (hi - lo)];
-            packed_gemm(&p, lo..hi, (&a, n_tok), &mut part, hi - lo).unwrap();
-            for t in 0..n_tok {
-                for j in lo..hi {
-                    assert_eq!(
-                        part[t * (hi - lo) + j - lo].to_bits(),
-                        whole[t * rows + j].to_bits(),
-                        "{format:?} rows {lo}..{hi}, token {t}, row {j}"
-                    );
-                }
-            }
-        }
-        for t in 0..n_tok {
-            let mut one = vec![0.0f32; rows];
-            let at = &a[t * ab..(t + 1) * ab];
-            packed_gemm(&p, 0..rows, (at, 1), &mut one, rows).unwrap();
-            let same = one
-                .iter()
-                .zip(&whole[t * rows..(t + 1) * rows])
-                .all(|(x, y)| x.to_bits() == y.to_bits());
-            assert!(same, "{format:?} token {t}");
-        }
+        check_row_ranges(&p, &a, n_tok, rows, &format!("{format:?}"));
     }
 }
 

@@ -1,5 +1,6 @@
 //! Random weight rows and tolerance helpers shared by the dot-product
-//! tests (`dot.rs`: scalar vs f64 reference; `simd.rs`: SIMD vs scalar).
+//! tests (`dot.rs`: scalar vs f64 reference; `simd.rs`: SIMD vs scalar),
+//! and the packed products' row-range check (`packed.rs`, `packed_q4.rs`).
 
 #![allow(dead_code)]
 
@@ -98,4 +99,46 @@ pub fn min_parts(ty: GgmlType, w: &[u8], n: usize) -> Vec<f32> {
         _ => {}
     }
     out
+}
+
+/// Group-aligned row ranges of a packed product (how the model splits rows
+/// across threads) give exactly the columns of the whole product, and one
+/// token alone gives its row of the many-token product. `a`: `n_tok`
+/// activation rows of equal length, row-major; `p` has `rows` rows;
+/// `what` names the case in failures. Shared by `packed.rs` and
+/// `packed_q4.rs`.
+pub fn check_row_ranges(
+    p: &fak_kernels::packed::PackedMatrix,
+    a: &[u8],
+    n_tok: usize,
+    rows: usize,
+    what: &str,
+) {
+    use fak_kernels::packed::packed_gemm;
+    let mut whole = vec![0.0f32; n_tok * rows];
+    packed_gemm(p, 0..rows, (a, n_tok), &mut whole, rows).unwrap();
+    for (lo, hi) in [(0usize, 8usize), (8, 24), (16, 48), (40, 48), (24, 24)] {
+        let mut part = vec![f32::NAN; n_tok * (hi - lo)];
+        packed_gemm(p, lo..hi, (a, n_tok), &mut part, hi - lo).unwrap();
+        for t in 0..n_tok {
+            for j in lo..hi {
+                assert_eq!(
+                    part[t * (hi - lo) + j - lo].to_bits(),
+                    whole[t * rows + j].to_bits(),
+                    "{what} rows {lo}..{hi}, token {t}, row {j}"
+                );
+            }
+        }
+    }
+    // One token alone gives its row of the many-token product.
+    let ab = a.len() / n_tok;
+    for t in 0..n_tok {
+        let mut one = vec![0.0f32; rows];
+        packed_gemm(p, 0..rows, (&a[t * ab..(t + 1) * ab], 1), &mut one, rows).unwrap();
+        let same = one
+            .iter()
+            .zip(&whole[t * rows..(t + 1) * rows])
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(same, "{what} token {t}");
+    }
 }
