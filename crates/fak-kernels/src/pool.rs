@@ -128,9 +128,10 @@ impl Contention {
     /// condvar).
     fn record(&self, spin: &Spin, slept: bool) {
         let score = self.0.load(Ordering::Relaxed);
-        let next = if slept || spin.elapsed() >= SPIN {
+        let waited = spin.elapsed();
+        let next = if slept || waited >= SPIN {
             score.saturating_add(Self::LONG).min(Self::MAX)
-        } else if spin.elapsed() < SPIN_CONTENDED {
+        } else if waited < SPIN_CONTENDED {
             score.saturating_sub(1)
         } else {
             score

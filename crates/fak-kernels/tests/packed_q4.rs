@@ -87,6 +87,14 @@ fn acts(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     out
 }
 
+/// Σ q·x over one block: the integer part of both formats' products.
+fn int_dot<Q: Copy + Into<i32>>(q: &[Q], x: &[i8]) -> i32 {
+    q.iter()
+        .zip(x)
+        .map(|(&q, &x)| q.into() * i32::from(x))
+        .sum()
+}
+
 /// The arithmetic of the module diagram over one row pair, from the
 /// unpacked GGUF blocks: Q4_0 `acc + (f32(s) · d_w) · d_x`, Q4_1 `acc +
 /// ((d_w · d_x) · f32(s) + m_w · s_x)`, blocks in order from 0.0.
@@ -99,24 +107,14 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
                 BlockQ4_0::from_bytes(wb.try_into().unwrap()),
                 BlockQ8_0::from_bytes(ab.try_into().unwrap()),
             );
-            let s: i32 = x
-                .quants()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&q, &x)| i32::from(q) * i32::from(x))
-                .sum();
+            let s = int_dot(&x.quants(), &y.qs);
             acc += (s as f32 * f16_to_f32(x.d)) * f16_to_f32(y.d);
         } else {
             let (x, y) = (
                 BlockQ4_1::from_bytes(wb.try_into().unwrap()),
                 BlockQ8_1::from_bytes(ab.try_into().unwrap()),
             );
-            let s: i32 = x
-                .quants()
-                .iter()
-                .zip(&y.qs)
-                .map(|(&q, &x)| i32::from(q) * i32::from(x))
-                .sum();
+            let s = int_dot(&x.quants(), &y.qs);
             let dd = f16_to_f32(x.d) * f16_to_f32(y.d);
             acc += dd * s as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
         }
