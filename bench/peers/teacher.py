@@ -29,6 +29,9 @@ Usage::
     bench/.venv/bin/python bench/peers/teacher.py --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
     bench/.venv/bin/python bench/peers/teacher.py --all --check         # compare, write nothing
     bench/.venv/bin/python bench/peers/teacher.py --all --spread off    # llama.cpp vs itself
+    FAK_TEACHER_DUMP=/tmp/t cargo test --release -p fak-model --test teacher   # then:
+    bench/.venv/bin/python bench/peers/teacher.py --all --spread off --against /tmp/t
+    bench/.venv/bin/python bench/peers/teacher.py --dumps /tmp/t /tmp/u  # two fak dumps
 
 ``--spread off`` (or ``on``) writes nothing: it forces the committed
 goldens' sequences through llama.cpp with flash attention set that way and
@@ -40,6 +43,7 @@ spread, the yardstick for fak's error.
 from __future__ import annotations
 
 import argparse
+import array
 import json
 import sys
 import tempfile
@@ -162,6 +166,7 @@ class Options:
     kv_type: str
     check: bool
     spread: str | None
+    against: Path | None = None
 
 
 def stem_of(model_file: str, kv_type: str) -> str:
@@ -244,6 +249,7 @@ def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, op
     per = k + s
     subset_errs: list[float] = []
     top5_equal, tie_need, flip_gaps = 0, 0.0, []
+    other_rows: list[Any] = []
     for pi, p in enumerate(g["prompts"]):
         _, rows = run_forced(L, model, n_vocab, p["prompt_ids"], p["forced_ids"], opt.spread, opt.kv_type)
         for step, r in enumerate(rows):
@@ -251,6 +257,7 @@ def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, op
             want = ref[base : base + per]
             top = p["top_ids"][step]
             ids = top + g["sample_ids"]
+            other_rows.append(r[ids])
             rng = p["hi"][step] - p["lo"][step]
             subset_errs.append(float(np.max(np.abs(r[ids] - want))) / rng)
             got5 = top_ids(r)[:5]
@@ -266,6 +273,10 @@ def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, op
             file=sys.stderr,
         )
     e = np.asarray(subset_errs)
+    if opt.against is not None:
+        fak_path = opt.against / json_path.name.replace(".teacher.json", ".fak.f32")
+        off = [float(x) for r in other_rows for x in r]
+        print(three_way(g, json_path.name, [float(x) for x in ref], off, read_f32(fak_path), opt.spread))
     flips = ", ".join(f"{x:.3f}" for x in sorted(flip_gaps)) or "none"
     print(
         f"SPREAD {json_path.name}: flash attention {opt.spread} vs auto (on) | steps {e.size} | "
@@ -273,6 +284,64 @@ def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, op
         f"tie eps needed {tie_need:.3f} | greedy flips at llama.cpp gaps: {flips}"
     )
     return []
+
+
+def read_f32(path: Path) -> list[float]:
+    """A raw little-endian f32 file (a golden's logits or a fak dump)."""
+    data = array.array("f", path.read_bytes())
+    if sys.byteorder != "little":
+        data.byteswap()
+    return list(data)
+
+
+def step_dist(x: list[float], y: list[float], per: int, ranges: list[float]) -> list[float]:
+    """Per step: max |x - y| over the step's ``per`` entries / the step's range."""
+    if len(x) != len(y) or len(x) != per * len(ranges):
+        raise common.PeerError(f"{len(x)} and {len(y)} values for {len(ranges)} steps of {per}")
+    return [
+        max(abs(a - b) for a, b in zip(x[s * per : (s + 1) * per], y[s * per : (s + 1) * per])) / r
+        for s, r in enumerate(ranges)
+    ]
+
+
+def ranges_of(g: dict[str, Any]) -> list[float]:
+    """The golden's logit range (hi - lo) of every step, prompt-major."""
+    return [p["hi"][i] - p["lo"][i] for p in g["prompts"] for i in range(g["steps"])]
+
+
+def median(v: list[float]) -> float:
+    """The upper median (``sorted(v)[n // 2]``), as teacher.rs prints it."""
+    return sorted(v)[len(v) // 2]
+
+
+def three_way(g: dict[str, Any], name: str, on: list[float], off: list[float], fak: list[float], setting: str) -> str:
+    """fak's dumped logits (``FAK_TEACHER_DUMP``, teacher.rs) against both
+    of llama.cpp's settings, per step, over the golden's entries and
+    relative to the golden's range: d(fak, on), d(fak, ``setting``) and
+    llama.cpp's own d(``setting``, on). Returns the THREEWAY line."""
+    per = g["top_k"] + len(g["sample_ids"])
+    rng = ranges_of(g)
+    d_on = step_dist(fak, on, per, rng)
+    d_off = step_dist(fak, off, per, rng)
+    spread = step_dist(off, on, per, rng)
+    near = sum(1 for a, s in zip(d_off, spread) if a <= s)
+    both = sum(1 for a, b, s in zip(d_on, d_off, spread) if max(a, b) <= s)
+    n = len(rng)
+    return (
+        f"THREEWAY {name}: steps {n} | max / median: fak vs on {max(d_on):.4f} / {median(d_on):.4f}, "
+        f"fak vs {setting} {max(d_off):.4f} / {median(d_off):.4f}, "
+        f"{setting} vs on {max(spread):.4f} / {median(spread):.4f} | "
+        f"steps with fak vs {setting} <= {setting} vs on: {near}/{n}, "
+        f"with max(fak vs on, fak vs {setting}) <= {setting} vs on: {both}/{n}"
+    )
+
+
+def dump_pair(g: dict[str, Any], name: str, x: list[float], y: list[float]) -> str:
+    """Per-step distance between two fak dumps (``FAK_TEACHER_DUMP``) of
+    one golden file, relative to the golden's range: how far a change in
+    fak alone moves the logits, on the spread's scale. Returns the DUMPS line."""
+    d = step_dist(x, y, g["top_k"] + len(g["sample_ids"]), ranges_of(g))
+    return f"DUMPS {name}: steps {len(d)} | rel max {max(d):.4f} median {median(d):.4f}"
 
 
 def top5_eps(got5: list[int], top: list[int], top_logits: Any) -> float:
@@ -301,10 +370,33 @@ def main() -> int:
     ap.add_argument("--kv-type", choices=sorted(golden.KV_TYPES), default="f16")
     ap.add_argument("--check", action="store_true", help="regenerate in memory and compare with the files on disk")
     ap.add_argument("--spread", choices=["on", "off"], help="llama.cpp with this flash attention vs the files")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="with --spread: also compare fak's logits dumped here by teacher.rs (FAK_TEACHER_DUMP) with both settings",
+    )
+    ap.add_argument(
+        "--dumps",
+        nargs=2,
+        type=Path,
+        metavar=("A", "B"),
+        help="compare two fak dumps (FAK_TEACHER_DUMP) of every golden file in both; runs no model",
+    )
     args = ap.parse_args()
+    if args.dumps:
+        a, b = args.dumps
+        for f in sorted(a.glob("*.fak.f32")):
+            stem = f.name.removesuffix(".fak.f32")
+            if (b / f.name).exists():
+                jp = args.out_dir / f"{stem}.teacher.json"
+                g = json.loads(jp.read_text(encoding="utf-8"))
+                print(dump_pair(g, jp.name, read_f32(f), read_f32(b / f.name)))
+        return 0
     if not args.all and not args.model:
         ap.error("give --all or at least one --model")
-    opt = Options(args.out_dir, args.kv_type, args.check, args.spread)
+    if args.against is not None and args.spread is None:
+        ap.error("--against needs --spread")
+    opt = Options(args.out_dir, args.kv_type, args.check, args.spread, args.against)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:

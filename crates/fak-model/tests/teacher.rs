@@ -24,6 +24,9 @@
 //! Each check prints one summary line per model and K/V type (steps, max
 //! and median relative error, top-5 agreement), the numbers of
 //! docs/GOLDENS.md. `FAK_ISA=scalar` runs the scalar kernels instead.
+//! `FAK_TEACHER_DUMP=DIR` also writes fak's logits at the golden's
+//! entries to `DIR/<stem>.fak.f32` (the golden logits file's layout), for
+//! `bench/peers/teacher.py --against DIR`.
 //!
 //! The Qwen2.5-Coder-1.5B goldens are checked only with
 //! `FAK_GOLDEN_1_5B=1` and the model in `models/` (it is optional in
@@ -225,8 +228,14 @@ fn check_within(stem: &str, tie_margin: f32, max_rel: f32) {
     let per = t.top_k + t.sample_ids.len();
     let mut sum = Summary::default();
     let mut failures = Vec::new();
+    let mut dump = Vec::new();
     for (pi, p) in t.prompts.iter().enumerate() {
         let rows = forced_logits(&model, &p.prompt_ids, &p.forced_ids, kv);
+        for (s, got) in rows.iter().enumerate() {
+            for &id in p.top_ids[s].iter().chain(&t.sample_ids) {
+                dump.extend_from_slice(&got[id as usize].to_le_bytes());
+            }
+        }
         let mut worst = (0.0f32, 0usize);
         for (s, got) in rows.iter().enumerate() {
             let base = (pi * t.steps + s) * per;
@@ -303,6 +312,13 @@ fn check_within(stem: &str, tie_margin: f32, max_rel: f32) {
         sum.greedy_checked,
         sum.flip_gaps,
     );
+    if let Some(dir) = std::env::var_os("FAK_TEACHER_DUMP") {
+        // fak's logits at the golden's entries, in its logits file's layout
+        // (`teacher.py --against DIR` compares them with both of
+        // llama.cpp's flash-attention settings).
+        let path = Path::new(&dir).join(format!("{stem}.fak.f32"));
+        std::fs::write(&path, &dump).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
