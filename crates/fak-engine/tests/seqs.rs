@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{bytes, ids, model};
+use common::{bytes, ids, lockstep, model};
 
 /// Reference: logits after each chunk, the whole token list computed alone
 /// in a flat cache, one chunk per forward call.
@@ -75,36 +75,7 @@ fn together_equals_alone_and_flat_with(kv: KvType) {
     let steps: Vec<Vec<u32>> = (0..4).map(|i| ids(50 + i, 3)).collect();
     let mut seqs = cache_kv(kv, 4, 64, PrefixCache::Off, 512);
     let handles: Vec<SeqId> = (0..4).map(|_| seqs.create(Tenant(1))).collect();
-    let items: Vec<Append<'_>> = handles
-        .iter()
-        .zip(&prompts)
-        .map(|(&seq, p)| Append {
-            seq,
-            ids: p,
-            logits: LogitsWanted::Yes,
-        })
-        .collect();
-    let mut got: Vec<Vec<Vec<u8>>> = seqs
-        .step(m, &items)
-        .expect("prefill")
-        .into_iter()
-        .map(|l| vec![bytes(&l.expect("logits"))])
-        .collect();
-    for k in 0..3 {
-        let one: Vec<[u32; 1]> = steps.iter().map(|s| [s[k]]).collect();
-        let items: Vec<Append<'_>> = handles
-            .iter()
-            .zip(&one)
-            .map(|(&seq, id)| Append {
-                seq,
-                ids: id,
-                logits: LogitsWanted::Yes,
-            })
-            .collect();
-        for (g, l) in got.iter_mut().zip(seqs.step(m, &items).expect("decode")) {
-            g.push(bytes(&l.expect("logits")));
-        }
-    }
+    let got = lockstep(&mut seqs, m, &handles, &prompts, &steps, 3);
     for i in 0..4 {
         let mut chunks = vec![prompts[i].clone()];
         chunks.extend(steps[i].iter().map(|&t| vec![t]));

@@ -13,14 +13,14 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use fak_engine::{
-    Append, Context, Engine, EngineConfig, EngineError, Event, EvictMode, KvWindow, PagedKvConfig,
+    Context, Engine, EngineConfig, EngineError, Event, EvictMode, KvWindow, PagedKvConfig,
     PrefixCache, Request, RequestId, Sequences, StopAt, StopRules, Tenant,
 };
-use fak_model::{KvType, LogitsWanted, Model, SeqId, WindowMode};
+use fak_model::{KvType, Model, SeqId, WindowMode};
 
 mod common;
 
-use common::bytes;
+use common::{bytes, lockstep};
 
 const BS: usize = 64;
 const W: usize = 512;
@@ -161,36 +161,7 @@ fn batch_invariance_past_the_window_with_dropped_rows() {
         .collect();
     let mut seqs = cache(KvWindow::Drop, PrefixCache::Off, 256);
     let h: Vec<SeqId> = (0..3).map(|_| seqs.create(Tenant(0))).collect();
-    let items: Vec<Append<'_>> = h
-        .iter()
-        .zip(&prompts)
-        .map(|(&seq, p)| Append {
-            seq,
-            ids: p,
-            logits: LogitsWanted::Yes,
-        })
-        .collect();
-    let mut got: Vec<Vec<Vec<u8>>> = seqs
-        .step(m, &items)
-        .expect("prefill")
-        .into_iter()
-        .map(|l| vec![bytes(&l.expect("logits"))])
-        .collect();
-    for k in 0..4 {
-        let one: Vec<[u32; 1]> = extras.iter().map(|e| [e[k]]).collect();
-        let items: Vec<Append<'_>> = h
-            .iter()
-            .zip(&one)
-            .map(|(&seq, id)| Append {
-                seq,
-                ids: id,
-                logits: LogitsWanted::Yes,
-            })
-            .collect();
-        for (g, l) in got.iter_mut().zip(seqs.step(m, &items).expect("decode")) {
-            g.push(bytes(&l.expect("logits")));
-        }
-    }
+    let got = lockstep(&mut seqs, m, &h, &prompts, &extras, 4);
     for s in 0..3 {
         assert!(got[s] == alone[s], "sequence {s} differs from alone");
     }

@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use fak_model::Model;
+use fak_engine::{Append, Sequences};
+use fak_model::{LogitsWanted, Model, SeqId};
 use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
 
 /// SmolLM2-135M-Instruct Q8_0 (`scripts/fetch-models.sh`), on 2 threads.
@@ -77,4 +78,49 @@ pub fn chat(user: &str) -> Vec<u32> {
         )
         .expect("render");
     tok().encode(&text, EncodeOptions::default())
+}
+
+/// Logits (as bytes) of sequences fed in lockstep through one
+/// [`Sequences`]: every sequence's prompt in one step, then token `k` of
+/// every tail in step `k + 1`, for `steps` steps. Per sequence (in
+/// `handles` order): `[prefill, decode 0, decode 1, ...]`.
+pub fn lockstep(
+    seqs: &mut Sequences,
+    m: &Model,
+    handles: &[SeqId],
+    prompts: &[Vec<u32>],
+    tails: &[Vec<u32>],
+    steps: usize,
+) -> Vec<Vec<Vec<u8>>> {
+    let items: Vec<Append<'_>> = handles
+        .iter()
+        .zip(prompts)
+        .map(|(&seq, p)| Append {
+            seq,
+            ids: p,
+            logits: LogitsWanted::Yes,
+        })
+        .collect();
+    let mut got: Vec<Vec<Vec<u8>>> = seqs
+        .step(m, &items)
+        .expect("prefill")
+        .into_iter()
+        .map(|l| vec![bytes(&l.expect("logits"))])
+        .collect();
+    for k in 0..steps {
+        let one: Vec<[u32; 1]> = tails.iter().map(|t| [t[k]]).collect();
+        let items: Vec<Append<'_>> = handles
+            .iter()
+            .zip(&one)
+            .map(|(&seq, id)| Append {
+                seq,
+                ids: id,
+                logits: LogitsWanted::Yes,
+            })
+            .collect();
+        for (g, l) in got.iter_mut().zip(seqs.step(m, &items).expect("decode")) {
+            g.push(bytes(&l.expect("logits")));
+        }
+    }
+    got
 }
