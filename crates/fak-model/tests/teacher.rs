@@ -228,12 +228,18 @@ fn check_within(stem: &str, tie_margin: f32, max_rel: f32) {
     let per = t.top_k + t.sample_ids.len();
     let mut sum = Summary::default();
     let mut failures = Vec::new();
+    // fak's logits at the golden's entries, in its logits file's layout,
+    // kept only when asked for (`teacher.py --against DIR` compares them
+    // with both of llama.cpp's flash-attention settings).
+    let dump_dir = std::env::var_os("FAK_TEACHER_DUMP");
     let mut dump = Vec::new();
     for (pi, p) in t.prompts.iter().enumerate() {
         let rows = forced_logits(&model, &p.prompt_ids, &p.forced_ids, kv);
-        for (s, got) in rows.iter().enumerate() {
-            for &id in p.top_ids[s].iter().chain(&t.sample_ids) {
-                dump.extend_from_slice(&got[id as usize].to_le_bytes());
+        if dump_dir.is_some() {
+            for (s, got) in rows.iter().enumerate() {
+                for &id in p.top_ids[s].iter().chain(&t.sample_ids) {
+                    dump.extend_from_slice(&got[id as usize].to_le_bytes());
+                }
             }
         }
         let mut worst = (0.0f32, 0usize);
@@ -312,10 +318,7 @@ fn check_within(stem: &str, tie_margin: f32, max_rel: f32) {
         sum.greedy_checked,
         sum.flip_gaps,
     );
-    if let Some(dir) = std::env::var_os("FAK_TEACHER_DUMP") {
-        // fak's logits at the golden's entries, in its logits file's layout
-        // (`teacher.py --against DIR` compares them with both of
-        // llama.cpp's flash-attention settings).
+    if let Some(dir) = dump_dir {
         let path = Path::new(&dir).join(format!("{stem}.fak.f32"));
         std::fs::write(&path, &dump).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
