@@ -1,0 +1,45 @@
+vmovdqu (%r9,%r10,8), %ymm9
+vpsignb %ymm9,%ymm9,%ymm1
+vpbroadcastd (%rdi,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm0,%ymm2,%ymm0
+vpbroadcastd (%rsi,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm14,%ymm14
+vpbroadcastd (%rdx,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm12,%ymm12
+vpbroadcastd (%rcx,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm15,%ymm15
+vpbroadcastd (%rax,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm13,%ymm13
+vpbroadcastd (%r14,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm11,%ymm11
+vpbroadcastd (%r15,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm2
+vpmaddwd %ymm3,%ymm2,%ymm2
+vpaddd %ymm2,%ymm10,%ymm10
+vpbroadcastd (%r11,%r10,1),%ymm2
+vpsignb %ymm9,%ymm2,%ymm2
+vpmaddubsw %ymm2,%ymm1,%ymm1
+vpmaddwd %ymm3,%ymm1,%ymm1
+vpaddd %ymm1,%ymm8,%ymm8
+add $4, %r10
+cmp $32, %r10
+jne .

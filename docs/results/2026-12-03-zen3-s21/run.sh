@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 21 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
+# reports beside this file. Run from the repository root:
+#   docs/results/2026-12-03-zen3-s21/run.sh bound   # per-kernel best rates, the fleet's work, the bound
+# Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
+set -euo pipefail
+D=docs/results/2026-12-03-zen3-s21
+M=models/smollm2-135m-instruct-q8_0.gguf
+case "${1:-}" in
+bound)
+  cargo build --release -p fak-cli -p fak-kernels --examples
+  { target/release/fak inspect --system; grep -m1 -E "^cpu family" /proc/cpuinfo;
+    grep -m1 -E "^model\s" /proc/cpuinfo; lscpu | grep -E "L1d|L2|L3"; } > $D/system.txt
+  # The gemm_q8 8-token tile's inner loop (one step of 8 rows x 4 values,
+  # 8 tokens), as compiled at this commit (perf annotate), on the Zen 3 model.
+  llvm-mca -mcpu=znver3 -iterations=200 $D/gemm_q8_tile8_loop.s > $D/gemm_q8_tile8_loop.mca.txt
+  # Best single-thread rates of each kernel the fleet runs.
+  GEMM_SPEED_ONLY=q8_0 GEMM_SPEED_SHAPE="1536,576,512;576,1536,512;576,576,512;49152,576,8" \
+    quiet target/release/examples/gemm_speed > $D/gemm_speed.txt
+  quiet target/release/examples/attn_mem > $D/attn_mem.txt
+  quiet target/release/examples/ops_speed > $D/ops_speed.txt
+  quiet target/release/fak bench peak -t 1 --json > $D/peak-t1.json
+  # The fleet's work (roofline MACs) and phase times at this commit.
+  quiet target/release/fak bench fleet -m $M -t 2 --profile probe --json > $D/probe.json
+  quiet target/release/fak bench fleet -m $M -t 2 --prefix 1024 --turns 40 --agents 8 \
+    --decode 32 --result 48 --json > $D/bl.json
+  python3 $D/bound.py $D > $D/bound.txt
+  ;;
+*)
+  echo "usage: $0 bound" >&2
+  exit 2
+  ;;
+esac
