@@ -558,7 +558,7 @@ fn restart_with_state_dir_continues_and_refuses_bad_files() {
         );
     }
     assert!(
-        log.iter().any(|l| l.contains("restored 1 sessions")),
+        log.iter().any(|l| l.contains("restored 1 session from")),
         "{log:?}"
     );
     s.assert_healthy();

@@ -58,8 +58,9 @@ pub async fn restore(st: &AppState) {
         st.sessions().lock().insert(s.id, rec);
         ok += 1;
     }
+    let noun = if ok == 1 { "session" } else { "sessions" };
     eprintln!(
-        "fak serve: state: restored {ok} sessions from {} ({refused} refused)",
+        "fak serve: state: restored {ok} {noun} from {} ({refused} refused)",
         store.dir().display()
     );
 }
