@@ -2,6 +2,9 @@
 # Session 21 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
 # reports beside this file. Run from the repository root:
 #   docs/results/2026-12-03-zen3-s21/run.sh bound   # per-kernel best rates, the fleet's work, the bound
+#   docs/results/2026-12-03-zen3-s21/run.sh peer    # fak vs llama.cpp's fleet peer, probe, alternated 3x
+#   docs/results/2026-12-03-zen3-s21/run.sh http    # fak serve sessions vs llama-server, probe, 3 rounds
+# `peer` and `http` ran the fak binary built at 6911b14 (copied to /tmp/fak-s21).
 # Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s21
@@ -26,8 +29,27 @@ bound)
     --decode 32 --result 48 --json > $D/bl.json
   python3 $D/bound.py $D > $D/bound.txt
   ;;
+peer)
+  PY=bench/.venv/bin/python F=/tmp/fak-s21 O=$D/fleet; mkdir -p $O
+  for r in 1 2 3; do
+    quiet $F bench fleet -m $M -t 2 --profile probe --json > $O/fak-$r.json 2> $O/fak-$r.err
+    quiet $PY bench/peers/llamacpp.py fleet --model $M --threads 2 --profile probe --kv per-seq \
+      --flash-attn off --type-kv f16 --out $O/llamacpp-per-seq-fa-off-$r.json > $O/llamacpp-off-$r.err 2>&1
+  done
+  quiet $PY bench/peers/llamacpp.py fleet --model $M --threads 2 --profile probe --kv per-seq \
+    --flash-attn auto --type-kv f16 --out $O/llamacpp-per-seq-fa-auto.json > $O/llamacpp-auto.err 2>&1
+  quiet $PY bench/peers/llamacpp.py fleet --model $M --threads 2 --profile probe --kv unified \
+    --flash-attn off --type-kv f16 --out $O/llamacpp-unified-fa-off.json > $O/llamacpp-unified-off.err 2>&1
+  ;;
+http)
+  export PATH=$PWD/bench/.venv/bin:$PATH
+  for r in 1 2 3; do
+    FAK=/tmp/fak-s21 FAK_BENCH_OUT=$D/fleet-http/probe-$r FA_MODES=off KVU_MODES=off quiet bench/fleet_http.sh \
+      $M 2 probe > $D/fleet-http/probe-$r.txt 2>&1
+  done
+  ;;
 *)
-  echo "usage: $0 bound" >&2
+  echo "usage: $0 bound|peer|http" >&2
   exit 2
   ;;
 esac
