@@ -146,11 +146,30 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("fak: error: {msg}");
+            eprintln!("fak: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, each after a colon, as `{e:#}` prints
+/// them, except that a cause whose text the line already ends with is not
+/// repeated (an error that both shows its source in its message and
+/// returns it from `source()`, as `GgufError::Io` does, would otherwise
+/// print the OS error twice).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.ends_with(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg.replace('\n', " ")
 }
 
 /// Whether `e` comes from writing to a pipe whose reader has gone (`fak

@@ -287,6 +287,15 @@ fn hostile_files_fail_cleanly() {
 fn usage_errors_are_one_line() {
     let o = fak(&["generate", "--model", "/nonexistent.gguf", "--prompt", "x"]);
     assert_clean_error(&o, "nonexistent");
+    // The OS error once, not once per link of the error chain (it read
+    // "...: No such file or directory (os error 2): No such file or
+    // directory (os error 2)").
+    assert_eq!(
+        stderr(&o).matches("os error 2").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
     let o = fak(&[
         "quantize",
         &model("smollm2-135m-instruct-q4_1.gguf"),
