@@ -116,6 +116,14 @@ impl Store {
     ///
     /// The directory cannot be created or the model read.
     pub fn open(dir: &Path, model: &Path, keys: &[String]) -> std::io::Result<Store> {
+        if dir.exists() && !dir.is_dir() {
+            // `create_dir_all` would say "File exists", which reads as if
+            // the directory were the problem.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "exists and is not a directory",
+            ));
+        }
         std::fs::create_dir_all(dir)?;
         let owners = if keys.is_empty() {
             vec![(Owner(0), owner_name(None))]
@@ -294,6 +302,23 @@ mod tests {
         std::fs::write(&model, b"model bytes").expect("model");
         let nokey = Store::open(&dir.join("state"), &model, &["k2".into()]).expect("open");
         assert!(matches!(nokey.read(&files[0]), Err(StateError::Owner)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A `--state-dir` that is a file is refused as not a directory (it
+    /// said "File exists").
+    #[test]
+    fn a_file_is_not_a_state_dir() {
+        let dir = std::env::temp_dir().join(format!("fak-persist-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (file, model) = (dir.join("state"), dir.join("m.gguf"));
+        std::fs::write(&file, b"a file").expect("file");
+        std::fs::write(&model, b"model bytes").expect("model");
+        let Err(e) = Store::open(&file, &model, &[]) else {
+            panic!("a file was taken as the state directory");
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("not a directory"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
