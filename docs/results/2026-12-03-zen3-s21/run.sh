@@ -4,6 +4,7 @@
 #   docs/results/2026-12-03-zen3-s21/run.sh bound   # per-kernel best rates, the fleet's work, the bound
 #   docs/results/2026-12-03-zen3-s21/run.sh peer    # fak vs llama.cpp's fleet peer, probe, alternated 3x
 #   docs/results/2026-12-03-zen3-s21/run.sh http    # fak serve sessions vs llama-server, probe, 3 rounds
+#   docs/results/2026-12-03-zen3-s21/run.sh abpf    # Q8_0 prefetch on every product: before/after, alternated 3x
 # `peer` and `http` ran the fak binary built at 6911b14 (copied to /tmp/fak-s21).
 # Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
 set -euo pipefail
@@ -48,8 +49,20 @@ http)
       $M 2 probe > $D/fleet-http/probe-$r.txt 2>&1
   done
   ;;
+abpf)
+  # /tmp/fak-base: `cargo build --release -p fak-cli` at 6911b14; /tmp/fak-pf: the same with
+  # packed_q8_avx2's PREFETCH_MIN_BYTES = 0 (the change, committed as its removal).
+  O=$D/ab-prefetch; mkdir -p $O
+  for i in 1 2 3; do for b in base pf; do
+    quiet /tmp/fak-$b bench batch -m $M -t 2 --batch 8 --reps 3 --json > $O/batch-$b-$i.json
+  done; done
+  for i in 1 2 3; do for b in base pf; do
+    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json --bandwidth $O/bandwidth.json \
+      --peak $O/peak.json > $O/probe-$b-$i.json
+  done; done
+  ;;
 *)
-  echo "usage: $0 bound|peer|http" >&2
+  echo "usage: $0 bound|peer|http|abpf" >&2
   exit 2
   ;;
 esac

@@ -39,16 +39,11 @@ pub(super) const Q8_TILE: usize = 8;
 /// ([`prefetch_ahead`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Prefetch {
-    /// Hints 4 KiB ahead of each block.
+    /// Hints [`super::packed_tiles::PREFETCH_BYTES`] ahead of each block.
     Ahead,
     /// No hints.
     Off,
 }
-
-/// Selected weights above this many bytes are streamed from beyond the
-/// core's L2 (512 KiB on Zen 3), so the first token tile of each group
-/// prefetches them as a one-token tile does.
-const PREFETCH_MIN_BYTES: usize = 1 << 20;
 
 /// Weight bytes of a chunk of groups: each token tile converts its
 /// activation scales to f32 once per chunk ([`Scales`]), and the chunk's
@@ -172,9 +167,12 @@ fn tile_one(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
 /// The Q8_0 product on AVX2: the groups in chunks of [`CHUNK_BYTES`];
 /// per chunk, the tokens in tiles of [`Q8_TILE`] and one tile of the
 /// rest, each tile's scales converted once ([`Scales`]) and run against
-/// every group of the chunk. One-token tiles always prefetch (decode
-/// streams the weights); wider tiles do on a chunk's first token tile
-/// when the weights exceed [`PREFETCH_MIN_BYTES`]. A one-token product
+/// every group of the chunk. One-token tiles always prefetch, and wider
+/// tiles do on a chunk's first token tile, whatever the product's size: a
+/// decode step of a few tokens streams every matrix from DRAM (a 2-thread
+/// step's chunks of rows are 0.1–4 MiB), and in prefill the later tiles
+/// find the chunk in cache (docs/PERFORMANCE.md, "Tried in session 21":
+/// fleet probe 1.02× in three alternated pairs). A one-token product
 /// (decode) runs [`tile_one`] over the groups instead.
 ///
 /// # Safety
@@ -192,7 +190,6 @@ pub(super) unsafe fn gemm_q8(g: &PackedArgs<'_>, out: &mut [f32]) {
         }
         return;
     }
-    let big = g.w.len() > PREFETCH_MIN_BYTES;
     let chunk_groups = (CHUNK_BYTES / (nb * Q8_0_BYTES)).max(1);
     let mut dx: Scales = [[0.0; DX_BLOCKS]; Q8_TILE];
     for (ci, chunk) in blocks.chunks(nb * chunk_groups).enumerate() {
@@ -208,7 +205,7 @@ pub(super) unsafe fn gemm_q8(g: &PackedArgs<'_>, out: &mut [f32]) {
                     *d = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
                 }
             }
-            let pf = if left == 1 || (big && t0 == 0) {
+            let pf = if left == 1 || t0 == 0 {
                 Prefetch::Ahead
             } else {
                 Prefetch::Off
