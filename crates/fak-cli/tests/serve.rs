@@ -190,6 +190,8 @@ fn metrics_names_and_types() {
         ("vllm:request_success", "counter"),
         ("fak:mask_workers_started", "counter"),
         ("fak:constraint_failures", "counter"),
+        ("fak:forward_passes", "counter"),
+        ("fak:tokens_computed", "counter"),
         ("vllm:time_to_first_token_seconds", "histogram"),
         ("vllm:inter_token_latency_seconds", "histogram"),
         ("vllm:e2e_request_latency_seconds", "histogram"),
@@ -223,6 +225,11 @@ fn metrics_names_and_types() {
     assert!(m.value("vllm:request_success_total") >= 1.0);
     assert!(m.value("vllm:generation_tokens_total") >= 2.0);
     assert!(m.value("vllm:prompt_tokens_total") >= 1.0);
+    // The request's prompt and its first token took at least two passes,
+    // and every pass carries at least one token.
+    let passes = m.value("fak:forward_passes_total");
+    assert!(passes >= 2.0, "{passes}");
+    assert!(m.value("fak:tokens_computed_total") >= passes);
     assert!(m.value("vllm:time_to_first_token_seconds_count") >= 1.0);
     // The default mask mode (check-first) starts no mask worker.
     assert_eq!(m.value("fak:mask_workers_started_total"), 0.0);

@@ -470,5 +470,7 @@ fn publish(engine: &Engine, metrics: &Metrics) {
     set_counter(&metrics.preemptions, s.preemptions);
     metrics.sessions.set(s.sessions as i64);
     set_counter(&metrics.session_drops, s.sessions_dropped);
+    set_counter(&metrics.forward_passes, s.passes);
+    set_counter(&metrics.tokens_computed, s.tokens_computed);
     set_counter(&metrics.mask_workers_started, s.mask_workers_started);
 }

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub preemptions: Counter,
     pub sessions: Gauge,
     pub session_drops: Counter,
+    pub forward_passes: Counter,
+    pub tokens_computed: Counter,
     pub mask_workers_started: Counter,
     pub constraint_failures: Counter,
     pub success: Family<Reason, Counter>,
@@ -67,6 +69,8 @@ impl Metrics {
         let preemptions = Counter::default();
         let sessions = Gauge::default();
         let session_drops = Counter::default();
+        let forward_passes = Counter::default();
+        let tokens_computed = Counter::default();
         let mask_workers_started = Counter::default();
         let constraint_failures = Counter::default();
         let success = Family::<Reason, Counter>::default();
@@ -130,6 +134,18 @@ impl Metrics {
             session_drops.clone(),
         );
         r.register(
+            "fak:forward_passes",
+            "Forward passes run (one pass carries every running request's tokens for a step)",
+            forward_passes.clone(),
+        );
+        r.register(
+            "fak:tokens_computed",
+            "Tokens run through the model (prompt tokens not found in the prefix cache, \
+             recomputed tokens and each decode step's sampled token); over fak:forward_passes it is the \
+             mean batch size",
+            tokens_computed.clone(),
+        );
+        r.register(
             "fak:mask_workers_started",
             "Mask worker threads started (--mask-mode overlap): the first, plus each \
              replacement started after a worker died",
@@ -179,6 +195,8 @@ impl Metrics {
             preemptions,
             sessions,
             session_drops,
+            forward_passes,
+            tokens_computed,
             mask_workers_started,
             constraint_failures,
             success,
