@@ -295,11 +295,13 @@ fn wide_q5_0_rows_give_the_reference_bits() {
 }
 
 /// The AVX2 Q8_0 loop's edges: groups in several chunks (a chunk holds 64
-/// KiB of weights: one group of 240 blocks), rows wider than its stack
-/// table of activation scales (512 blocks: the tile converts the later
-/// scales itself), and more than 1 MiB of weights (the first token tile
-/// of a chunk prefetches). Every ISA gives the reference bits for every
-/// tile width.
+/// KiB of weights: one group of 240 blocks), rows wider than its
+/// per-thread table of activation scales (512 blocks: the tile converts
+/// the later scales itself), and more than 1 MiB of weights (the first
+/// token tile of a chunk prefetches). Every ISA gives the reference bits
+/// for every tile width. The shapes run one after the other on one
+/// thread, wide rows before narrow ones, so a tile that read scales an
+/// earlier product left in the table would fail here.
 #[test]
 fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
     let mut rng = StdRng::seed_from_u64(11);
@@ -308,6 +310,7 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
         (3, 720, 3),
         (520, 16, 10),
         (240, 136, 7),
+        (7, 16, 8),
     ] {
         assert_every_isa_gives_the_reference_bits(
             PackedFormat::Q8_0,

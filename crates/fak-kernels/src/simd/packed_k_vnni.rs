@@ -28,7 +28,7 @@ use std::arch::x86_64::*;
 
 use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q6K};
 use super::packed_tiles::{
-    blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
+    act_rows, blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
 };
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
@@ -191,7 +191,7 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
             _ => [pair, &[]],
         };
         for t0 in (0..full).step_by(TILE) {
-            let a: [&[[u8; AB]]; TILE] = std::array::from_fn(|t| arow(t0 + t));
+            let a: [&[[u8; AB]]; TILE] = act_rows(acts, g.nb, t0);
             if groups[1].is_empty() {
                 // The last, unpaired group.
                 let y = tile_vnni::<S, B, TILE>(groups[0], a);

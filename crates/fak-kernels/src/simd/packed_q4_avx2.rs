@@ -30,7 +30,7 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{blocks_at, bytes32, load, prefetch_ahead, store, Weights};
+use super::packed_tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1};
 use crate::packed_layout::{q4, PackedArgs, PackedFormat, STEPS};
 
@@ -284,8 +284,7 @@ unsafe fn run_tile<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize,
 ) {
     let (acts, _) = g.a.as_chunks::<A>();
     let nb = g.nb;
-    let a: [&[[u8; A]]; T] =
-        std::array::from_fn(|t| acts.get((t0 + t) * nb..(t0 + t + 1) * nb).unwrap_or(&[]));
+    let a: [&[[u8; A]]; T] = act_rows(acts, nb, t0);
     let at = sums_at(t0, 0, nb);
     let s = sums.get(at..at + nb * Q4_TILE).unwrap_or(&[]);
     // SAFETY: the caller's CPU guarantee.

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Session 22 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
+# reports beside this file. Run from the repository root:
+#   docs/results/2026-12-03-zen3-s22/run.sh blhttp   # fak serve sessions vs llama-server, bounded-long T40 A8, 3 rounds
+#   docs/results/2026-12-03-zen3-s22/run.sh cacheram # llama-server with and without its RAM prompt cache, probe, alternated 2x
+#   docs/results/2026-12-03-zen3-s22/run.sh blpeer   # llama-server's other settings on bounded-long T40 A8: -fa on; --cache-ram 0
+#   docs/results/2026-12-03-zen3-s22/run.sh abtile   # the Q8_0 tile driver without from_fn and the per-product memset: before/after, alternated
+# `blhttp` ran the fak binary built at b9c3119 plus the metrics commit (the
+# forward pass is the same code), copied to /tmp/fak-s22.
+# Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
+set -euo pipefail
+D=docs/results/2026-12-03-zen3-s22
+M=models/smollm2-135m-instruct-q8_0.gguf
+case "${1:-}" in
+blhttp)
+  export PATH=$PWD/bench/.venv/bin:$PATH
+  mkdir -p $D/fleet-http
+  for r in 1 2 3; do
+    FAK=/tmp/fak-s22 FAK_BENCH_OUT=$D/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" \
+      quiet bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-$r.txt 2>&1
+  done
+  ;;
+cacheram)
+  # llama-server 0.3.30 saves idle slots to a RAM prompt cache (on by default,
+  # 8 GiB); `--cache-ram 0` turns it off. Is either setting faster?
+  export PATH=$PWD/bench/.venv/bin:$PATH
+  mkdir -p $D/cache-ram
+  for r in 1 2; do
+    FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/default-$r FA_MODES=off KVU_MODES=off \
+      quiet bench/fleet_http.sh $M 2 probe > $D/cache-ram/default-$r.txt 2>&1
+    FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/off-$r FA_MODES=off KVU_MODES=off LLAMA_ARGS="--cache-ram 0" \
+      quiet bench/fleet_http.sh $M 2 probe > $D/cache-ram/off-$r.txt 2>&1
+  done
+  ;;
+blpeer)
+  export PATH=$PWD/bench/.venv/bin:$PATH
+  FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-fa-on FA_MODES=on KVU_MODES=off \
+    SHAPE="1024 40 8 32 48" quiet bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-fa-on.txt 2>&1
+  FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-cache-ram-0 FA_MODES=off KVU_MODES=off \
+    LLAMA_ARGS="--cache-ram 0" SHAPE="1024 40 8 32 48" quiet bench/fleet_http.sh $M 2 bounded-long \
+    > $D/fleet-http/bl-cache-ram-0.txt 2>&1
+  ;;
+abtile)
+  # /tmp/fak-s22: the binary before the change; /tmp/fak-tile: `cargo build --release -p fak-cli` with it.
+  O=$D/ab-tile; mkdir -p $O
+  for i in 1 2 3 4; do for b in s22 tile; do
+    quiet /tmp/fak-$b bench batch -m $M -t 2 --batch 8 --reps 9 --json > $O/batch-$b-$i.json
+  done; done
+  for i in 1 2 3; do for b in s22 tile; do
+    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
+  done; done
+  ;;
+*)
+  echo "usage: $0 blhttp|cacheram|blpeer|abtile" >&2
+  exit 2
+  ;;
+esac
