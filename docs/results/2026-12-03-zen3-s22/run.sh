@@ -5,8 +5,9 @@
 #   docs/results/2026-12-03-zen3-s22/run.sh cacheram # llama-server with and without its RAM prompt cache, probe, alternated 2x
 #   docs/results/2026-12-03-zen3-s22/run.sh blpeer   # llama-server's other settings on bounded-long T40 A8: -fa on; --cache-ram 0
 #   docs/results/2026-12-03-zen3-s22/run.sh abtile   # the Q8_0 tile driver without from_fn and the per-product memset: before/after, alternated
-# `blhttp` ran the fak binary built at b9c3119 plus the metrics commit (the
-# forward pass is the same code), copied to /tmp/fak-s22.
+# /tmp/fak-s22 is `cargo build --release -p fak-cli` at 76c0057 (b9c3119's forward
+# pass plus two /metrics counters); `blhttp`, `cacheram` and `blpeer` ran it, and
+# `abtile` compares it with 546baeb's build (/tmp/fak-tile).
 # Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s22
