@@ -5,6 +5,7 @@
 #   docs/results/2026-12-03-zen3-s22/run.sh cacheram # llama-server with and without its RAM prompt cache, probe, alternated 2x
 #   docs/results/2026-12-03-zen3-s22/run.sh blpeer   # llama-server's other settings on bounded-long T40 A8: -fa on; --cache-ram 0
 #   docs/results/2026-12-03-zen3-s22/run.sh abtile   # the Q8_0 tile driver without from_fn and the per-product memset: before/after, alternated
+#   docs/results/2026-12-03-zen3-s22/run.sh abscratch # products' row-split scratch kept per thread, not allocated and zeroed per product
 # /tmp/fak-s22 is `cargo build --release -p fak-cli` at 76c0057 (b9c3119's forward
 # pass plus two /metrics counters); `blhttp`, `cacheram` and `blpeer` ran it, and
 # `abtile` compares it with 546baeb's build (/tmp/fak-tile).
@@ -51,8 +52,18 @@ abtile)
     quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
   done; done
   ;;
+abscratch)
+  # /tmp/fak-tile: 546baeb's build; /tmp/fak-scratch: the same with the row-split
+  # products' scratch kept per thread (a thread_local Vec<f32> of at most 16 MiB,
+  # never zeroed, in fak-model's matmul.rs). Not kept: docs/PERFORMANCE.md,
+  # "Tried in session 22".
+  O=$D/ab-scratch; mkdir -p $O
+  for i in 1 2 3; do for b in tile scratch; do
+    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
+  done; done
+  ;;
 *)
-  echo "usage: $0 blhttp|cacheram|blpeer|abtile" >&2
+  echo "usage: $0 blhttp|cacheram|blpeer|abtile|abscratch" >&2
   exit 2
   ;;
 esac
