@@ -182,7 +182,6 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<AB>();
-    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
     let full = g.n_tok / TILE * TILE;
     for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
         let col = pi * 16;
@@ -207,7 +206,7 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
         }
         for t in full..g.n_tok {
             for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
-                let [v] = tile_vnni::<S, B, 1>(group, [arow(t)]);
+                let [v] = tile_vnni::<S, B, 1>(group, act_rows(acts, g.nb, t));
                 store(out, t * g.out_stride + col + 8 * h, v);
             }
         }

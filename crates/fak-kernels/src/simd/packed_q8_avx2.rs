@@ -50,9 +50,9 @@ enum Prefetch {
 /// weights stay in L2 across the token tiles.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// Blocks per token whose f32 scales a token tile keeps in its thread's table
-/// (rows of up to 16,384 values: 16 KiB for 8 tokens); a tile converts
-/// later blocks' scales itself.
+/// Blocks per token whose f32 scales a token tile keeps in its thread's
+/// table (rows of up to 16,384 values: 16 KiB for 8 tokens); a tile
+/// converts later blocks' scales itself.
 const DX_BLOCKS: usize = 512;
 
 /// A token tile's activation scales as f32, `[t][b]`: the same values as
@@ -197,10 +197,10 @@ pub(super) unsafe fn gemm_q8(g: &PackedArgs<'_>, out: &mut [f32]) {
 
 thread_local! {
     /// Each thread's [`Scales`], zeroed once per thread rather than once
-    /// per product (16 KiB: about 1,700 memsets per decode step of SmolLM2 on 2 threads). A
-    /// token tile reads only the entries it has just written (blocks
-    /// `0..nb` of its own rows), so what earlier products left is never
-    /// read.
+    /// per product (16 KiB, about 1,700 times per 2-thread decode step of
+    /// SmolLM2). A token tile reads only the entries it has just written
+    /// (blocks `0..nb` of its own rows), so what earlier products left is
+    /// never read.
     static DX: std::cell::RefCell<Box<Scales>> =
         std::cell::RefCell::new(Box::new([[0.0; DX_BLOCKS]; Q8_TILE]));
 }

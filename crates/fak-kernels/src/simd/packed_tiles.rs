@@ -243,7 +243,6 @@ pub(super) unsafe fn gemm_tiles<
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<A>();
-    let arow = |t: usize| acts.get(t * g.nb..(t + 1) * g.nb).unwrap_or(&[]);
     let full = g.n_tok / T * T;
     for (gi, group) in blocks.chunks_exact(nb).enumerate() {
         let col = gi * 8;
@@ -256,8 +255,9 @@ pub(super) unsafe fn gemm_tiles<
             }
         }
         for t in full..g.n_tok {
+            let [row] = act_rows(acts, g.nb, t);
             // SAFETY: as above.
-            let v = unsafe { K::tile1(group, arow(t)) };
+            let v = unsafe { K::tile1(group, row) };
             store(out, t * g.out_stride + col, v);
         }
     }
