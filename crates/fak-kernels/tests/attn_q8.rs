@@ -68,7 +68,7 @@ fn scores_match_scalar_twin_and_reference_on_every_isa() {
                             let row = &data[r * stride..r * stride + nb];
                             let mut acc = 0.0f32;
                             for i in 0..width {
-                                acc += q[j * width + i] * value(row, i);
+                                acc = q[j * width + i].mul_add(value(row, i), acc);
                             }
                             let got = want[j * out_stride + r];
                             assert_eq!(got.to_bits(), acc.to_bits(), "seed {seed} ref g{j} r{r}");

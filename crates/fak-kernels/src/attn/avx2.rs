@@ -88,7 +88,7 @@ fn finish8(acc: __m256, q: &[f32], k: &[u16], (stride, r): (usize, usize), out: 
     for (j, (mut s, o)) in lanes.into_iter().zip(out.iter_mut()).enumerate() {
         let row = &k[(r + j) * stride..(r + j) * stride + n];
         for (x, &y) in q[n8..].iter().zip(&row[n8..]) {
-            s += x * crate::fp::f16_to_f32(y);
+            s = x.mul_add(crate::fp::f16_to_f32(y), s);
         }
         *o = s;
     }
@@ -112,8 +112,8 @@ fn leftover_rows<'q>(
 }
 
 /// AVX2 twin of `attn::scalar::dot_f32_f16_rows`, bit-identical to it: lane
-/// `j` keeps row `r + j`'s running sum `acc = acc + q[i] · k[i]` in index
-/// order (multiply, then add), so the vector code only changes which row a
+/// `j` keeps row `r + j`'s running sum `acc = fma(q[i], k[i], acc)` in
+/// index order (one fused multiply-add), so the vector code only changes which row a
 /// lane works on, never the arithmetic. 16 rows run side by side while they
 /// last (two independent add chains), then 8, then the scalar twin.
 ///
@@ -150,8 +150,8 @@ pub(crate) unsafe fn dot_f32_f16_rows(
             let (c0, c1) = unsafe { (load_cols(k, stride, r, i), load_cols(k, stride, r + 8, i)) };
             for c in 0..8 {
                 let qv = _mm256_set1_ps(q[i + c]);
-                a0 = _mm256_add_ps(a0, _mm256_mul_ps(qv, c0[c]));
-                a1 = _mm256_add_ps(a1, _mm256_mul_ps(qv, c1[c]));
+                a0 = _mm256_fmadd_ps(qv, c0[c], a0);
+                a1 = _mm256_fmadd_ps(qv, c1[c], a1);
             }
         }
         finish(a0, r, out);
@@ -164,7 +164,7 @@ pub(crate) unsafe fn dot_f32_f16_rows(
             // SAFETY: rows r..r+8 hold dims 0..n (caller's bound), i + 8 <= n.
             let c0 = unsafe { load_cols(k, stride, r, i) };
             for (c, col) in c0.iter().enumerate() {
-                a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(q[i + c]), *col));
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(q[i + c]), *col, a0);
             }
         }
         finish(a0, r, out);
@@ -303,7 +303,7 @@ fn tile_queries<const G: usize>(
             // inside `q[..G * n]` (checked above). Unchecked: the indexed
             // form kept a bounds check per query and dim in this loop.
             let x = unsafe { *qp.add(g * n + d) };
-            *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
+            *a = _mm256_fmadd_ps(_mm256_set1_ps(x), *col, *a);
         }
     }
     for (g, a) in acc.into_iter().enumerate() {
@@ -346,7 +346,7 @@ unsafe fn rows_group<const G: usize>(
                 for (c, col) in cols.iter().enumerate() {
                     // SAFETY: g < G and i + c < n8 <= n: inside q[..G * n].
                     let x = unsafe { *qp.add(g * n + i + c) };
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), *col));
+                    *a = _mm256_fmadd_ps(_mm256_set1_ps(x), *col, *a);
                 }
             }
         }

@@ -49,7 +49,7 @@ unsafe fn row_sums<const R: usize>(
         for (a, k) in acc.iter_mut().zip(kf) {
             // SAFETY: dim `d < qt.len()` of each row is written (caller).
             let x = unsafe { k.get_unchecked(d).assume_init() };
-            *a = _mm512_add_ps(*a, _mm512_mul_ps(qv, _mm512_set1_ps(x)));
+            *a = _mm512_fmadd_ps(qv, _mm512_set1_ps(x), *a);
         }
     }
     acc

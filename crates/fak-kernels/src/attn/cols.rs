@@ -37,7 +37,8 @@ pub fn dot_f32_f16_cols_group(
 /// Scores of each query `g` of a group that shares one key head against
 /// dims-major keys: `out[g * out_stride + r] = Σ_d q_g[d] · f16(k.data[d *
 /// k.dstride + r])` for `r < k.n_rows`, over dims `d < min(qs.n, k.width)`,
-/// each a running sum from `0.0` in dim order (multiply, then add).
+/// each a running sum from `0.0` in dim order (one fused multiply-add
+/// per dim).
 /// **Bit-identical on every ISA and to
 /// [`dot_f32_f16_rows_group`](super::dot_f32_f16_rows_group) on the
 /// row-major copy of the keys.** The AVX2 twin keeps 8 rows per register,

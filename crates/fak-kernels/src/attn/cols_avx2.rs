@@ -11,7 +11,7 @@
 //!   per pass of Q ≤ 4 queries, per tile of R vectors (8 rows each):
 //!     for d in 0..dims:                       (in order, from 0.0)
 //!       kv[j]     = f32(k[d * dstride + r0 + 8j ..+8])    j < R
-//!       acc[g][j] = acc[g][j] + q_g[d] · kv[j]            (mul, then add)
+//!       acc[g][j] = fma(q_g[d], kv[j], acc[g][j])        (fused)
 //!     acc[g][j] ──store──► out[g · out_stride + r0 + 8j ..+8]
 //!   last n_rows % 8 rows: each dim copied into a zero-padded vector
 //! ```
@@ -76,7 +76,7 @@ unsafe fn tile<const Q: usize, const R: usize>(
             let h = unsafe { _mm_loadu_si128(kd.add(j * LANES).cast()) };
             let kv = _mm256_cvtph_ps(h);
             for (a, &q) in acc.iter_mut().zip(&qv) {
-                a[j] = _mm256_add_ps(a[j], _mm256_mul_ps(q, kv));
+                a[j] = _mm256_fmadd_ps(q, kv, a[j]);
             }
         }
     }
@@ -107,7 +107,7 @@ fn tail<const Q: usize>(
         let kv = load8_f16(&pad::<u16, LANES>(vals, 0));
         for (g, a) in acc.iter_mut().enumerate() {
             let x = c.q.get((g0 + g) * c.n + d).copied().unwrap_or(0.0);
-            *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(x), kv));
+            *a = _mm256_fmadd_ps(_mm256_set1_ps(x), kv, *a);
         }
     }
     for (g, &a) in acc.iter().enumerate() {

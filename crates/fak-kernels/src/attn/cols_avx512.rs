@@ -10,7 +10,7 @@
 //!   per pass of Q ≤ 4 queries, per tile of R vectors (16 rows each):
 //!     for d in 0..dims:                       (in order, from 0.0)
 //!       kv[j]     = f32(k[d * dstride + r0 + 16j ..+16])   j < R
-//!       acc[g][j] = acc[g][j] + q_g[d] · kv[j]             (mul, then add)
+//!       acc[g][j] = fma(q_g[d], kv[j], acc[g][j])         (fused)
 //!     acc[g][j] ──store──► out[g · out_stride + r0 + 16j ..+16]
 //!   last tile of fewer than 16 rows: masked loads and stores
 //! ```
@@ -69,7 +69,7 @@ unsafe fn tile<const Q: usize, const R: usize>(
             // SAFETY: query `g0 + g` lies inside `c.q` and `d < c.dims <= c.n`.
             let qv = _mm512_set1_ps(unsafe { *qp.add(g * c.n + d) });
             for (x, &v) in a.iter_mut().zip(&kv) {
-                *x = _mm512_add_ps(*x, _mm512_mul_ps(qv, v));
+                *x = _mm512_fmadd_ps(qv, v, *x);
             }
         }
     }

@@ -12,7 +12,7 @@
 //!   qt[d]  = dim d of queries g0..g0+8, one per lane  (once per call)
 //!   kf[j]  = key row r+j widened to f32  (once per row, for every pass)
 //!   per dim d in order, per row j of the 8:
-//!       acc[j] = acc[j] + qt[d] · kf[j][d]             (mul, then add)
+//!       acc[j] = fma(qt[d], kf[j][d], acc[j])          (fused)
 //!   acc[j] lane l = score(query g0+l, row r+j)  ──8×8 transpose──►
 //!   out[(g0+l) · out_stride + r .. + 8]                 one store per query
 //! ```
@@ -137,7 +137,7 @@ unsafe fn row_sums<const R: usize>(
         for (a, k) in acc.iter_mut().zip(kf) {
             // SAFETY: dim `d < qt.len()` of each row is written (caller).
             let x = unsafe { k.get_unchecked(d).assume_init() };
-            *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, _mm256_set1_ps(x)));
+            *a = _mm256_fmadd_ps(qv, _mm256_set1_ps(x), *a);
         }
     }
     acc

@@ -9,7 +9,8 @@
 //!
 //! ```text
 //!   scores   out[g, r]  = Σ_i q_g[i] · (d · q)[r, i]     one f32 running sum
-//!                                                         per (g, r), i in order
+//!                                                         per (g, r), i in order,
+//!                                                         fused multiply-adds
 //!   values   out[g, i] += w[g, r] · (d · q)[r, i]         rows r in order,
 //!                                                         multiply then add
 //! ```

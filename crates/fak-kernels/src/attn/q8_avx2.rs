@@ -106,7 +106,7 @@ unsafe fn tile_scores<const G: usize>(
         for j in 0..G {
             // SAFETY: i < width values behind each query (caller).
             let a = _mm256_set1_ps(unsafe { *q[j].add(i) });
-            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(a, *t));
+            acc[j] = _mm256_fmadd_ps(a, *t, acc[j]);
         }
     }
     acc

@@ -1,7 +1,8 @@
 //! The scalar twins of the attention kernels (same signatures as the
 //! dispatchers in [`crate::attn`]): plain loops in the forward pass's
 //! original operation order, one `f32` running sum per score in index
-//! order, and per value element a multiply, then an add, rows in order.
+//! order (a fused multiply-add per term, `f32::mul_add`), and per value
+//! element a multiply, then an add, rows in order.
 //! Every SIMD twin is bit-identical to these; the tests check it.
 //!
 //! * f16 rows: [`dot_f32_f16`], [`axpy_f16`] (one row), [`dot_f32_f16_rows`],
@@ -16,14 +17,14 @@ use crate::blocks::BlockQ8_0;
 use crate::fp::f16_to_f32;
 
 /// `Σ q[i] · f16(k[i])` over `min(q.len(), k.len())` elements, one `f32`
-/// running sum in index order.
+/// running sum in index order, `acc = fma(q[i], f16(k[i]), acc)`.
 ///
 /// * `q`: `[n]` f32 (one query head); `k`: `[n]` f16 bit patterns (one
 ///   key head).
 pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
     let mut acc = 0.0f32;
     for (a, &b) in q.iter().zip(k) {
-        acc += a * f16_to_f32(b);
+        acc = a.mul_add(f16_to_f32(b), acc);
     }
     acc
 }
@@ -84,7 +85,7 @@ pub fn dot_f32_f16_rows_group(
 /// Attention scores of a group of query heads against dims-major keys:
 /// `out[g * out_stride + r] = Σ_d q_g[d] · f16(k.data[d * k.dstride + r])`
 /// over dims `d < min(qs.n, k.width)`, one `f32` running sum from `0.0` in
-/// dim order (multiply, then add): bit for bit [`dot_f32_f16_rows_group`]
+/// dim order (fused multiply-adds): bit for bit [`dot_f32_f16_rows_group`]
 /// on the row-major copy of the same keys.
 ///
 /// * `qs`: `[G, n]` queries; `k`: `[width, dstride]` keys; `out`:
@@ -112,7 +113,7 @@ pub fn dot_f32_f16_cols_group(
         for (d, &x) in q.iter().enumerate().take(dims) {
             let col = k.data.get(d * k.dstride..).unwrap_or_default();
             for (s, &b) in o.iter_mut().zip(col) {
-                *s += x * f16_to_f32(b);
+                *s = x.mul_add(f16_to_f32(b), *s);
             }
         }
     }
@@ -154,14 +155,14 @@ pub fn axpy_f16_rows_group(w: &[f32], w_stride: usize, rows: KvRows<'_>, out: &m
 }
 
 /// One score: `Σ_i q[i] · (d · q8)[i]` over `blocks`, one f32 running
-/// sum in index order (`q`: `[32 · blocks.len()]`).
+/// sum in index order, fused multiply-adds (`q`: `[32 · blocks.len()]`).
 #[inline]
 pub(crate) fn dot_row(q: &[f32], blocks: &[BlockQ8_0]) -> f32 {
     let mut acc = 0.0f32;
     for (qb, b) in q.chunks_exact(32).zip(blocks) {
         let d = f16_to_f32(b.d);
         for (&a, &x) in qb.iter().zip(&b.qs) {
-            acc += a * (d * f32::from(x));
+            acc = a.mul_add(d * f32::from(x), acc);
         }
     }
     acc

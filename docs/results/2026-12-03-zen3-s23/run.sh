@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 23 (2026-12-03), AMD EPYC Zen 3 (family 25 model 1, AVX2 only, 2 vCPUs).
+#   docs/results/2026-12-03-zen3-s23/run.sh abfma     # fused score multiply-adds: before/after, alternated 3x
+#   docs/results/2026-12-03-zen3-s23/run.sh teacher   # teacher-forced goldens, before/after
+# /tmp/fak-base: `cargo build --release -p fak-cli` at 38c3dee; /tmp/fak-fmas: the same with
+# the attention scores' multiply-adds fused (every ISA and the scalar twins).
+# Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
+set -euo pipefail
+D=docs/results/2026-12-03-zen3-s23
+M=models/smollm2-135m-instruct-q8_0.gguf
+case "${1:-}" in
+abfma)
+  O=$D/ab-fma; mkdir -p $O
+  for i in 1 2 3; do for b in base fmas; do
+    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
+  done; done
+  ;;
+teacher)
+  # At 38c3dee (teacher-38c3dee.txt) and with the change (teacher-fused-scores.txt).
+  cargo test --release -p fak-model --test teacher -- --nocapture 2>&1 | grep -E "^TEACHER|test result"
+  ;;
+*)
+  echo "usage: $0 abfma|teacher" >&2
+  exit 2
+  ;;
+esac
