@@ -16,7 +16,7 @@
 //! (Rust leaves NaN payloads unspecified; an infinite key can make a NaN).
 
 use fak_kernels::attn::{self, scalar, KvCols, QueryGroup};
-use fak_kernels::fp::f32_to_f16;
+use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::Isa;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -151,6 +151,40 @@ proptest! {
     ) {
         let mut rng = StdRng::seed_from_u64(seed);
         check(&mut rng, (n, g, n_rows, n_rows + extra), &format!("seed={seed}"));
+    }
+}
+
+/// Each score is one running sum in dim order with a fused multiply-add
+/// per term, `acc = fma(q[d], k[d], acc)` from `0.0` (not a multiply,
+/// a rounding, then an add): checked for the scalar row-major kernel,
+/// which the test above ties every other kernel and ISA to.
+#[test]
+fn scores_are_fused_running_sums() {
+    for seed in seeds() {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for (n, g, n_rows) in [(64usize, 3usize, 40usize), (128, 2, 17), (7, 5, 9)] {
+            let rows: Vec<u16> = (0..n_rows * n)
+                .map(|_| f32_to_f16(rng.gen_range(-3.0f32..3.0)))
+                .collect();
+            let q: Vec<f32> = (0..g * n).map(|_| rng.gen_range(-2.0f32..2.0)).collect();
+            let mut got = vec![UNTOUCHED; g * n_rows];
+            let qs = QueryGroup { q: &q, n };
+            scalar::dot_f32_f16_rows_group(qs, &rows, n, n_rows, &mut got, n_rows);
+            for gi in 0..g {
+                for r in 0..n_rows {
+                    let mut acc = 0.0f32;
+                    for d in 0..n {
+                        acc = q[gi * n + d].mul_add(f16_to_f32(rows[r * n + d]), acc);
+                    }
+                    let at = gi * n_rows + r;
+                    assert_eq!(
+                        got[at].to_bits(),
+                        acc.to_bits(),
+                        "seed {seed} n={n} query {gi} row {r}"
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -113,9 +113,10 @@ fn leftover_rows<'q>(
 
 /// AVX2 twin of `attn::scalar::dot_f32_f16_rows`, bit-identical to it: lane
 /// `j` keeps row `r + j`'s running sum `acc = fma(q[i], k[i], acc)` in
-/// index order (one fused multiply-add), so the vector code only changes which row a
-/// lane works on, never the arithmetic. 16 rows run side by side while they
-/// last (two independent add chains), then 8, then the scalar twin.
+/// index order (one fused multiply-add), so the vector code only changes
+/// which row a lane works on, never the arithmetic. 16 rows run side by
+/// side while they last (two independent chains), then 8, then the scalar
+/// twin.
 ///
 /// ```text
 ///   rows r..r+8, dims i..i+8          transposed: one vector per dim
