@@ -8,18 +8,22 @@
 //! so nothing is transposed:
 //!
 //! ```text
-//!   per pass of Q ≤ 4 queries, per tile of R vectors (8 rows each):
+//!   per pass of Q ≤ 6 queries, per tile of R vectors (8 rows each):
 //!     for d in 0..dims:                       (in order, from 0.0)
 //!       kv[j]     = f32(k[d * dstride + r0 + 8j ..+8])    j < R
-//!       acc[g][j] = fma(q_g[d], kv[j], acc[g][j])        (fused)
+//!       acc[g][j] = fma(q_g[d], kv[j], acc[g][j])        (fused; g in
+//!                   order, one broadcast of q_g[d] live at a time)
 //!     acc[g][j] ──store──► out[g · out_stride + r0 + 8j ..+8]
 //!   last n_rows % 8 rows: each dim copied into a zero-padded vector
 //! ```
 //!
 //! Each lane computes exactly the scalar twin's running sum of one (query,
-//! row), so the scores are bit-identical on every ISA. `Q + 1 + Q · R`
+//! row), so the scores are bit-identical on every ISA. `R + 1 + Q · R`
 //! registers stay within the 16 `ymm`s, with at least 8 accumulators in
-//! flight for `Q > 1`.
+//! flight for `Q > 1`. Six queries a pass (12 accumulators) share each
+//! converted key vector among more multiply-adds than four did: the
+//! conversions and broadcasts run on the pipes the fused multiply-adds
+//! leave free (docs/PERFORMANCE.md, session 23).
 
 use std::arch::x86_64::*;
 
@@ -65,18 +69,18 @@ unsafe fn tile<const Q: usize, const R: usize>(
     let kp = c.k.as_ptr().wrapping_add(r0);
     for d in 0..c.dims {
         let kd = kp.wrapping_add(d * c.dstride);
-        let mut qv = [_mm256_setzero_ps(); Q];
-        for (g, v) in qv.iter_mut().enumerate() {
-            // SAFETY: query `g0 + g` lies inside `c.q` and `d < c.dims <= c.n`.
-            *v = _mm256_set1_ps(unsafe { *qp.add(g * c.n + d) });
-        }
-        for j in 0..R {
+        let mut kv = [_mm256_setzero_ps(); R];
+        for (j, v) in kv.iter_mut().enumerate() {
             // SAFETY: dim `d` of rows `r0 + 8j .. + 8` lies inside `c.k`
             // (caller); `loadu` needs no alignment.
             let h = unsafe { _mm_loadu_si128(kd.add(j * LANES).cast()) };
-            let kv = _mm256_cvtph_ps(h);
-            for (a, &q) in acc.iter_mut().zip(&qv) {
-                a[j] = _mm256_fmadd_ps(q, kv, a[j]);
+            *v = _mm256_cvtph_ps(h);
+        }
+        for (g, a) in acc.iter_mut().enumerate() {
+            // SAFETY: query `g0 + g` lies inside `c.q` and `d < c.dims <= c.n`.
+            let q = _mm256_set1_ps(unsafe { *qp.add(g * c.n + d) });
+            for (x, &k) in a.iter_mut().zip(&kv) {
+                *x = _mm256_fmadd_ps(q, k, *x);
             }
         }
     }
@@ -164,7 +168,7 @@ unsafe fn pass<const Q: usize, const R: usize>(
 }
 
 /// AVX2 twin of `attn::scalar::dot_f32_f16_cols_group`, bit-identical to
-/// it: passes of 4 queries (then 3, 2 or 1) over tiles of 16 to 64 rows.
+/// it: passes of 6 queries (then 4, 3, 2 or 1) over tiles of 16 to 64 rows.
 ///
 /// * `c`: `[G, n]` queries and `[dims, dstride]` keys; `out`: `[G,
 ///   out_stride]`.
@@ -193,9 +197,14 @@ pub(crate) unsafe fn dot_f32_f16_cols_group(
                 1 => pass::<1, 8>(c, g0, n_rows, out, out_stride),
                 2 => pass::<2, 4>(c, g0, n_rows, out, out_stride),
                 3 => pass::<3, 3>(c, g0, n_rows, out, out_stride),
-                _ => pass::<4, 2>(c, g0, n_rows, out, out_stride),
+                4 | 5 => pass::<4, 2>(c, g0, n_rows, out, out_stride),
+                _ => pass::<6, 2>(c, g0, n_rows, out, out_stride),
             }
         }
-        g0 += left.min(4);
+        g0 += match left {
+            0..=3 => left,
+            4 | 5 => 4,
+            _ => 6,
+        };
     }
 }
