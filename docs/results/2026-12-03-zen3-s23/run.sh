@@ -5,6 +5,7 @@
 #   docs/results/2026-12-03-zen3-s23/run.sh probehttp # the fleet probe over HTTP vs llama-server, 3 rounds
 #   docs/results/2026-12-03-zen3-s23/run.sh blhttp    # bounded-long T40 A8 over HTTP, 1 round
 #   docs/results/2026-12-03-zen3-s23/run.sh abq6      # six queries per dims-major score pass: before/after, 3x
+#   docs/results/2026-12-03-zen3-s23/run.sh probeq6   # one probe round over HTTP after it
 # /tmp/fak-base: `cargo build --release -p fak-cli` at 38c3dee; /tmp/fak-fmas: the same with
 # the attention scores' multiply-adds fused (every ISA and the scalar twins).
 # Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
@@ -41,12 +42,18 @@ abq6)
     quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
   done; done
   ;;
+probeq6)
+  # One probe round over HTTP with /tmp/fak-q6 (the six-query score pass).
+  export PATH=$PWD/bench/.venv/bin:$PATH
+  FAK=/tmp/fak-q6 FAK_BENCH_OUT=$D/fleet-http/probe-q6-1 FA_MODES=off KVU_MODES=off \
+    quiet bench/fleet_http.sh $M 2 probe > $D/fleet-http/probe-q6-1.txt 2>&1
+  ;;
 teacher)
   # At 38c3dee (teacher-38c3dee.txt) and with the change (teacher-fused-scores.txt).
   cargo test --release -p fak-model --test teacher -- --nocapture 2>&1 | grep -E "^TEACHER|test result"
   ;;
 *)
-  echo "usage: $0 abfma|abq6|teacher|probehttp|blhttp" >&2
+  echo "usage: $0 abfma|abq6|teacher|probehttp|probeq6|blhttp" >&2
   exit 2
   ;;
 esac
