@@ -12,42 +12,28 @@
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s23
 M=models/smollm2-135m-instruct-q8_0.gguf
+# ab OUT A B: the probe in process, /tmp/fak-A then /tmp/fak-B, three times.
+ab() {
+  mkdir -p $D/$1
+  for i in 1 2 3; do for b in $2 $3; do
+    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $D/$1/probe-$b-$i.json
+  done; done
+}
+# http BIN NAME PROFILE: one round of bench/fleet_http.sh (llama-server -fa off
+# --no-kv-unified) with /tmp/fak-BIN, reports in fleet-http/NAME/; SHAPE passes through.
+http() {
+  mkdir -p $D/fleet-http
+  PATH=$PWD/bench/.venv/bin:$PATH FAK=/tmp/fak-$1 FAK_BENCH_OUT=$D/fleet-http/$2 FA_MODES=off KVU_MODES=off \
+    quiet bench/fleet_http.sh $M 2 $3 > $D/fleet-http/$2.txt 2>&1
+}
 case "${1:-}" in
-abfma)
-  O=$D/ab-fma; mkdir -p $O
-  for i in 1 2 3; do for b in base fmas; do
-    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
-  done; done
-  ;;
-probehttp)
-  # /tmp/fak-s23: `cargo build --release -p fak-cli` at 0fdcebb.
-  export PATH=$PWD/bench/.venv/bin:$PATH
-  mkdir -p $D/fleet-http
-  for r in 1 2 3; do
-    FAK=/tmp/fak-s23 FAK_BENCH_OUT=$D/fleet-http/probe-$r FA_MODES=off KVU_MODES=off \
-      quiet bench/fleet_http.sh $M 2 probe > $D/fleet-http/probe-$r.txt 2>&1
-  done
-  ;;
-blhttp)
-  # One round of bounded-long T40 A8 over HTTP, same binary.
-  export PATH=$PWD/bench/.venv/bin:$PATH
-  mkdir -p $D/fleet-http
-  FAK=/tmp/fak-s23 FAK_BENCH_OUT=$D/fleet-http/bl-1 FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" \
-    quiet bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-1.txt 2>&1
-  ;;
-abq6)
-  # /tmp/fak-s23 (0fdcebb) against /tmp/fak-q6 (six queries per dims-major score pass).
-  O=$D/ab-q6; mkdir -p $O
-  for i in 1 2 3; do for b in s23 q6; do
-    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
-  done; done
-  ;;
-probeq6)
-  # One probe round over HTTP with /tmp/fak-q6 (the six-query score pass).
-  export PATH=$PWD/bench/.venv/bin:$PATH
-  FAK=/tmp/fak-q6 FAK_BENCH_OUT=$D/fleet-http/probe-q6-1 FA_MODES=off KVU_MODES=off \
-    quiet bench/fleet_http.sh $M 2 probe > $D/fleet-http/probe-q6-1.txt 2>&1
-  ;;
+abfma) ab ab-fma base fmas ;;
+# /tmp/fak-s23: `cargo build --release -p fak-cli` at 0fdcebb.
+probehttp) for r in 1 2 3; do http s23 probe-$r probe; done ;;
+blhttp) SHAPE="1024 40 8 32 48" http s23 bl-1 bounded-long ;;
+# /tmp/fak-q6: the same with six queries per dims-major score pass (399a2dd's kernel).
+abq6) ab ab-q6 s23 q6 ;;
+probeq6) http q6 probe-q6-1 probe ;;
 teacher)
   # At 38c3dee (teacher-38c3dee.txt) and with the change (teacher-fused-scores.txt).
   cargo test --release -p fak-model --test teacher -- --nocapture 2>&1 | grep -E "^TEACHER|test result"

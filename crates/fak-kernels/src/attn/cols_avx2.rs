@@ -190,21 +190,23 @@ pub(crate) unsafe fn dot_f32_f16_cols_group(
     let g_all = c.q.len() / c.n;
     let mut g0 = 0;
     while g0 < g_all {
-        let left = g_all - g0;
-        // SAFETY: in every arm, the caller's bounds, for queries g0.. .
-        unsafe {
-            match left {
-                1 => pass::<1, 8>(c, g0, n_rows, out, out_stride),
-                2 => pass::<2, 4>(c, g0, n_rows, out, out_stride),
-                3 => pass::<3, 3>(c, g0, n_rows, out, out_stride),
-                4 | 5 => pass::<4, 2>(c, g0, n_rows, out, out_stride),
-                _ => pass::<6, 2>(c, g0, n_rows, out, out_stride),
-            }
-        }
-        g0 += match left {
-            0..=3 => left,
+        // Queries in this pass: 6 while 6 or more are left, else 4, else
+        // the last 1-3.
+        let q = match g_all - g0 {
+            left @ 0..=3 => left,
             4 | 5 => 4,
             _ => 6,
         };
+        // SAFETY: in every arm, the caller's bounds, for queries g0.. .
+        unsafe {
+            match q {
+                1 => pass::<1, 8>(c, g0, n_rows, out, out_stride),
+                2 => pass::<2, 4>(c, g0, n_rows, out, out_stride),
+                3 => pass::<3, 3>(c, g0, n_rows, out, out_stride),
+                4 => pass::<4, 2>(c, g0, n_rows, out, out_stride),
+                _ => pass::<6, 2>(c, g0, n_rows, out, out_stride),
+            }
+        }
+        g0 += q;
     }
 }
