@@ -58,9 +58,14 @@ pub struct ServeArgs {
     /// Most requests running at once.
     #[arg(long, default_value_t = 64)]
     max_running: usize,
-    /// Model name clients send and /v1/models lists (default: the file's stem).
+    /// Model name clients send and /v1/models lists (default: the file's
+    /// stem); more names after commas are aliases a request may use too.
+    #[arg(long, value_delimiter = ',')]
+    served_model_name: Vec<String>,
+    /// Answer a request whatever model it names (Claude Code and other
+    /// clients that send their own model names).
     #[arg(long)]
-    served_model_name: Option<String>,
+    accept_any_model: bool,
     /// Largest request body in bytes.
     #[arg(long, default_value_t = fak_server::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -135,6 +140,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     if !a.model.exists() {
         bail!("{}: no such file", a.model.display());
     }
+    let names: Vec<String> = a
+        .served_model_name
+        .iter()
+        .map(|n| n.trim().to_string())
+        .collect();
+    if names.iter().any(String::is_empty) {
+        bail!("--served-model-name: a name is empty");
+    }
     let cfg = fak_server::ServerConfig {
         host: a.host,
         port: a.port,
@@ -144,7 +157,13 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         api_keys: keys,
         max_waiting: a.max_waiting,
         max_running: a.max_running,
-        served_model_name: a.served_model_name,
+        served_model_name: names.first().cloned(),
+        model_aliases: names.iter().skip(1).cloned().collect(),
+        any_model: if a.accept_any_model {
+            fak_server::AnyModel::Accept
+        } else {
+            fak_server::AnyModel::Refuse
+        },
         max_body_bytes: a.max_body_bytes,
         kv_type: a.kv_type.into(),
         kv_window: a.kv_window.into(),

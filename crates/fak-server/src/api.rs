@@ -10,6 +10,7 @@ use serde::Deserialize;
 use fak_engine::{Logprobs, SamplingParams, StopRules, MAX_TOP_LOGPROBS};
 
 use crate::error::ApiError;
+use crate::state::Named;
 
 /// `stop`: one string or a list.
 #[derive(Debug, Deserialize)]
@@ -110,6 +111,12 @@ pub struct ChatRequest {
     pub common: Common,
 }
 
+impl Named for ChatRequest {
+    fn model(&self) -> Option<&str> {
+        self.common.model.as_deref()
+    }
+}
+
 /// A completions prompt: text or token ids, alone or in a list of one.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -131,6 +138,12 @@ pub struct CompletionRequest {
     pub suffix: Option<String>,
     #[serde(flatten)]
     pub common: Common,
+}
+
+impl Named for CompletionRequest {
+    fn model(&self) -> Option<&str> {
+        self.common.model.as_deref()
+    }
 }
 
 /// `POST /tokenize`.

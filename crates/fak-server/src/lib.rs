@@ -17,13 +17,17 @@
 
 #![forbid(unsafe_code)]
 
+mod anthropic;
 mod api;
 mod engine_thread;
 mod error;
 mod handlers;
 mod metrics;
-mod responses;
+mod outcome;
+// mod oai_responses;
+mod reply;
 mod sessions;
+mod state;
 mod structured;
 mod tools;
 
@@ -32,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use error::ServerError;
+pub use state::AnyModel;
 
 /// Default cap on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
@@ -63,6 +68,10 @@ pub struct ServerConfig {
     pub max_running: usize,
     /// The model name clients use (default: the file's stem).
     pub served_model_name: Option<String>,
+    /// Other names a request may use for the model.
+    pub model_aliases: Vec<String>,
+    /// Whether a request may name any model (clients with fixed names).
+    pub any_model: AnyModel,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     /// Tokens per KV block.
@@ -100,6 +109,8 @@ impl ServerConfig {
             max_waiting: 256,
             max_running: 64,
             served_model_name: None,
+            model_aliases: Vec::new(),
+            any_model: AnyModel::Refuse,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             block_size: fak_engine::DEFAULT_BLOCK_SIZE,
             token_budget: fak_engine::DEFAULT_TOKEN_BUDGET,
@@ -121,6 +132,15 @@ impl ServerConfig {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "fak".into())
         })
+    }
+
+    /// Every name a request may use.
+    pub fn model_names(&self) -> state::ModelNames {
+        state::ModelNames {
+            primary: self.model_name(),
+            aliases: self.model_aliases.clone(),
+            any: self.any_model,
+        }
     }
 }
 
@@ -160,7 +180,7 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
     };
     let metrics = Arc::new(metrics::Metrics::new());
     let (engine, loaded) = engine_thread::spawn(cfg.clone(), metrics.clone());
-    let state = handlers::AppState::new(cfg.clone(), engine.clone(), metrics, store);
+    let state = state::AppState::new(cfg.clone(), engine.clone(), metrics, store);
     let app = handlers::router(state.clone());
     eprintln!(
         "fak serve: listening on http://{local} (loading {})",

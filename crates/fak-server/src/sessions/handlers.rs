@@ -15,13 +15,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use fak_engine::{
     Context, Event, EvictMode, FinishReason, Request, Residency, SamplingParams, SessionId,
     StopRules, Usage,
@@ -38,8 +36,9 @@ use super::{not_found, unix_now, Claim, Owner, PublicId, Record, StoredMessage};
 use crate::api::{self, ChatRequest, Common, Prompt};
 use crate::engine_thread::{Loaded, SessionOp, SessionReply, SessionState};
 use crate::error::ApiError;
-use crate::handlers::{body_bytes, check_model, respond, AppState, KeyTenant};
-use crate::responses::{Kind, Shape, ToolReply};
+use crate::handlers::respond;
+use crate::reply::{Kind, Shape, ToolReply};
+use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
 
 /// The session routes (behind the API-key check).
@@ -155,13 +154,10 @@ struct CreateBody {
     tools: Option<Value>,
 }
 
-async fn create(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let l = st.ready()?.clone();
-    let body = body_bytes(&st, body)?;
+async fn create(c: Caller, RawBody(body): RawBody) -> Result<Response, ApiError> {
+    let Caller {
+        st, loaded: l, key, ..
+    } = c;
     let b: CreateBody = api::parse(&body)?;
     let owner = Owner(key.0);
     let max = st.limits().max_per_tenant;
@@ -244,13 +240,11 @@ async fn create(
 /// server close a keep-alive connection that its client then wrote its
 /// next request into (a broken pipe, found by bench/fleet_http.py).
 async fn fork(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
+    c: Caller,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    st.ready()?;
-    let body = body_bytes(&st, body)?;
+    let Caller { st, key, .. } = c;
     if !body.iter().all(u8::is_ascii_whitespace) {
         let v: Value = api::parse(&body)?;
         if v.as_object().is_none_or(|o| !o.is_empty()) {
@@ -312,16 +306,19 @@ enum Plan {
 }
 
 async fn chat(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
+    c: Caller,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let arrived = Instant::now();
-    let l = st.ready()?.clone();
-    let body = body_bytes(&st, body)?;
+    let Caller {
+        st,
+        loaded: l,
+        key,
+        arrived,
+        ..
+    } = c;
     let r: ChatRequest = api::parse(&body)?;
-    check_model(&st, &r.common)?;
+    st.names().resolve(r.common.model.as_deref())?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_param(
             "messages",
@@ -370,16 +367,19 @@ struct SessionCompletion {
 }
 
 async fn completions(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
+    c: Caller,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let arrived = Instant::now();
-    let l = st.ready()?.clone();
-    let body = body_bytes(&st, body)?;
+    let Caller {
+        st,
+        loaded: l,
+        key,
+        arrived,
+        ..
+    } = c;
     let mut r: SessionCompletion = api::parse(&body)?;
-    check_model(&st, &r.common)?;
+    st.names().resolve(r.common.model.as_deref())?;
     let logprobs = api::completion_logprobs(r.logprobs)?;
     // max_tokens 0 appends without generating (sessions only).
     let zero = r.common.max_tokens == Some(0) && r.common.max_completion_tokens.is_none();
@@ -591,13 +591,11 @@ struct EvictBody {
 }
 
 async fn evict(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
+    c: Caller,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    st.ready()?;
-    let body = body_bytes(&st, body)?;
+    let Caller { st, key, .. } = c;
     let b: EvictBody = api::parse(&body)?;
     let (mode, mode_name) = match b.mode.as_deref() {
         None | Some("exact") => (EvictMode::Exact, "exact"),
@@ -721,12 +719,11 @@ struct InfoQuery {
 }
 
 async fn info(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
+    c: Caller,
     Path(id): Path<String>,
     Query(q): Query<InfoQuery>,
 ) -> Result<Response, ApiError> {
-    st.ready()?;
+    let Caller { st, key, .. } = c;
     let with_tokens = match q.include.as_deref() {
         None => false,
         Some("tokens") => true,
@@ -759,11 +756,8 @@ async fn info(
     Ok(Json(v).into_response())
 }
 
-async fn list(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
-) -> Result<Response, ApiError> {
-    st.ready()?;
+async fn list(c: Caller) -> Result<Response, ApiError> {
+    let Caller { st, key, .. } = c;
     let owner = Owner(key.0);
     let mut v: Vec<(PublicId, Record)> = st
         .sessions()
@@ -783,12 +777,8 @@ async fn list(
     Ok(Json(json!({"object": "list", "data": data})).into_response())
 }
 
-async fn delete(
-    State(st): State<AppState>,
-    Extension(key): Extension<KeyTenant>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    st.ready()?;
+async fn delete(c: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let Caller { st, key, .. } = c;
     let claim = st.sessions().claim(Owner(key.0), &id)?;
     st.engine().session(SessionOp::Free(claim.engine)).await?;
     if let Some(store) = st.store() {

@@ -11,7 +11,7 @@
 use super::handlers::{new_id, persist, state_of, tenant};
 use super::{PublicId, Record};
 use crate::engine_thread::SessionOp;
-use crate::handlers::AppState;
+use crate::state::AppState;
 
 /// Loads the state directory's sessions (KV recomputed at their next
 /// request); a refused file costs one log line, the others still load.

@@ -364,10 +364,10 @@ pub fn constrain(req: &mut fak_engine::Request, tools: Option<&Tools>) -> Result
 }
 
 /// How the reply's calls are read (none when they cannot happen).
-pub fn reply(tools: Option<&Tools>) -> Option<crate::responses::ToolReply> {
+pub fn reply(tools: Option<&Tools>) -> Option<crate::reply::ToolReply> {
     tools
         .and_then(Tools::reading)
-        .map(|syntax| crate::responses::ToolReply {
+        .map(|syntax| crate::reply::ToolReply {
             syntax,
             base: new_base(),
             whole: tools
