@@ -99,6 +99,13 @@ pub struct ServeArgs {
     /// Seconds an idle session is kept before it is freed (default: kept until deleted).
     #[arg(long)]
     session_ttl: Option<u64>,
+    /// Most stored responses (Responses API, `store: true`) per API key;
+    /// past it the least recently used is dropped.
+    #[arg(long, default_value_t = fak_server::DEFAULT_MAX_STORED)]
+    max_stored_responses: usize,
+    /// Seconds an unused stored response is kept.
+    #[arg(long, default_value_t = fak_server::DEFAULT_STORED_TTL.as_secs())]
+    response_ttl: u64,
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
@@ -116,6 +123,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     }
     if a.max_sessions == 0 {
         bail!("--max-sessions must be at least 1");
+    }
+    if a.response_ttl == 0 {
+        bail!("--response-ttl must be at least 1 second");
     }
     if a.session_ttl == Some(0) {
         bail!("--session-ttl must be at least 1 second");
@@ -174,6 +184,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         state_dir: a.state_dir,
         max_sessions_per_tenant: a.max_sessions,
         session_ttl: a.session_ttl.map(std::time::Duration::from_secs),
+        stored: fak_server::StoredLimits {
+            max_per_tenant: a.max_stored_responses,
+            ttl: std::time::Duration::from_secs(a.response_ttl),
+        },
         ..fak_server::ServerConfig::new(a.model)
     };
     fak_server::run(cfg)?;

@@ -38,8 +38,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
-        // R1
-        // R2
+        .route("/v1/responses", post(crate::oai_responses::create))
+        .merge(crate::oai_responses::routes())
         .merge(crate::anthropic::routes())
         .merge(crate::sessions::routes());
     Router::new()

@@ -23,11 +23,12 @@ mod engine_thread;
 mod error;
 mod handlers;
 mod metrics;
+mod oai_responses;
 mod outcome;
-// mod oai_responses;
 mod reply;
 mod sessions;
 mod state;
+mod stored;
 mod structured;
 mod tools;
 
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 pub use error::ServerError;
 pub use state::AnyModel;
+pub use stored::{StoredLimits, DEFAULT_MAX_STORED, DEFAULT_STORED_TTL};
 
 /// Default cap on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
@@ -93,6 +95,8 @@ pub struct ServerConfig {
     pub max_sessions_per_tenant: usize,
     /// Idle sessions unused this long are freed; `None`: kept.
     pub session_ttl: Option<std::time::Duration>,
+    /// How many stored responses (Responses API) are kept, how long.
+    pub stored: StoredLimits,
 }
 
 impl ServerConfig {
@@ -121,6 +125,7 @@ impl ServerConfig {
             state_dir: None,
             max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,
             session_ttl: None,
+            stored: StoredLimits::default(),
         }
     }
 
@@ -201,6 +206,7 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
                 // Sessions are back before the first request is served.
                 sessions::restore(&st).await;
                 st.set_loaded(info);
+                tokio::spawn(sweep_stored(st.clone()));
                 if let Some(ttl) = st.session_ttl {
                     tokio::spawn(sessions::sweep(st.clone(), ttl));
                 }
@@ -232,6 +238,15 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
     match failed {
         Some(e) => Err(ServerError::Load(e)),
         None => Ok(()),
+    }
+}
+
+/// Drops expired stored responses once a minute.
+async fn sweep_stored(st: state::AppState) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        st.stored().sweep(&st).await;
     }
 }
 

@@ -36,6 +36,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::sessions::persist::Store;
 use crate::sessions::{Limits, Registry};
+use crate::stored::Stored;
 use crate::ServerConfig;
 
 /// Where the server is in its life.
@@ -120,6 +121,7 @@ struct Inner {
     stop: tokio::sync::Notify,
     created: u64,
     sessions: Arc<Registry>,
+    stored: Stored,
     store: Option<Store>,
 }
 
@@ -139,6 +141,7 @@ impl AppState {
         store: Option<Store>,
     ) -> AppState {
         let names = cfg.model_names();
+        let stored = Stored::new(cfg.stored);
         AppState {
             inner: Arc::new(Inner {
                 names,
@@ -153,6 +156,7 @@ impl AppState {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
                 sessions: Arc::new(Registry::default()),
+                stored,
                 store,
             }),
         }
@@ -171,6 +175,11 @@ impl AppState {
     /// The sessions.
     pub(crate) fn sessions(&self) -> &Arc<Registry> {
         &self.inner.sessions
+    }
+
+    /// The stored responses of the Responses API.
+    pub(crate) fn stored(&self) -> &Stored {
+        &self.inner.stored
     }
 
     /// The state directory, with `--state-dir`.

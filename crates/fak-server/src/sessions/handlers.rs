@@ -107,6 +107,32 @@ async fn append(
     Err(ApiError::unavailable("the engine stopped"))
 }
 
+/// A new engine session in `tenant` holding `tokens` (their KV found in
+/// the prefix cache where it is there, computed where not), its full
+/// blocks offered to the prefix cache. Freed again if any step fails.
+///
+/// # Errors
+///
+/// The engine's refusal (a pool too small, a queue full).
+pub async fn create_holding(
+    st: &AppState,
+    tenant: Tenant,
+    tokens: Vec<u32>,
+) -> Result<SessionId, ApiError> {
+    let eid = new_id(st, SessionOp::Create(tenant)).await?;
+    let made = async {
+        append(st, Owner(tenant.0), eid, tokens).await?;
+        st.engine().session(SessionOp::Publish(eid)).await?;
+        Ok::<_, ApiError>(())
+    }
+    .await;
+    if let Err(e) = made {
+        let _ = st.engine().session(SessionOp::Free(eid)).await;
+        return Err(e);
+    }
+    Ok(eid)
+}
+
 fn encode(l: &Loaded, text: &str, first: bool) -> Vec<u32> {
     let add = if first {
         AddSpecial::FromMetadata
