@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The official `openai` Python client against `fak serve`
-# (tests/openai/test_openai_client.py).
+# The official clients against `fak serve`: `openai` (chat, completions,
+# tools, structured outputs, the Responses API), `anthropic` (the Messages
+# API) and `openai-agents` (an agent with a function tool over the Responses
+# API); the tests are tests/openai/test_*.py.
 #
 #   scripts/test-openai.sh            # extra args go to python -m unittest
 #

@@ -139,21 +139,22 @@ pub(crate) fn prepare(
     c: &Common,
     prompt: Vec<u32>,
     logprobs: fak_engine::Logprobs,
+    limit: OutputLimit,
 ) -> Result<Request, ApiError> {
     c.check_n()?;
     if prompt.is_empty() {
         return Err(ApiError::bad_param("prompt", "the prompt is empty"));
     }
-    let max_tokens = match c.max_tokens()? {
-        Some(n) => n,
-        // OpenAI's default: as much as the context has room for, and no
-        // more than the KV pool could ever hold for this request alone
-        // (one block spare for a copy-on-write), so the default never
-        // turns a request the pool can serve into a 400.
-        None => {
-            let pool = l.n_blocks.saturating_sub(1) * l.block_size;
-            l.n_ctx.min(pool).saturating_sub(prompt.len()).max(1)
-        }
+    // As much as the context has room for, and no more than the KV pool
+    // could ever hold for this request alone (one block spare for a
+    // copy-on-write), so the default never turns a request the pool can
+    // serve into a 400.
+    let pool = l.n_blocks.saturating_sub(1) * l.block_size;
+    let room = l.n_ctx.min(pool).saturating_sub(prompt.len()).max(1);
+    let max_tokens = match (c.max_tokens()?, limit) {
+        (Some(n), OutputLimit::Strict) => n,
+        (Some(n), OutputLimit::Ceiling) => n.min(room),
+        (None, _) => room,
     };
     Ok(Request {
         prompt,
@@ -165,6 +166,18 @@ pub(crate) fn prepare(
         context: Context::Fresh,
         constraint: c.constraint()?,
     })
+}
+
+/// What a request's output limit means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputLimit {
+    /// The limit must fit the context: above it the request is a 400
+    /// (chat completions, as OpenAI and vLLM answer).
+    Strict,
+    /// A ceiling: the reply stops at the context's room if that comes
+    /// first (the Messages and Responses APIs; Claude Code asks for
+    /// 128000 tokens whatever the model's context).
+    Ceiling,
 }
 
 /// A conversation in any API's terms, translated into chat messages and
@@ -182,6 +195,7 @@ pub(crate) struct ChatInput<'a> {
     pub tool_choice: Option<&'a Value>,
     pub parallel_tool_calls: Option<bool>,
     pub logprobs: fak_engine::Logprobs,
+    pub limit: OutputLimit,
 }
 
 /// Renders `input` through the model's chat template (with its tools),
@@ -217,7 +231,7 @@ pub(crate) fn chat_request(
         )
         .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
     let ids = l.tok.encode(&text, fak_tokenizer::EncodeOptions::default());
-    let mut req = prepare(l, key, input.common, ids, input.logprobs)?;
+    let mut req = prepare(l, key, input.common, ids, input.logprobs, input.limit)?;
     tools::constrain(&mut req, tools.as_ref())?;
     Ok((req, tools))
 }
@@ -265,6 +279,7 @@ async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
         tool_choice: r.tool_choice.as_ref(),
         parallel_tool_calls: r.parallel_tool_calls,
         logprobs: api::chat_logprobs(r.logprobs, r.top_logprobs)?,
+        limit: OutputLimit::Strict,
     };
     let (req, tools) = chat_request(&c.loaded, c.key, input)?;
     let shape = Shape {
@@ -310,7 +325,7 @@ async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError
         }
     };
     let logprobs = api::completion_logprobs(r.logprobs)?;
-    let req = prepare(l, c.key, &r.common, ids, logprobs)?;
+    let req = prepare(l, c.key, &r.common, ids, logprobs, OutputLimit::Strict)?;
     let shape = Shape {
         kind: Kind::Completion,
         stream: r.common.stream,

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use crate::api::{Common, Stop};
 use crate::error::ApiError;
-use crate::handlers::{chat_request, submit, ChatInput};
+use crate::handlers::{chat_request, submit, ChatInput, OutputLimit};
 use crate::state::{AppState, Call, Dialect, Named};
 
 /// Claude Code's first system block: a billing line that changes with
@@ -245,7 +245,12 @@ fn messages(r: &MessagesRequest) -> Result<Vec<ToolMessage>, ApiError> {
     for (i, m) in r.messages.iter().enumerate() {
         let at = format!("messages[{i}].content");
         match (m.role.as_str(), &m.content) {
-            ("user" | "assistant", Content::Text(t)) => out.push(msg(&m.role, t.clone())),
+            ("user" | "assistant" | "system", Content::Text(t)) => {
+                out.push(msg(&m.role, t.clone()))
+            }
+            // Claude Code sends its environment as a system message
+            // among the others.
+            ("system", Content::Blocks(blocks)) => out.push(msg("system", text_of(blocks, &at)?)),
             ("user", Content::Blocks(blocks)) => {
                 let mut text = String::new();
                 for (j, b) in blocks.iter().enumerate() {
@@ -308,7 +313,7 @@ fn messages(r: &MessagesRequest) -> Result<Vec<ToolMessage>, ApiError> {
             }
             (role, _) => {
                 return Err(bad(format!(
-                    "messages[{i}].role '{role}' must be user or assistant"
+                    "messages[{i}].role '{role}' must be user, assistant or system"
                 )))
             }
         }
@@ -406,6 +411,7 @@ async fn create(call: Call<MessagesRequest, Anthropic>) -> Result<Response, Anth
         tool_choice: choice.as_ref(),
         parallel_tool_calls: parallel,
         logprobs: fak_engine::Logprobs::Off,
+        limit: OutputLimit::Ceiling,
     };
     let (req, tools) = chat_request(&c.loaded, c.key, input)?;
     let n_prompt = req.prompt.len();
@@ -438,6 +444,7 @@ async fn count_tokens(call: Call<MessagesRequest, Anthropic>) -> Result<Response
         tool_choice: choice.as_ref(),
         parallel_tool_calls: parallel,
         logprobs: fak_engine::Logprobs::Off,
+        limit: OutputLimit::Ceiling,
     };
     let (req, _) = chat_request(&c.loaded, c.key, input)?;
     Ok(Json(json!({"input_tokens": req.prompt.len()})).into_response())
@@ -488,7 +495,7 @@ mod tests {
         let image = req(json!({"messages": [{"role": "user", "content": [
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]}));
         assert_eq!(messages(&image).unwrap_err().status, 400);
-        let role = req(json!({"messages": [{"role": "system", "content": "x"}]}));
+        let role = req(json!({"messages": [{"role": "tool", "content": "x"}]}));
         assert_eq!(messages(&role).unwrap_err().status, 400);
         let e = AnthropicError(ApiError::not_found("x"));
         assert_eq!(e.body()["error"]["type"], "not_found_error");

@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 
 use crate::api::Common;
 use crate::error::ApiError;
-use crate::handlers::{chat_request, submit, ChatInput};
+use crate::handlers::{chat_request, submit, ChatInput, OutputLimit};
 use crate::state::{AppState, Call, Caller, Named};
 use crate::stored::StoredId;
 
@@ -122,12 +122,14 @@ fn content_text(v: Option<&Value>, at: &str) -> Result<String, ApiError> {
                             ),
                         ))
                     }
-                    _ => return Err(bad(
-                        "input",
-                        format!(
+                    _ => {
+                        return Err(bad(
+                            "input",
+                            format!(
                             "{at}[{j}]: expected an input_text or output_text part, got {kind:?}"
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             Ok(s)
@@ -160,18 +162,19 @@ fn items(list: &[Value], out: &mut Vec<ToolMessage>) -> Result<(), ApiError> {
         match kind {
             "message" => {
                 let role = str_field(item, "role", &at)?;
-                let role =
-                    match role {
-                        "user" | "assistant" | "system" => role,
-                        // The template sees developer messages as system ones.
-                        "developer" => "system",
-                        r => return Err(bad(
+                let role = match role {
+                    "user" | "assistant" | "system" => role,
+                    // The template sees developer messages as system ones.
+                    "developer" => "system",
+                    r => {
+                        return Err(bad(
                             "input",
                             format!(
                                 "{at}.role {r:?} is not one of user, assistant, system, developer"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 let text = content_text(item.get("content"), &format!("{at}.content"))?;
                 out.push(msg(role, text));
             }
@@ -224,6 +227,21 @@ fn items(list: &[Value], out: &mut Vec<ToolMessage>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Tools OpenAI runs on its side, and tool groups: accepted and left out
+/// of the prompt (the model cannot call them here). Codex CLI sends
+/// `web_search` and a `namespace` of sub-agent tools with every request.
+const HOSTED: [&str; 9] = [
+    "web_search",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use_preview",
+    "mcp",
+    "local_shell",
+    "namespace",
+];
+
 /// Function tools in chat completions' shape.
 fn chat_tools(tools: &[Value]) -> Result<Value, ApiError> {
     let mut out = Vec::with_capacity(tools.len());
@@ -234,6 +252,7 @@ fn chat_tools(tools: &[Value]) -> Result<Value, ApiError> {
                 "description": t.get("description").cloned().unwrap_or(Value::Null),
                 "parameters": t.get("parameters").cloned().unwrap_or(Value::Null),
             }})),
+            Some(k) if HOSTED.iter().any(|h| k.starts_with(h)) => {}
             k => {
                 return Err(bad(
                     "tools",
@@ -341,6 +360,7 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         tool_choice: choice.as_ref(),
         parallel_tool_calls: r.parallel_tool_calls,
         logprobs: fak_engine::Logprobs::Off,
+        limit: OutputLimit::Ceiling,
     };
     let (req, parsed_tools) =
         chat_request(&c.loaded, c.key, input).map_err(|e| rename_param(e, "messages", "input"))?;
@@ -459,7 +479,13 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(t[0]["function"]["name"], "f");
-        assert!(chat_tools(&[json!({"type": "web_search"})]).is_err());
+        assert!(chat_tools(&[json!({"type": "bogus"})]).is_err());
+        let hosted = chat_tools(&[
+            json!({"type": "web_search", "external_web_access": false}),
+            json!({"type": "namespace", "name": "n", "tools": []}),
+        ])
+        .unwrap();
+        assert_eq!(hosted, json!([]));
         let c = chat_choice(Some(&json!({"type": "function", "name": "f"}))).unwrap();
         assert_eq!(c.unwrap()["function"]["name"], "f");
         let f = response_format(Some(&TextOptions {

@@ -86,7 +86,7 @@ fn now() -> u64 {
 fn usage_json(u: &Usage) -> Value {
     json!({
         "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": u.cached_tokens},
+        "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": u.prompt_tokens + u.completion_tokens,
