@@ -225,8 +225,8 @@ class TestMessages(AnthropicErrorChecks, unittest.TestCase):
         self.assertEqual(text_of(blocks), text_of(plain))
         self.assertEqual(prompt_total(blocks.usage), prompt_total(plain.usage))
         self.assertEqual(self.count(system=[{"type": "text", "text": SYSTEM}]), self.count())
-        # Without a system prompt the prompt is shorter.
-        self.assertLess(self.count(system=anthropic.omit), self.count())
+        # A longer system prompt is a longer prompt.
+        self.assertGreater(self.count(system=SYSTEM + " Answer in French."), self.count())
 
     def test_multi_turn(self):
         first = self.create()
@@ -356,8 +356,12 @@ class TestMessages(AnthropicErrorChecks, unittest.TestCase):
     def test_billing_header_is_left_out(self):
         question = [{"role": "user", "content": "Name three colours of the rainbow."}]
 
+        # Long enough to fill whole KV blocks (the prefix cache shares
+        # whole blocks of 64 tokens).
+        long_system = " ".join([SYSTEM] * 12)
+
         def system(cch: str | None):
-            blocks = [{"type": "text", "text": SYSTEM}]
+            blocks = [{"type": "text", "text": long_system}]
             if cch is not None:
                 blocks.insert(0, {"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.0.14; cch={cch};"})
             return blocks

@@ -23,7 +23,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fak_engine::SessionId;
-use fak_kv::Tenant;
 use fak_tokenizer::ToolMessage;
 use serde_json::Value;
 
@@ -87,8 +86,27 @@ struct Entry {
     response: Value,
     /// The engine session holding the KV snapshot.
     session: Option<SessionId>,
-    tokens: usize,
+    /// The tokens that session holds.
+    tokens: Vec<u32>,
     last_used: Instant,
+}
+
+/// A stored response's conversation and KV snapshot (the engine session,
+/// and the tokens it holds).
+pub struct Previous {
+    pub conversation: Vec<ToolMessage>,
+    pub snapshot: Option<(SessionId, Vec<u32>)>,
+}
+
+/// A response to keep.
+pub struct NewEntry {
+    pub owner: KeyTenant,
+    pub conversation: Vec<ToolMessage>,
+    pub response: Value,
+    /// The snapshot's engine session.
+    pub session: Option<SessionId>,
+    /// The tokens it holds.
+    pub tokens: Vec<u32>,
 }
 
 /// The stored responses.
@@ -133,17 +151,21 @@ impl Stored {
         }
     }
 
-    /// The conversation of a stored response (its input and its reply).
+    /// The conversation of a stored response (its input and its reply),
+    /// and its snapshot.
     ///
     /// # Errors
     ///
     /// 404 (`previous_response_id`) when there is none such for `key`.
-    pub fn conversation(&self, key: KeyTenant, id: &str) -> Result<Vec<ToolMessage>, ApiError> {
-        self.with(key, id, |e| e.conversation.clone())
-            .map_err(|e| ApiError {
-                param: Some("previous_response_id"),
-                ..e
-            })
+    pub fn previous(&self, key: KeyTenant, id: &str) -> Result<Previous, ApiError> {
+        self.with(key, id, |e| Previous {
+            conversation: e.conversation.clone(),
+            snapshot: e.session.map(|s| (s, e.tokens.clone())),
+        })
+        .map_err(|e| ApiError {
+            param: Some("previous_response_id"),
+            ..e
+        })
     }
 
     /// The stored response object.
@@ -174,35 +196,28 @@ impl Stored {
         Ok(())
     }
 
-    /// Keeps a finished response: `tokens` is its conversation rendered,
-    /// whose KV an engine session in `tenant` takes (mostly from the
-    /// prefix cache). Entries over the bounds are dropped, least recently
-    /// used first. A snapshot that cannot be made (the pool is full) keeps
-    /// the conversation without it: the next turn then computes it again.
-    #[allow(clippy::too_many_arguments)]
+    /// Keeps a finished response with its snapshot (`session` holding
+    /// `tokens`, the conversation rendered; `None` when none could be
+    /// made, and the next turn computes it again). Entries over the bounds
+    /// are dropped, least recently used first.
     pub async fn insert(
         &self,
         st: &AppState,
         id: StoredId,
-        key: KeyTenant,
-        tenant: Tenant,
-        conversation: Vec<ToolMessage>,
-        response: Value,
-        tokens: Vec<u32>,
+        entry: NewEntry,
         max_tokens_total: usize,
     ) {
-        let n = tokens.len();
-        let session = snapshot(st, tenant, tokens).await;
+        let key = entry.owner;
         let dropped = {
             let mut m = self.lock();
             m.insert(
                 id,
                 Entry {
-                    owner: key,
-                    conversation,
-                    response,
-                    session,
-                    tokens: n,
+                    owner: entry.owner,
+                    conversation: entry.conversation,
+                    response: entry.response,
+                    session: entry.session,
+                    tokens: entry.tokens,
                     last_used: Instant::now(),
                 },
             );
@@ -232,7 +247,7 @@ impl Stored {
         });
         loop {
             let mine = m.values().filter(|e| e.owner == key).count();
-            let total: usize = m.values().map(|e| e.tokens).sum();
+            let total: usize = m.values().map(|e| e.tokens.len()).sum();
             let victim = if mine > self.limits.max_per_tenant {
                 m.iter()
                     .filter(|(_, e)| e.owner == key)
@@ -271,16 +286,16 @@ impl Stored {
     }
 }
 
-/// An engine session holding `tokens`' KV, offered to the prefix cache.
-async fn snapshot(st: &AppState, tenant: Tenant, tokens: Vec<u32>) -> Option<SessionId> {
-    let sid = crate::sessions::create_holding(st, tenant, tokens)
-        .await
-        .ok()?;
-    Some(sid)
-}
-
-async fn free(st: &AppState, s: Option<SessionId>) {
-    if let Some(s) = s {
-        let _ = st.engine().session(SessionOp::Free(s)).await;
+/// Frees an engine session (retrying a little while a request that was
+/// cancelled still holds it).
+pub async fn free(st: &AppState, s: Option<SessionId>) {
+    let Some(s) = s else { return };
+    for _ in 0..20 {
+        match st.engine().session(SessionOp::Free(s)).await {
+            Err(crate::engine_thread::SubmitError::Engine(
+                fak_engine::EngineError::SessionBusy(_),
+            )) => tokio::time::sleep(Duration::from_millis(50)).await,
+            _ => return,
+        }
     }
 }

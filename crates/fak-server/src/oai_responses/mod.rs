@@ -20,6 +20,7 @@
 //! `service_tier`, `safety_identifier`, `metadata` (echoed),
 //! `stream_options`. `background: true` is refused.
 
+mod snapshot;
 mod stream;
 
 use axum::extract::Path;
@@ -314,13 +315,14 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
     }
     // The conversation before this turn (a stored response's), then the
     // new input.
-    let (earlier, previous) = match &r.previous_response_id {
+    let (earlier, snapshot, previous) = match &r.previous_response_id {
         Some(id) => {
-            let s = c.st.stored().conversation(c.key, id)?;
-            (s, Some(id.clone()))
+            let p = c.st.stored().previous(c.key, id)?;
+            (p.conversation, p.snapshot, Some(id.clone()))
         }
-        None => (Vec::new(), None),
+        None => (Vec::new(), None, None),
     };
+    let store = r.store.unwrap_or(true);
     let mut conversation = earlier;
     match &r.input {
         None if previous.is_none() => return Err(bad("input", "input is required")),
@@ -362,8 +364,9 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         logprobs: fak_engine::Logprobs::Off,
         limit: OutputLimit::Ceiling,
     };
-    let (req, parsed_tools) =
+    let (mut req, parsed_tools) =
         chat_request(&c.loaded, c.key, input).map_err(|e| rename_param(e, "messages", "input"))?;
+    let scratch = snapshot::place(&c.st, &mut req, snapshot.as_ref(), store).await;
     let tenant = req.tenant;
     let rendered = parsed_tools
         .as_ref()
@@ -383,7 +386,7 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         text: json!({"format": r.text.as_ref().and_then(|t| t.format.clone()).unwrap_or(json!({"type": "text"}))}),
         metadata: r.metadata.clone().unwrap_or(json!({})),
         previous_response_id: previous,
-        store: r.store.unwrap_or(true),
+        store,
         user: r.user.clone(),
     };
     let keep = stream::Keep {
@@ -399,6 +402,7 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         id: StoredId::random(),
         echo,
         keep,
+        scratch,
         tools: reply,
     };
     if r.stream {

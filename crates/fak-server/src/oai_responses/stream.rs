@@ -73,6 +73,8 @@ pub struct Turn {
     pub id: StoredId,
     pub echo: Echo,
     pub keep: Keep,
+    /// The engine session the response runs in, if any.
+    pub scratch: super::snapshot::Scratch,
     /// How tool calls are read, when they can happen.
     pub tools: Option<ToolReply>,
 }
@@ -201,19 +203,21 @@ impl Turn {
     }
 
     /// The finished response object, kept first when `store` is set.
-    async fn finish(&self, created: u64, w: &Whole) -> Value {
+    async fn finish(&mut self, created: u64, w: &Whole) -> Value {
         let (items, reply) = self.output(w);
         let (st, incomplete) = status(w.reason);
         let mut v = self.object(created, st, items, Some(&w.usage));
         v["incomplete_details"] = incomplete;
         if self.echo.store {
             self.keep(reply, v.clone()).await;
+        } else if let Some(s) = self.scratch.take() {
+            crate::stored::free(&self.keep.st, Some(s)).await;
         }
         v
     }
 
     /// Stores the response with its conversation and KV snapshot.
-    async fn keep(&self, reply: ToolMessage, response: Value) {
+    async fn keep(&mut self, reply: ToolMessage, response: Value) {
         let k = &self.keep;
         let mut conversation = k.conversation.clone();
         conversation.push(reply);
@@ -222,22 +226,24 @@ impl Turn {
             k.instructions.as_deref(),
             &conversation,
             k.tools.as_ref(),
-        )
-        .unwrap_or_default();
+        );
+        let (session, tokens) = match tokens {
+            Some(t) => (
+                super::snapshot::settle(&k.st, k.tenant, &mut self.scratch, t.clone()).await,
+                t,
+            ),
+            None => (None, Vec::new()),
+        };
         let l = &k.loaded;
         let max_total = l.n_blocks.saturating_mul(l.block_size) / 2;
-        k.st.stored()
-            .insert(
-                &k.st,
-                self.id,
-                k.key,
-                k.tenant,
-                conversation,
-                response,
-                tokens,
-                max_total,
-            )
-            .await;
+        let entry = crate::stored::NewEntry {
+            owner: k.key,
+            conversation,
+            response,
+            session,
+            tokens,
+        };
+        k.st.stored().insert(&k.st, self.id, entry, max_total).await;
     }
 }
 
@@ -273,7 +279,7 @@ fn encode(tok: &Tokenizer, text: &str) -> Vec<u32> {
 /// # Errors
 ///
 /// The request's failure.
-pub async fn whole(turn: Turn, rx: UnboundedReceiver<Event>) -> Result<Value, ApiError> {
+pub async fn whole(mut turn: Turn, rx: UnboundedReceiver<Event>) -> Result<Value, ApiError> {
     let created = now();
     let w = Whole::from_parts(Reader::new(rx, turn.tools.as_ref()).all().await)?;
     Ok(turn.finish(created, &w).await)

@@ -56,7 +56,7 @@ pub(super) fn tenant(o: Owner) -> Tenant {
     Tenant(o.0)
 }
 
-pub(super) async fn state_of(st: &AppState, id: SessionId) -> Result<SessionState, ApiError> {
+pub async fn state_of(st: &AppState, id: SessionId) -> Result<SessionState, ApiError> {
     match st.engine().session(SessionOp::Info(id)).await? {
         SessionReply::Info(s) => Ok(s),
         r => Err(ApiError::internal(format!("unexpected engine reply {r:?}"))),
@@ -105,6 +105,21 @@ async fn append(
         }
     }
     Err(ApiError::unavailable("the engine stopped"))
+}
+
+/// Appends `tokens` to the idle engine session `id` of `tenant`, without
+/// generating.
+///
+/// # Errors
+///
+/// The engine's refusal.
+pub async fn append_to(
+    st: &AppState,
+    tenant: Tenant,
+    id: SessionId,
+    tokens: Vec<u32>,
+) -> Result<(), ApiError> {
+    append(st, Owner(tenant.0), id, tokens).await.map(|_| ())
 }
 
 /// A new engine session in `tenant` holding `tokens` (their KV found in

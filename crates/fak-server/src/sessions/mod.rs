@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fak_engine::SessionId;
 use serde::{Deserialize, Serialize};
 
-pub use handlers::{create_holding, routes};
+pub use handlers::{append_to, create_holding, routes, state_of};
 pub use lifecycle::{restore, save_all, sweep};
 pub use lineage::{Evicted, Segment};
 
