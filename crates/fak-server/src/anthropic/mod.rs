@@ -330,10 +330,16 @@ fn msg(role: &str, content: String) -> ToolMessage {
     }
 }
 
+/// `tools`, `tool_choice` and `parallel_tool_calls` in chat completions'
+/// shape.
+struct ChatTools {
+    tools: Option<Value>,
+    choice: Option<Value>,
+    parallel: Option<bool>,
+}
+
 /// Tools and tool choice in chat completions' shape.
-fn chat_tools(
-    r: &MessagesRequest,
-) -> Result<(Option<Value>, Option<Value>, Option<bool>), ApiError> {
+fn chat_tools(r: &MessagesRequest) -> Result<ChatTools, ApiError> {
     let tools = r.tools.as_ref().map(|v| {
         Value::Array(
             v.iter()
@@ -366,7 +372,11 @@ fn chat_tools(
             (Some(choice), Some(!c.disable_parallel_tool_use))
         }
     };
-    Ok((tools, choice, parallel))
+    Ok(ChatTools {
+        tools,
+        choice,
+        parallel,
+    })
 }
 
 /// The request's sampling and limits as chat completions' fields.
@@ -402,7 +412,11 @@ async fn create(call: Call<MessagesRequest, Anthropic>) -> Result<Response, Anth
         return Err(bad("max_tokens: field required").into());
     };
     let msgs = messages(&r)?;
-    let (tools, choice, parallel) = chat_tools(&r)?;
+    let ChatTools {
+        tools,
+        choice,
+        parallel,
+    } = chat_tools(&r)?;
     let common = common(&r, max_tokens);
     let input = ChatInput {
         common: &common,
@@ -435,7 +449,11 @@ async fn count_tokens(call: Call<MessagesRequest, Anthropic>) -> Result<Response
         caller: c, body: r, ..
     } = call;
     let msgs = messages(&r)?;
-    let (tools, choice, parallel) = chat_tools(&r)?;
+    let ChatTools {
+        tools,
+        choice,
+        parallel,
+    } = chat_tools(&r)?;
     let common = common(&r, 1);
     let input = ChatInput {
         common: &common,
@@ -509,7 +527,11 @@ mod tests {
             {"type": "web_search_20250305", "name": "web_search"}],
             "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true}}),
         );
-        let (tools, choice, parallel) = chat_tools(&r).unwrap();
+        let ChatTools {
+            tools,
+            choice,
+            parallel,
+        } = chat_tools(&r).unwrap();
         assert_eq!(tools.unwrap().as_array().unwrap().len(), 1);
         assert_eq!(choice.unwrap()["function"]["name"], "f");
         assert_eq!(parallel, Some(false));

@@ -470,7 +470,7 @@ mod tests {
             json!({"type": "message", "role": "robot", "content": "x"}),
             json!({"type": "function_call", "name": "f"}),
         ] {
-            let e = items(&[bad_item.clone()], &mut Vec::new()).unwrap_err();
+            let e = items(std::slice::from_ref(&bad_item), &mut Vec::new()).unwrap_err();
             assert_eq!(e.status, 400, "{bad_item}");
             assert_eq!(e.param, Some("input"), "{bad_item}");
         }
