@@ -353,6 +353,24 @@ class TestMessages(AnthropicErrorChecks, unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(body, {"input_tokens": n})
 
+    def test_resent_history_is_found_in_the_prefix_cache(self):
+        """Claude Code's pattern: the whole history resent every turn. Turn
+        n+1's prompt starts with turn n's prompt and reply, token for token,
+        so every whole KV block of them (64 tokens) is found again (the
+        reply's last token was never fed)."""
+        system = " ".join([SYSTEM, "Answer every question in one short sentence."] * 10)
+        history = []
+        previous = None
+        for question in ["What is the capital of France?", "And of Italy?", "And of Spain?"]:
+            history.append({"role": "user", "content": question})
+            r = self.create(system=system, messages=list(history), max_tokens=16)
+            if previous is not None:
+                fed = prompt_total(previous.usage) + previous.usage.output_tokens - 1
+                self.assertGreaterEqual(r.usage.cache_read_input_tokens, fed // 64 * 64,
+                                        (previous.usage, r.usage))
+            history.append({"role": "assistant", "content": r.content})
+            previous = r
+
     def test_billing_header_is_left_out(self):
         question = [{"role": "user", "content": "Name three colours of the rainbow."}]
 

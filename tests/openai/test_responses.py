@@ -184,6 +184,26 @@ class TestResponses(ResponsesChecks, unittest.TestCase):
         kw = {k: v for k, v in kw.items() if v is not None}
         return self.client.responses.create(model=SERVED_NAME, **kw)
 
+    def test_resent_history_is_found_in_the_prefix_cache(self):
+        """Codex CLI's pattern: ``store: false``, the whole history resent
+        every turn. The rendering must be stable across turns: turn n+1's
+        prompt starts with turn n's prompt and reply, token for token, so
+        every whole KV block of them (64 tokens) is found again; the
+        reply's last token was never fed, so it is not counted."""
+        instructions = " ".join([SYSTEM, "Answer every question in one short sentence."] * 10)
+        history = []
+        previous = None
+        for question in ["What is the capital of France?", "And of Italy?", "And of Spain?"]:
+            history.append({"role": "user", "content": question})
+            r = self.create(input=list(history), instructions=instructions, store=False, max_output_tokens=16)
+            if previous is not None:
+                fed = previous.usage.input_tokens + previous.usage.output_tokens - 1
+                self.assertGreaterEqual(r.usage.input_tokens_details.cached_tokens, fed // 64 * 64,
+                                        (previous.usage, r.usage))
+                self.assertGreater(r.usage.input_tokens, fed)
+            history.append({"role": "assistant", "content": r.output_text})
+            previous = r
+
     def test_string_input(self):
         r = self.create()
         self.check_text_response(r, 24)
