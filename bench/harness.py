@@ -45,6 +45,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Claude Code's per-request billing line (a system block fak leaves out).
+BILLING = "x-anthropic-billing-header"
+
 # name -> (files, prompt, check command)
 TASKS = {
     "create": (
@@ -152,8 +155,10 @@ def usage_of(kind: str, body: bytes, stream: bool) -> tuple[int, int | None, int
 class Proxy:
     """A recording reverse proxy in front of one server."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, dump: Path | None = None) -> None:
         self.upstream = upstream
+        self.dump = dump
+        self.seq = itertools.count()
         self.port = free_port()
         self.lock = threading.Lock()
         self.tally = Tally()
@@ -210,6 +215,10 @@ class Proxy:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def record(self, path: str, body: bytes | None, status: int, answer: bytes, stream: bool) -> None:
+        if self.dump is not None and body:
+            self.dump.mkdir(parents=True, exist_ok=True)
+            name = path.split("?")[0].strip("/").replace("/", "_")
+            (self.dump / f"{next(self.seq):05d}-{name}.json").write_bytes(body)
         kind = "responses" if "/responses" in path else "messages" if "/messages" in path else None
         if kind is None or "count_tokens" in path:
             if status >= 400:
@@ -363,6 +372,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per harness run")
     ap.add_argument("--json", type=Path, help="write the report here too")
+    ap.add_argument("--dump", type=Path, help="save every request body under DIR/ENGINE-HARNESS-TASK/")
     a = ap.parse_args()
     a.bin = a.bin.resolve()
     a.model = a.model.resolve()
@@ -378,6 +388,8 @@ def main() -> int:
             try:
                 for harness in a.harnesses.split(","):
                     for task in a.tasks.split(","):
+                        if a.dump:
+                            proxy.dump = a.dump / f"{engine}-{harness}-{task}"
                         print(f"harness: {engine} {harness} {task} ...", file=sys.stderr, flush=True)
                         r = run_task(harness, task, a.bin, f"http://127.0.0.1:{proxy.port}", a.model.stem,
                                      a.timeout, work / engine)

@@ -1,0 +1,85 @@
+"""Claude Code's billing line and the prefix cache, measured: replays the
+Messages API requests of a recorded Claude Code run (``bench/harness.py
+--dump DIR``) against a fresh ``fak serve`` twice, and reports the share of
+prompt tokens found in the prefix cache each time:
+
+* ``as sent``: fak leaves the ``x-anthropic-billing-header`` system block
+  out of the prompt (what it does);
+* ``billing line rendered``: the same requests with that block's text
+  prefixed so that fak does not recognise it, as an engine that renders
+  every system block would see them.
+
+Each request is replayed non-streamed with ``max_tokens`` 1: the replies
+the harness got in its run are already in the later requests, so only the
+prompts matter. (The original run's generated tokens were also in the
+cache; here they are not, so both shares are lower bounds, alike.)
+
+    python3 bench/billing_replay.py --model M --dump DIR [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import BILLING, start_engine  # noqa: E402
+
+
+def replay(url: str, bodies: list[dict], keep_billing: bool) -> dict:
+    sent = reused = 0
+    lines = set()
+    for b in bodies:
+        b = json.loads(json.dumps(b))
+        b["stream"] = False
+        b["max_tokens"] = 1
+        for blk in b.get("system") or []:
+            if isinstance(blk, dict) and str(blk.get("text", "")).startswith(BILLING):
+                lines.add(blk["text"])
+                if keep_billing:
+                    blk["text"] = "billing: " + blk["text"]
+        req = urllib.request.Request(url + "/v1/messages", data=json.dumps(b).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=1800) as r:
+            u = json.load(r)["usage"]
+        sent += u["input_tokens"] + u["cache_read_input_tokens"]
+        reused += u["cache_read_input_tokens"]
+    return {"requests": len(bodies), "prompt_tokens": sent, "reused": reused,
+            "reused_share": round(reused / sent, 4) if sent else None,
+            "distinct_billing_lines": len(lines)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--dump", type=Path, required=True, help="a harness.py --dump folder of one Claude Code run")
+    ap.add_argument("--ctx", type=int, default=32768)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    bodies = [json.loads(p.read_text()) for p in sorted(a.dump.glob("*v1_messages.json"))]
+    if not bodies:
+        print(f"billing_replay: no v1_messages requests under {a.dump}", file=sys.stderr)
+        return 2
+    out = {"model": a.model.name, "dump": str(a.dump)}
+    for name, keep in [("as_sent", False), ("billing_line_rendered", True)]:
+        with tempfile.TemporaryFile() as log:
+            proc, url = start_engine("fak", a.model.resolve(), a.ctx, 2, log)
+            try:
+                out[name] = replay(url, bodies, keep)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        print(json.dumps({name: out[name]}), file=sys.stderr, flush=True)
+    text = json.dumps(out, indent=1)
+    if a.json:
+        a.json.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
