@@ -278,6 +278,11 @@ def start_engine(engine: str, model: Path, ctx: int, threads: int, log) -> tuple
         server = os.environ.get("LLAMA_SERVER", str(ROOT / "bench" / ".venv" / "llama.cpp-build" / "bin" / "llama-server"))
         cmd = [server, "-m", str(model), "--port", str(port), "-t", str(threads), "-c", str(ctx),
                "--jinja", "-np", "1"]
+        # On CPUs with AMX, llama.cpp's AMX matrix product crashed at its
+        # first forward pass here (SIGSEGV in ggml_backend_amx_mul_mat);
+        # --no-repack keeps it on its AVX-512 kernels.
+        if "amx" in Path("/proc/cpuinfo").read_text():
+            cmd.append("--no-repack")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_health(url, proc)

@@ -236,3 +236,60 @@ fn api_keys_are_checked_in_each_apis_shape() {
     )
     .ok();
 }
+
+#[test]
+fn stored_responses_survive_a_restart_with_state_dir() {
+    let dir = std::env::temp_dir().join(format!("fak-responses-{}", rand_suffix()));
+    let d = dir.to_str().expect("utf-8 path");
+    let flags = ["--ctx", "1024", "--state-dir", d];
+    let s = Server::start(&flags);
+    let ask = json!({"input": "What is the capital of France?", "max_output_tokens": 6, "temperature": 0});
+    let r1 = s.post("/v1/responses", &ask).ok();
+    let id = r1["id"].as_str().expect("id").to_string();
+    let unstored = s
+        .post(
+            "/v1/responses",
+            &json!({"input": "Hi", "max_output_tokens": 2, "store": false}),
+        )
+        .ok();
+    drop(s);
+
+    let s = Server::start(&flags);
+    let got = s.get(&format!("/v1/responses/{id}")).ok();
+    assert_eq!(got["id"], r1["id"]);
+    assert_eq!(got["output"], r1["output"]);
+    let other = unstored["id"].as_str().expect("id");
+    assert_eq!(s.get(&format!("/v1/responses/{other}")).status, 404);
+    // The conversation came back: a continuation sees it.
+    let more = json!({"input": "And of Italy?", "previous_response_id": id,
+                      "max_output_tokens": 6, "temperature": 0});
+    let r2 = s.post("/v1/responses", &more).ok();
+    let (p1, o1) = (
+        r1["usage"]["input_tokens"].as_u64(),
+        r1["usage"]["output_tokens"].as_u64(),
+    );
+    let p2 = r2["usage"]["input_tokens"].as_u64();
+    assert!(p2 > Some(p1.unwrap_or(0) + o1.unwrap_or(0)), "{r1} {r2}");
+    // Deleting removes its file: gone after the next restart too.
+    let del = s
+        .try_request("DELETE", &format!("/v1/responses/{id}"), &[], b"")
+        .expect("DELETE");
+    assert_eq!(del.status, 200, "{}", del.text());
+    drop(s);
+    let s = Server::start(&flags);
+    assert_eq!(s.get(&format!("/v1/responses/{id}")).status, 404);
+    assert_eq!(
+        s.get(&format!("/v1/responses/{}", r2["id"].as_str().expect("id")))
+            .status,
+        200
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id())
+}

@@ -205,6 +205,7 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
                 );
                 // Sessions are back before the first request is served.
                 sessions::restore(&st).await;
+                st.stored().restore(&st).await;
                 st.set_loaded(info);
                 tokio::spawn(sweep_stored(st.clone()));
                 if let Some(ttl) = st.session_ttl {

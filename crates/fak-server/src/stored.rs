@@ -15,19 +15,27 @@
 //!     bound: the least recently used go first (their sessions freed)
 //! ```
 //!
-//! Entries are per API key: another key's id is a 404. They live in
-//! memory: a restart forgets them.
+//! Entries are per API key: another key's id is a 404. With
+//! `--state-dir` each one is also a file, `DIR/responses/resp_<hex>.response`
+//! (its conversation, response object and snapshot tokens, under a
+//! checksum), read back at start: the snapshot's KV is recomputed at its
+//! next use, as a restored session's is.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fak_engine::SessionId;
+use fak_kv::Tenant;
 use fak_tokenizer::ToolMessage;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine_thread::SessionOp;
 use crate::error::ApiError;
+use crate::sessions::persist::{read_checked, write_checked, StateError, Store};
+use crate::sessions::Owner;
 use crate::state::{AppState, KeyTenant};
 
 /// Default cap on stored responses per API key.
@@ -82,6 +90,8 @@ impl Default for StoredLimits {
 
 struct Entry {
     owner: KeyTenant,
+    /// The engine tenant of the snapshot.
+    tenant: Tenant,
     conversation: Vec<ToolMessage>,
     response: Value,
     /// The engine session holding the KV snapshot.
@@ -101,6 +111,8 @@ pub struct Previous {
 /// A response to keep.
 pub struct NewEntry {
     pub owner: KeyTenant,
+    /// The engine tenant of the snapshot.
+    pub tenant: Tenant,
     pub conversation: Vec<ToolMessage>,
     pub response: Value,
     /// The snapshot's engine session.
@@ -192,14 +204,15 @@ impl Stored {
             }
         };
         let e = e.ok_or_else(|| not_found(id))?;
-        free(st, e.session).await;
+        drop_all(st, vec![(sid, e.session)]).await;
         Ok(())
     }
 
     /// Keeps a finished response with its snapshot (`session` holding
     /// `tokens`, the conversation rendered; `None` when none could be
-    /// made, and the next turn computes it again). Entries over the bounds
-    /// are dropped, least recently used first.
+    /// made, and the next turn computes it again), and its file with
+    /// `--state-dir`. Entries over the bounds are dropped, least recently
+    /// used first.
     pub async fn insert(
         &self,
         st: &AppState,
@@ -208,43 +221,37 @@ impl Stored {
         max_tokens_total: usize,
     ) {
         let key = entry.owner;
+        let e = Entry {
+            owner: entry.owner,
+            tenant: entry.tenant,
+            conversation: entry.conversation,
+            response: entry.response,
+            session: entry.session,
+            tokens: entry.tokens,
+            last_used: Instant::now(),
+        };
+        if let Some(store) = st.store() {
+            if let Err(err) = write(store, id, &e) {
+                eprintln!("fak serve: state: cannot save response {id}: {err}");
+            }
+        }
         let dropped = {
             let mut m = self.lock();
-            m.insert(
-                id,
-                Entry {
-                    owner: entry.owner,
-                    conversation: entry.conversation,
-                    response: entry.response,
-                    session: entry.session,
-                    tokens: entry.tokens,
-                    last_used: Instant::now(),
-                },
-            );
+            m.insert(id, e);
             self.over_bounds(&mut m, key, max_tokens_total)
         };
-        for s in dropped {
-            free(st, Some(s)).await;
-        }
+        drop_all(st, dropped).await;
     }
 
     /// Removes expired entries and, least recently used first, entries
-    /// over the bounds; their sessions, to free.
+    /// over the bounds; their ids and sessions, to free.
     fn over_bounds(
         &self,
         m: &mut HashMap<StoredId, Entry>,
         key: KeyTenant,
         max_tokens_total: usize,
-    ) -> Vec<SessionId> {
-        let mut freed = Vec::new();
-        let ttl = self.limits.ttl;
-        m.retain(|_, e| {
-            let keep = e.last_used.elapsed() < ttl;
-            if !keep {
-                freed.extend(e.session);
-            }
-            keep
-        });
+    ) -> Vec<(StoredId, Option<SessionId>)> {
+        let mut gone = self.expired(m);
         loop {
             let mine = m.values().filter(|e| e.owner == key).count();
             let total: usize = m.values().map(|e| e.tokens.len()).sum();
@@ -258,31 +265,150 @@ impl Stored {
             } else {
                 None
             };
-            match victim.and_then(|k| m.remove(&k)) {
-                Some(e) => freed.extend(e.session),
-                None => return freed,
+            match victim.and_then(|k| m.remove(&k).map(|e| (k, e))) {
+                Some((k, e)) => gone.push((k, e.session)),
+                None => return gone,
             }
         }
     }
 
+    /// Removes the entries unused past the TTL.
+    fn expired(&self, m: &mut HashMap<StoredId, Entry>) -> Vec<(StoredId, Option<SessionId>)> {
+        let ttl = self.limits.ttl;
+        let old: Vec<StoredId> = m
+            .iter()
+            .filter(|(_, e)| e.last_used.elapsed() >= ttl)
+            .map(|(&k, _)| k)
+            .collect();
+        old.into_iter()
+            .filter_map(|k| m.remove(&k).map(|e| (k, e.session)))
+            .collect()
+    }
+
     /// Drops expired entries (the periodic sweep).
     pub async fn sweep(&self, st: &AppState) {
-        let ttl = self.limits.ttl;
-        let freed: Vec<SessionId> = {
+        let gone = {
             let mut m = self.lock();
-            let mut f = Vec::new();
-            m.retain(|_, e| {
-                let keep = e.last_used.elapsed() < ttl;
-                if !keep {
-                    f.extend(e.session);
-                }
-                keep
-            });
-            f
+            self.expired(&mut m)
         };
-        for s in freed {
-            free(st, Some(s)).await;
+        drop_all(st, gone).await;
+    }
+
+    /// Loads `--state-dir`'s stored responses (their KV recomputed at
+    /// their next use); a refused file costs one log line.
+    pub async fn restore(&self, st: &AppState) {
+        let Some(store) = st.store().cloned() else {
+            return;
+        };
+        let dir = store.dir().join(DIR);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "response"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        let (mut ok, mut refused) = (0, 0);
+        for path in files {
+            match read(&store, &path) {
+                Ok((id, mut e, tokens)) => {
+                    e.session = match st
+                        .engine()
+                        .session(SessionOp::Restore(e.tenant, tokens))
+                        .await
+                    {
+                        Ok(crate::engine_thread::SessionReply::Id(s)) => Some(s),
+                        _ => None,
+                    };
+                    self.lock().insert(id, e);
+                    ok += 1;
+                }
+                Err(err) => {
+                    eprintln!("fak serve: state: refused {}: {err}", path.display());
+                    refused += 1;
+                }
+            }
         }
+        if ok + refused > 0 {
+            let noun = if ok == 1 { "response" } else { "responses" };
+            eprintln!(
+                "fak serve: state: restored {ok} stored {noun} from {} ({refused} refused)",
+                dir.display()
+            );
+        }
+    }
+}
+
+/// Where stored responses' files go under `--state-dir`.
+const DIR: &str = "responses";
+const MAGIC: &str = "fak-response 1";
+
+/// A stored response as its file holds it.
+#[derive(Serialize, Deserialize)]
+struct OnDisk {
+    model: String,
+    owner: String,
+    tenant: u64,
+    id: String,
+    conversation: Vec<ToolMessage>,
+    response: Value,
+    tokens: Vec<u32>,
+}
+
+fn path_of(store: &Store, id: StoredId) -> PathBuf {
+    store.dir().join(DIR).join(format!("{id}.response"))
+}
+
+fn write(store: &Store, id: StoredId, e: &Entry) -> std::io::Result<()> {
+    let owner = store
+        .owner_name(Owner(e.owner.0))
+        .unwrap_or_default()
+        .to_string();
+    let d = OnDisk {
+        model: store.model().to_string(),
+        owner,
+        tenant: e.tenant.0,
+        id: id.to_string(),
+        conversation: e.conversation.clone(),
+        response: e.response.clone(),
+        tokens: e.tokens.clone(),
+    };
+    std::fs::create_dir_all(store.dir().join(DIR))?;
+    let payload = serde_json::to_vec(&d).map_err(std::io::Error::other)?;
+    write_checked(&path_of(store, id), MAGIC, &payload)
+}
+
+fn read(store: &Store, path: &Path) -> Result<(StoredId, Entry, Vec<u32>), StateError> {
+    let payload = read_checked(path, MAGIC)?;
+    let d: OnDisk = serde_json::from_slice(&payload)?;
+    if d.model != store.model() {
+        return Err(StateError::Model(d.model));
+    }
+    let owner = store.owner_named(&d.owner).ok_or(StateError::Owner)?;
+    let id = StoredId::parse(&d.id).ok_or(StateError::Magic)?;
+    if path_of(store, id).file_name() != path.file_name() {
+        return Err(StateError::Magic);
+    }
+    let e = Entry {
+        owner: KeyTenant(owner.0),
+        tenant: Tenant(d.tenant),
+        conversation: d.conversation,
+        response: d.response,
+        session: None,
+        tokens: d.tokens.clone(),
+        last_used: Instant::now(),
+    };
+    Ok((id, e, d.tokens))
+}
+
+/// Frees the sessions of dropped entries and deletes their files.
+async fn drop_all(st: &AppState, gone: Vec<(StoredId, Option<SessionId>)>) {
+    for (id, s) in gone {
+        if let Some(store) = st.store() {
+            let _ = std::fs::remove_file(path_of(store, id));
+        }
+        free(st, s).await;
     }
 }
 

@@ -238,6 +238,7 @@ impl Turn {
         let max_total = l.n_blocks.saturating_mul(l.block_size) / 2;
         let entry = crate::stored::NewEntry {
             owner: k.key,
+            tenant: k.tenant,
             conversation,
             response,
             session,

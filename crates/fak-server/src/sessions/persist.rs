@@ -244,6 +244,60 @@ impl Store {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The model's identity as files record it.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// An owner's stored name (a hash of its API key).
+    pub fn owner_name(&self, o: Owner) -> Option<&str> {
+        self.owners
+            .iter()
+            .find(|(x, _)| *x == o)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// The owner a stored name belongs to, if its key is configured.
+    pub fn owner_named(&self, name: &str) -> Option<Owner> {
+        self.owners.iter().find(|(_, n)| n == name).map(|(o, _)| *o)
+    }
+}
+
+/// Writes `payload` to `path` under a `magic` line and its checksum,
+/// atomically (a .tmp file, synced, renamed).
+///
+/// # Errors
+///
+/// I/O errors.
+pub fn write_checked(path: &Path, magic: &str, payload: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        write!(f, "{magic}\n{}\n", hex_sha(payload))?;
+        f.write_all(payload)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// The payload of a file [`write_checked`] wrote with `magic`.
+///
+/// # Errors
+///
+/// [`StateError`] when the magic line or the checksum is wrong.
+pub fn read_checked(path: &Path, magic: &str) -> Result<Vec<u8>, StateError> {
+    let bytes = std::fs::read(path)?;
+    let mut parts = bytes.splitn(3, |&b| b == b'\n');
+    if parts.next() != Some(magic.as_bytes()) {
+        return Err(StateError::Magic);
+    }
+    let sum = parts.next().unwrap_or_default();
+    let payload = parts.next().ok_or(StateError::Checksum)?;
+    if hex_sha(payload).as_bytes() != sum {
+        return Err(StateError::Checksum);
+    }
+    Ok(payload.to_vec())
 }
 
 #[cfg(test)]
