@@ -432,6 +432,37 @@ class TestResponsesTools(ResponsesChecks, unittest.TestCase):
         kw.setdefault("tools", TOOLS)
         return self.client.responses.create(model=self.model, temperature=0, **kw)
 
+    def test_custom_tool_with_a_regex_grammar(self):
+        """A custom tool (free-text input, Codex's apply_patch kind) with a
+        regex format: the call is a ``custom_tool_call`` item whose input
+        matches the regex, streamed or not; its output goes back as a
+        ``custom_tool_call_output`` item."""
+        import re
+        pattern = "(add|remove) [a-z]{1,12}"
+        tool = {"type": "custom", "name": "edit_list", "description": "Edit the shopping list.",
+                "format": {"type": "grammar", "syntax": "regex", "definition": pattern}}
+        ask = [{"role": "user", "content": "Put milk on the shopping list."}]
+        r = self.create(input=ask, tools=[tool], tool_choice={"type": "custom", "name": "edit_list"})
+        calls = [o for o in r.output if o.type == "custom_tool_call"]
+        self.assertEqual(len(calls), 1, r.output)
+        self.assertEqual(calls[0].name, "edit_list")
+        self.assertRegex(calls[0].input, f"^{pattern}$")
+        events = list(self.client.responses.create(model=self.model, temperature=0, input=ask, tools=[tool],
+                                                   tool_choice={"type": "custom", "name": "edit_list"},
+                                                   max_output_tokens=96, stream=True))
+        kinds = [e.type for e in events]
+        self.assertIn("response.custom_tool_call_input.done", kinds)
+        done = [e for e in events if e.type == "response.custom_tool_call_input.done"][0]
+        self.assertEqual(done.input, calls[0].input)
+        # The call and its output go back as items; the model answers.
+        follow = ask + [
+            {"type": "custom_tool_call", "call_id": calls[0].call_id, "name": "edit_list", "input": calls[0].input},
+            {"type": "custom_tool_call_output", "call_id": calls[0].call_id, "output": "done"},
+        ]
+        r2 = self.create(input=follow, tools=[tool], tool_choice="none", max_output_tokens=24)
+        self.assertTrue(r2.output_text.strip(), r2.output)
+        self.assertTrue(re.fullmatch(pattern, calls[0].input))
+
     def test_tool_choice(self):
         choices = {
             "required": "required",

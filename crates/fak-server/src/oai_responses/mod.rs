@@ -179,18 +179,23 @@ fn items(list: &[Value], out: &mut Vec<ToolMessage>) -> Result<(), ApiError> {
                 let text = content_text(item.get("content"), &format!("{at}.content"))?;
                 out.push(msg(role, text));
             }
-            "function_call" => {
+            "function_call" | "custom_tool_call" => {
                 let call_id = str_field(item, "call_id", &at)?;
                 let name = str_field(item, "name", &at)?;
-                let args = str_field(item, "arguments", &at)?;
+                let arguments = if kind == "function_call" {
+                    let args = str_field(item, "arguments", &at)?;
+                    // Templates read the arguments as a mapping.
+                    serde_json::from_str(args).unwrap_or_else(|_| Value::String(args.to_string()))
+                } else {
+                    // A custom tool's input is the `input` argument.
+                    json!({ "input": str_field(item, "input", &at)? })
+                };
                 let call = ToolCall {
                     id: call_id.to_string(),
                     kind: "function".into(),
                     function: FunctionCall {
                         name: name.to_string(),
-                        // Templates read the arguments as a mapping.
-                        arguments: serde_json::from_str(args)
-                            .unwrap_or_else(|_| Value::String(args.to_string())),
+                        arguments,
                     },
                 };
                 // Calls that follow an assistant message (or each other)
@@ -205,7 +210,7 @@ fn items(list: &[Value], out: &mut Vec<ToolMessage>) -> Result<(), ApiError> {
                     }),
                 }
             }
-            "function_call_output" => {
+            "function_call_output" | "custom_tool_call_output" => {
                 let call_id = str_field(item, "call_id", &at)?;
                 let output = content_text(item.get("output"), &format!("{at}.output"))?;
                 out.push(ToolMessage {
@@ -219,7 +224,8 @@ fn items(list: &[Value], out: &mut Vec<ToolMessage>) -> Result<(), ApiError> {
                     "input",
                     format!(
                         "{at}.type {k:?} is not supported (message, function_call, \
-                         function_call_output, reasoning)"
+                         function_call_output, custom_tool_call, custom_tool_call_output, \
+                         reasoning)"
                     ),
                 ))
             }
@@ -243,9 +249,17 @@ const HOSTED: [&str; 9] = [
     "namespace",
 ];
 
-/// Function tools in chat completions' shape.
-fn chat_tools(tools: &[Value]) -> Result<Value, ApiError> {
+/// Function and custom tools in chat completions' shape, and the names of
+/// the custom ones.
+///
+/// A custom tool takes free text: here it is a function of one string
+/// argument, `input`, written as JSON like every other call. Its format
+/// holds that string: a `regex` grammar is the string's `pattern` (so the
+/// input matches it exactly); a `lark` grammar cannot be nested inside a
+/// JSON string, so its input is any string; `text` (or none) is any string.
+fn chat_tools(tools: &[Value]) -> Result<(Value, Vec<String>), ApiError> {
     let mut out = Vec::with_capacity(tools.len());
+    let mut custom = Vec::new();
     for (i, t) in tools.iter().enumerate() {
         match t.get("type").and_then(Value::as_str) {
             Some("function") => out.push(json!({"type": "function", "function": {
@@ -253,6 +267,44 @@ fn chat_tools(tools: &[Value]) -> Result<Value, ApiError> {
                 "description": t.get("description").cloned().unwrap_or(Value::Null),
                 "parameters": t.get("parameters").cloned().unwrap_or(Value::Null),
             }})),
+            Some("custom") => {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+                let mut input = json!({"type": "string"});
+                let format = t.get("format");
+                match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
+                    None | Some("text") => {}
+                    Some("grammar") => {
+                        let f = format.unwrap_or(&Value::Null);
+                        let def = f.get("definition").and_then(Value::as_str);
+                        match (f.get("syntax").and_then(Value::as_str), def) {
+                            (Some("regex"), Some(d)) => input["pattern"] = json!(d),
+                            (Some("lark"), Some(_)) => {}
+                            _ => {
+                                return Err(bad(
+                                    "tools",
+                                    format!(
+                                        "tools[{i}].format: a grammar needs syntax \"lark\" or \
+                                         \"regex\" and a definition"
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                    Some(k) => {
+                        return Err(bad(
+                            "tools",
+                            format!("tools[{i}].format.type {k:?} is not text or grammar"),
+                        ))
+                    }
+                }
+                custom.push(name.to_string());
+                out.push(json!({"type": "function", "function": {
+                    "name": name,
+                    "description": t.get("description").cloned().unwrap_or(Value::Null),
+                    "parameters": {"type": "object", "properties": {"input": input},
+                                   "required": ["input"], "additionalProperties": false},
+                }}));
+            }
             Some(k) if HOSTED.iter().any(|h| k.starts_with(h)) => {}
             k => {
                 return Err(bad(
@@ -262,7 +314,7 @@ fn chat_tools(tools: &[Value]) -> Result<Value, ApiError> {
             }
         }
     }
-    Ok(Value::Array(out))
+    Ok((Value::Array(out), custom))
 }
 
 /// `tool_choice` in chat completions' shape.
@@ -274,7 +326,7 @@ fn chat_choice(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
             o.get("type").and_then(Value::as_str),
             o.get("name").and_then(Value::as_str),
         ) {
-            (Some("function"), Some(n)) => {
+            (Some("function" | "custom"), Some(n)) => {
                 Some(json!({"type": "function", "function": {"name": n}}))
             }
             _ => {
@@ -338,7 +390,10 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         messages.push(msg("system", i.clone()));
     }
     messages.extend(conversation.iter().cloned());
-    let tools = r.tools.as_deref().map(chat_tools).transpose()?;
+    let (tools, custom) = match r.tools.as_deref().map(chat_tools).transpose()? {
+        Some((t, c)) => (Some(t), c),
+        None => (None, Vec::new()),
+    };
     let choice = chat_choice(r.tool_choice.as_ref())?;
     let common = Common {
         stream: r.stream,
@@ -404,6 +459,7 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         keep,
         scratch,
         tools: reply,
+        custom,
     };
     if r.stream {
         Ok(stream::sse(turn, rx))
@@ -489,7 +545,7 @@ mod tests {
             json!({"type": "namespace", "name": "n", "tools": []}),
         ])
         .unwrap();
-        assert_eq!(hosted, json!([]));
+        assert_eq!(hosted.0, json!([]));
         let c = chat_choice(Some(&json!({"type": "function", "name": "f"}))).unwrap();
         assert_eq!(c.unwrap()["function"]["name"], "f");
         let f = response_format(Some(&TextOptions {

@@ -77,6 +77,9 @@ pub struct Turn {
     pub scratch: super::snapshot::Scratch,
     /// How tool calls are read, when they can happen.
     pub tools: Option<ToolReply>,
+    /// The names of the request's custom tools (their calls are
+    /// `custom_tool_call` items, their input the `input` argument).
+    pub custom: Vec<String>,
 }
 
 fn now() -> u64 {
@@ -160,11 +163,26 @@ impl Turn {
         })
     }
 
+    fn is_custom(&self, name: &str) -> bool {
+        self.custom.iter().any(|c| c == name)
+    }
+
+    /// Call `index`'s item id.
+    fn call_item_id(&self, index: usize, name: &str) -> String {
+        let prefix = if self.is_custom(name) { "ctc" } else { "fc" };
+        self.item_id(prefix, index + 1)
+    }
+
     fn call_item(&self, index: usize, name: &str, args: &str, status: &str) -> Value {
-        json!({
-            "type": "function_call", "id": self.item_id("fc", index + 1),
-            "call_id": call_id(self.base(), index), "name": name, "arguments": args, "status": status,
-        })
+        let id = self.call_item_id(index, name);
+        let call = call_id(self.base(), index);
+        if self.is_custom(name) {
+            json!({"type": "custom_tool_call", "id": id, "call_id": call, "name": name,
+                   "input": custom_input(args), "status": status})
+        } else {
+            json!({"type": "function_call", "id": id, "call_id": call, "name": name,
+                   "arguments": args, "status": status})
+        }
     }
 
     /// The output items and the reply as a chat message.
@@ -246,6 +264,14 @@ impl Turn {
         };
         k.st.stored().insert(&k.st, self.id, entry, max_total).await;
     }
+}
+
+/// A custom tool call's input: the `input` string of its arguments.
+fn custom_input(args: &str) -> String {
+    serde_json::from_str::<Value>(args)
+        .ok()
+        .and_then(|v| v.get("input").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// The tokens of a conversation rendered without a generation prompt,
@@ -337,11 +363,24 @@ impl Sse {
             }
             Open::Call(k) => {
                 let (name, args, _) = self.calls[k].clone();
-                let id = self.turn.item_id("fc", k + 1);
-                self.push(
-                    json!({"type": "response.function_call_arguments.done", "item_id": id,
-                                 "output_index": index, "name": name, "arguments": args}),
-                );
+                let id = self.turn.call_item_id(k, &name);
+                if self.turn.is_custom(&name) {
+                    // The input is known once the call's JSON is whole.
+                    let input = custom_input(&args);
+                    self.push(
+                        json!({"type": "response.custom_tool_call_input.delta", "item_id": id,
+                                     "output_index": index, "delta": input}),
+                    );
+                    self.push(
+                        json!({"type": "response.custom_tool_call_input.done", "item_id": id,
+                                     "output_index": index, "input": input}),
+                    );
+                } else {
+                    self.push(
+                        json!({"type": "response.function_call_arguments.done", "item_id": id,
+                                     "output_index": index, "name": name, "arguments": args}),
+                    );
+                }
                 let item = self.turn.call_item(k, &name, &args, "completed");
                 self.push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
             }
@@ -390,16 +429,20 @@ impl Sse {
                 }
                 self.calls[index].0 = name.clone();
                 self.open = Open::Call(index);
-                let mut item = self.turn.call_item(index, &name, "", "in_progress");
-                item["arguments"] = json!("");
+                let item = self.turn.call_item(index, &name, "", "in_progress");
                 let out = self.items;
                 self.push(json!({"type": "response.output_item.added", "output_index": out, "item": item}));
             }
             Part::CallArgs { index, text } => {
-                if let Some(c) = self.calls.get_mut(index) {
-                    c.1.push_str(&text);
+                let Some(c) = self.calls.get_mut(index) else {
+                    return;
+                };
+                c.1.push_str(&text);
+                let name = c.0.clone();
+                if self.turn.is_custom(&name) {
+                    return;
                 }
-                let id = self.turn.item_id("fc", index + 1);
+                let id = self.turn.call_item_id(index, &name);
                 let out = self.items;
                 self.push(
                     json!({"type": "response.function_call_arguments.delta", "item_id": id,
