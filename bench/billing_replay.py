@@ -1,7 +1,9 @@
 """Claude Code's billing line and the prefix cache, measured: replays the
-Messages API requests of a recorded Claude Code run (``bench/harness.py
---dump DIR``) against a fresh ``fak serve`` twice, and reports the share of
-prompt tokens found in the prefix cache each time:
+Messages API requests of recorded Claude Code runs (``bench/harness.py
+--dump DIR``; several runs, one after the other, as successive tasks or a
+fleet of Claude Code processes send them to one server) against a fresh
+``fak serve`` twice, and reports the share of prompt tokens found in the
+prefix cache each time:
 
 * ``as sent``: fak leaves the ``x-anthropic-billing-header`` system block
   out of the prompt (what it does);
@@ -14,7 +16,12 @@ the harness got in its run are already in the later requests, so only the
 prompts matter. (The original run's generated tokens were also in the
 cache; here they are not, so both shares are lower bounds, alike.)
 
-    python3 bench/billing_replay.py --model M --dump DIR [--json out.json]
+    python3 bench/billing_replay.py --model M --dump DIR [DIR ...] [--json out.json]
+
+Claude Code 2.1.332 writes one billing line per process (its
+``cc_version=…`` suffix differs between runs, not between the requests of
+one run), so the line costs the prefix cache its whole long system prompt
+and tool list at the start of every run after the first.
 """
 
 from __future__ import annotations
@@ -56,15 +63,16 @@ def replay(url: str, bodies: list[dict], keep_billing: bool) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--dump", type=Path, required=True, help="a harness.py --dump folder of one Claude Code run")
+    ap.add_argument("--dump", type=Path, nargs="+", required=True,
+                    help="harness.py --dump folders of Claude Code runs, replayed in this order")
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    bodies = [json.loads(p.read_text()) for p in sorted(a.dump.glob("*v1_messages.json"))]
+    bodies = [json.loads(p.read_text()) for d in a.dump for p in sorted(d.glob("*v1_messages.json"))]
     if not bodies:
         print(f"billing_replay: no v1_messages requests under {a.dump}", file=sys.stderr)
         return 2
-    out = {"model": a.model.name, "dump": str(a.dump)}
+    out = {"model": a.model.name, "runs": [d.name for d in a.dump]}
     for name, keep in [("as_sent", False), ("billing_line_rendered", True)]:
         with tempfile.TemporaryFile() as log:
             proc, url = start_engine("fak", a.model.resolve(), a.ctx, 2, log)

@@ -534,11 +534,22 @@ mod tests {
 
     #[test]
     fn tools_and_formats_take_chat_shapes() {
-        let t = chat_tools(&[
+        let (t, custom) = chat_tools(&[
             json!({"type": "function", "name": "f", "parameters": {"type": "object"}}),
         ])
         .unwrap();
         assert_eq!(t[0]["function"]["name"], "f");
+        assert!(custom.is_empty());
+        let (t, custom) = chat_tools(&[json!({"type": "custom", "name": "patch",
+            "format": {"type": "grammar", "syntax": "regex", "definition": "[a-z]+"}})])
+        .unwrap();
+        assert_eq!(custom, ["patch"]);
+        assert_eq!(
+            t[0]["function"]["parameters"]["properties"]["input"]["pattern"],
+            "[a-z]+"
+        );
+        let no_def = json!({"type": "custom", "name": "p", "format": {"type": "grammar"}});
+        assert!(chat_tools(&[no_def]).is_err());
         assert!(chat_tools(&[json!({"type": "bogus"})]).is_err());
         let hosted = chat_tools(&[
             json!({"type": "web_search", "external_web_access": false}),

@@ -14,6 +14,8 @@
 //! the handlers ask after every change (`SessionOp::Info`), so the counts
 //! here are always the engine's.
 
+mod evict;
+mod generate;
 mod handlers;
 mod lifecycle;
 mod lineage;
