@@ -20,6 +20,7 @@ mod paged;
 mod request;
 mod sampling;
 mod seqs;
+mod spec;
 
 pub use constraint::Constraint;
 #[cfg(feature = "fault-injection")]
@@ -46,7 +47,8 @@ pub use request::{
 #[doc(hidden)]
 pub use sampling::reference as sampling_reference;
 pub use sampling::{argmax, BadSampling, Logprobs, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
-pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Sequences};
+pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Rows, Sequences};
+pub use spec::{prompt_lookup, LookupParams};
 
 /// Errors of generation. Variants name what was wrong with a request (a
 /// client's fault: a 400 over HTTP) apart from what went wrong inside

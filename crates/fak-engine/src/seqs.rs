@@ -88,6 +88,16 @@ pub struct Append<'a> {
     pub logits: LogitsWanted,
 }
 
+/// Which of an item's tokens return logits in [`Sequences::step_rows_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Only the last token's (as [`Sequences::step`]).
+    Last,
+    /// Every token's: what verifying a draft needs, since the logits after
+    /// each draft token decide whether the next one is kept.
+    Every,
+}
+
 /// Many sequences sharing one paged KV cache.
 pub struct Sequences {
     kv: PagedKv,
@@ -307,10 +317,29 @@ impl Sequences {
         items: &[Append<'_>],
         mut on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<(), EngineError> {
+        let rows = vec![Rows::Last; items.len()];
+        self.step_rows_with(model, items, &rows, |i, _, row| on_logits(i, row))
+    }
+
+    /// [`Sequences::step_with`] with, per item, which tokens return
+    /// logits: `on_row(i, j, logits)` gets item `i`'s logits after its
+    /// `j`-th id (`[n_vocab]`), rows of one item in order. An item whose
+    /// `logits` is [`LogitsWanted::No`] returns none.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sequences::step`].
+    pub fn step_rows_with(
+        &mut self,
+        model: &Model,
+        items: &[Append<'_>],
+        rows: &[Rows],
+        mut on_row: impl FnMut(usize, usize, &[f32]),
+    ) -> Result<(), EngineError> {
         // Plan positions; remember lengths for rollback. A sequence's
         // pending tokens (rows dropped by a cut) go first, without logits.
         let mut next: HashMap<SeqId, usize> = HashMap::new();
-        let mut toks: Vec<(BatchToken, Option<usize>)> = Vec::new();
+        let mut toks: Vec<(BatchToken, Option<(usize, usize)>)> = Vec::new();
         let mut held: Vec<(SeqId, usize)> = Vec::new();
         for (i, it) in items.iter().enumerate() {
             let start = match next.get(&it.seq) {
@@ -333,9 +362,10 @@ impl Sequences {
                     all.len()
                 }
             };
+            let every = rows.get(i) == Some(&Rows::Every);
             for (j, &id) in it.ids.iter().enumerate() {
                 let last = j + 1 == it.ids.len();
-                let want = last && it.logits == LogitsWanted::Yes;
+                let want = (last || every) && it.logits == LogitsWanted::Yes;
                 toks.push((
                     BatchToken {
                         token: id,
@@ -347,12 +377,12 @@ impl Sequences {
                             LogitsWanted::No
                         },
                     },
-                    want.then_some(i),
+                    want.then_some((i, j)),
                 ));
             }
             next.insert(it.seq, start + it.ids.len());
         }
-        let result = self.run_tokens(model, &toks, &mut on_logits);
+        let result = self.run_tokens(model, &toks, &mut on_row);
         if let Err(e) = result {
             for (s, n) in held {
                 self.cut_kv(s, n)?;
@@ -370,16 +400,16 @@ impl Sequences {
     fn run_tokens(
         &mut self,
         model: &Model,
-        toks: &[(BatchToken, Option<usize>)],
-        on_logits: &mut impl FnMut(usize, &[f32]),
+        toks: &[(BatchToken, Option<(usize, usize)>)],
+        on_row: &mut impl FnMut(usize, usize, &[f32]),
     ) -> Result<(), EngineError> {
         for chunk in toks.chunks(self.max_batch_tokens) {
             self.batch.tokens.clear();
             self.batch.tokens.extend(chunk.iter().map(|(t, _)| *t));
             let logits = model.forward_into(&self.batch, &mut self.kv, &mut self.ws)?;
             for (b, (_, item)) in chunk.iter().enumerate() {
-                if let (Some(i), Some(row)) = (item, logits.for_batch_token(b)) {
-                    on_logits(*i, row);
+                if let (Some((i, j)), Some(row)) = (item, logits.for_batch_token(b)) {
+                    on_row(*i, *j, row);
                 }
             }
         }

@@ -338,3 +338,106 @@ fn q8_0_cache_is_smaller_and_changes_logits_only_slightly() {
         "Q8_0 cache moved logits by {err} of range {range}"
     );
 }
+
+/// The property exact speculative decoding rests on: the logits after
+/// every token of a chunk appended in one step (`Rows::Every`) are the
+/// bytes of feeding the same tokens one decode step at a time, whatever
+/// else is in the batch, however the forward calls split it, and after a
+/// rejected tail is truncated away and the sequence goes on.
+#[test]
+fn every_row_of_a_chunk_equals_single_steps() {
+    let m = model();
+    let prompt = ids(7, 13);
+    let tail = ids(8, 9);
+    for ubatch in [512, 5] {
+        let mut seqs = cache(4, 64, PrefixCache::Off, ubatch);
+        // One token at a time.
+        let a = seqs.create(Tenant(1));
+        seqs.step(
+            m,
+            &[Append {
+                seq: a,
+                ids: &prompt,
+                logits: LogitsWanted::Yes,
+            }],
+        )
+        .expect("prefill");
+        let single: Vec<Vec<u8>> = tail
+            .iter()
+            .map(|t| {
+                let out = seqs
+                    .step(
+                        m,
+                        &[Append {
+                            seq: a,
+                            ids: std::slice::from_ref(t),
+                            logits: LogitsWanted::Yes,
+                        }],
+                    )
+                    .expect("decode");
+                bytes(out[0].as_ref().expect("logits"))
+            })
+            .collect();
+        // The whole tail as one chunk, beside another sequence's prefill.
+        let b = seqs.create(Tenant(1));
+        let other = seqs.create(Tenant(1));
+        seqs.step(
+            m,
+            &[Append {
+                seq: b,
+                ids: &prompt,
+                logits: LogitsWanted::No,
+            }],
+        )
+        .expect("prefill");
+        let noise = ids(9, 11);
+        let items = [
+            Append {
+                seq: other,
+                ids: &noise,
+                logits: LogitsWanted::Yes,
+            },
+            Append {
+                seq: b,
+                ids: &tail,
+                logits: LogitsWanted::Yes,
+            },
+        ];
+        let mut rows: Vec<Option<Vec<u8>>> = vec![None; tail.len()];
+        seqs.step_rows_with(
+            m,
+            &items,
+            &[fak_engine::Rows::Last, fak_engine::Rows::Every],
+            |i, j, l| {
+                if i == 1 {
+                    rows[j] = Some(bytes(l));
+                }
+            },
+        )
+        .expect("verify");
+        for (j, (r, s)) in rows.iter().zip(&single).enumerate() {
+            assert!(
+                r.as_ref() == Some(s),
+                "ubatch {ubatch}: row {j} differs from the single step"
+            );
+        }
+        // Reject after 3 tokens: truncate, then verify the rest again.
+        seqs.truncate(b, prompt.len() + 3).expect("truncate");
+        let mut again: Vec<Vec<u8>> = Vec::new();
+        seqs.step_rows_with(
+            m,
+            &[Append {
+                seq: b,
+                ids: &tail[3..],
+                logits: LogitsWanted::Yes,
+            }],
+            &[fak_engine::Rows::Every],
+            |_, _, l| again.push(bytes(l)),
+        )
+        .expect("verify again");
+        assert!(
+            again == single[3..],
+            "ubatch {ubatch}: rows after the truncation differ"
+        );
+    }
+}
