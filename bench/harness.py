@@ -365,6 +365,17 @@ def smoke(bin_dir: Path, model: Path, timeout: float) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def share_after_first_request(rows: list[dict]) -> float | None:
+    """Prompt tokens computed over those sent, leaving out the very first
+    request of the rows (in run order)."""
+    if not rows:
+        return None
+    first = rows[0]
+    sent = sum(r["sent"] for r in rows) - (first["sent"] - first["sent_after_first"])
+    computed = sum(r["computed"] for r in rows) - (first["computed"] - first["computed_after_first"])
+    return round(computed / sent, 4) if sent else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
@@ -424,6 +435,9 @@ def main() -> int:
                 "tool_calls": sum(r["tool_calls"] for r in rows),
                 "wall_s": round(sum(r["wall_s"] for r in rows), 1),
                 "computed_share_after_first": round(sum(r["computed_after_first"] for r in rows) / sent, 4) if sent else None,
+                # The run's first request computes the shared prefix; every
+                # later one (other tasks' first turns included) should find it.
+                "computed_share_after_first_request": share_after_first_request(rows),
                 "reuse_reported": all(r["reuse_reported"] for r in rows if r["requests"]),
             }
     for harness in a.harnesses.split(","):

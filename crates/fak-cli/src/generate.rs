@@ -41,6 +41,10 @@ pub struct GenerateArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    /// Speculative decoding: `lookup` verifies tokens drafted from the
+    /// sequence's own context, several per pass; the output is the same.
+    #[arg(long, value_enum, default_value_t = crate::SpeculativeArg::Off)]
+    speculative: crate::SpeculativeArg,
     /// Tokens per KV block (with --prompts-json; default 64).
     #[arg(long)]
     block_size: Option<usize>,
@@ -263,6 +267,7 @@ fn gen_params(a: &GenerateArgs) -> anyhow::Result<GenerateParams> {
             StopAt::EndOfGeneration
         },
         kv_type: a.kv_type.into(),
+        speculative: a.speculative.into(),
         ctx_limit: if a.allow_ctx_beyond_train {
             CtxLimit::BeyondTrained
         } else {

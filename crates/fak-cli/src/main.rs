@@ -110,6 +110,28 @@ impl From<KvTypeArg> for fak_model::KvType {
     }
 }
 
+/// `--speculative` values: whether decoding verifies drafted tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SpeculativeArg {
+    /// Plain decoding (the default).
+    #[default]
+    Off,
+    /// Drafts from the sequence's own context (prompt lookup); the output
+    /// is the same as plain decoding's, token for token.
+    Lookup,
+}
+
+impl From<SpeculativeArg> for fak_engine::Speculative {
+    fn from(a: SpeculativeArg) -> fak_engine::Speculative {
+        match a {
+            SpeculativeArg::Off => fak_engine::Speculative::Off,
+            SpeculativeArg::Lookup => {
+                fak_engine::Speculative::Lookup(fak_engine::LookupParams::default())
+            }
+        }
+    }
+}
+
 impl ModelArgs {
     /// Loads the model and its tokenizer.
     pub fn load(&self) -> anyhow::Result<(fak_model::Model, fak_tokenizer::Tokenizer)> {

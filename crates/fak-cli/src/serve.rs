@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Element type of the KV cache.
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
+    /// Speculative decoding: `lookup` verifies tokens drafted from each
+    /// sequence's own context, several per pass; every output is the same.
+    #[arg(long, value_enum, default_value_t = crate::SpeculativeArg::Off)]
+    speculative: crate::SpeculativeArg,
     /// Sliding-window layers' rows (gemma3's local layers): drop the blocks
     /// outside the window, or keep every row (more memory; the same
     /// results). Models without windows are unaffected.
@@ -176,6 +180,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         },
         max_body_bytes: a.max_body_bytes,
         kv_type: a.kv_type.into(),
+        speculative: a.speculative.into(),
         kv_window: a.kv_window.into(),
         block_size: a.block_size,
         token_budget: a.token_budget,

@@ -26,6 +26,8 @@ pub struct GenerateParams {
     pub stop: StopAt,
     /// Element type of the KV cache.
     pub kv_type: KvType,
+    /// Whether decoding verifies drafted tokens (the output is the same).
+    pub speculative: crate::spec::Speculative,
     /// Whether the context may exceed the model's trained context.
     pub ctx_limit: CtxLimit,
 }
@@ -221,6 +223,7 @@ pub fn generate(
     }
     let cfg = EngineConfig::for_requests(1, n_ctx, params.kv_type, PrefixCache::Off);
     let mut engine = Engine::new(model, Some(tok), cfg)?;
+    engine.set_speculative(params.speculative);
     engine.add(params.request(prompt_ids.to_vec()))?;
     while engine.has_work() {
         let mut flow = ControlFlow::Continue(());

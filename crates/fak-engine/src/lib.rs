@@ -48,7 +48,7 @@ pub use request::{
 pub use sampling::reference as sampling_reference;
 pub use sampling::{argmax, BadSampling, Logprobs, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Rows, Sequences};
-pub use spec::{prompt_lookup, LookupParams};
+pub use spec::{prompt_lookup, LookupParams, Speculative};
 
 /// Errors of generation. Variants name what was wrong with a request (a
 /// client's fault: a 400 over HTTP) apart from what went wrong inside

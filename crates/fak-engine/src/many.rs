@@ -117,6 +117,7 @@ pub fn generate_many(
         mask: crate::MaskMode::default(),
     };
     let mut engine = Engine::new(model, Some(tok), cfg)?;
+    engine.set_speculative(params.gen.speculative);
     let groups: Vec<Vec<usize>> = match params.mode {
         BatchMode::Together => vec![(0..prompts.len()).collect()],
         BatchMode::Alone => (0..prompts.len()).map(|i| vec![i]).collect(),

@@ -290,4 +290,11 @@ pub struct EngineStats {
     pub mask_workers_started: u64,
     /// Time inside the forward passes, by phase and pass kind.
     pub forward: fak_model::ForwardTimes,
+    /// Drafts verified (speculative decoding): one per sequence per pass
+    /// that carried draft tokens.
+    pub spec_drafts: u64,
+    /// Draft tokens verified.
+    pub spec_draft_tokens: u64,
+    /// Draft tokens accepted (each saved one pass of its sequence).
+    pub spec_accepted_tokens: u64,
 }

@@ -18,6 +18,16 @@
 //! model's own logits and keeps a draft token only while it equals the
 //! sampled one, so a draft can make decoding faster, never different.
 
+/// Whether the engine drafts tokens to verify, and from what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Speculative {
+    /// Plain decoding: one token per sequence per pass.
+    #[default]
+    Off,
+    /// Drafts from the sequence's own context ([`prompt_lookup`]).
+    Lookup(LookupParams),
+}
+
 /// How prompt lookup searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LookupParams {

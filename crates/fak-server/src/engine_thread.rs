@@ -284,6 +284,7 @@ fn engine_main(
             return;
         }
     };
+    engine.set_speculative(cfg.speculative);
     metrics
         .cache_config
         .get_or_create(&CacheConfig {
@@ -472,5 +473,8 @@ fn publish(engine: &Engine, metrics: &Metrics) {
     set_counter(&metrics.session_drops, s.sessions_dropped);
     set_counter(&metrics.forward_passes, s.passes);
     set_counter(&metrics.tokens_computed, s.tokens_computed);
+    set_counter(&metrics.spec_drafts, s.spec_drafts);
+    set_counter(&metrics.spec_draft_tokens, s.spec_draft_tokens);
+    set_counter(&metrics.spec_accepted_tokens, s.spec_accepted_tokens);
     set_counter(&metrics.mask_workers_started, s.mask_workers_started);
 }

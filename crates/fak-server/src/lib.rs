@@ -97,6 +97,8 @@ pub struct ServerConfig {
     pub session_ttl: Option<std::time::Duration>,
     /// How many stored responses (Responses API) are kept, how long.
     pub stored: StoredLimits,
+    /// Whether decoding verifies drafted tokens (the output is the same).
+    pub speculative: fak_engine::Speculative,
 }
 
 impl ServerConfig {
@@ -126,6 +128,7 @@ impl ServerConfig {
             max_sessions_per_tenant: DEFAULT_MAX_SESSIONS,
             session_ttl: None,
             stored: StoredLimits::default(),
+            speculative: fak_engine::Speculative::Off,
         }
     }
 

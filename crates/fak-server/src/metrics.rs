@@ -47,6 +47,9 @@ pub struct Metrics {
     pub tokens_computed: Counter,
     pub mask_workers_started: Counter,
     pub constraint_failures: Counter,
+    pub spec_drafts: Counter,
+    pub spec_draft_tokens: Counter,
+    pub spec_accepted_tokens: Counter,
     pub success: Family<Reason, Counter>,
     pub ttft: Histogram,
     pub itl: Histogram,
@@ -73,6 +76,9 @@ impl Metrics {
         let tokens_computed = Counter::default();
         let mask_workers_started = Counter::default();
         let constraint_failures = Counter::default();
+        let spec_drafts = Counter::default();
+        let spec_draft_tokens = Counter::default();
+        let spec_accepted_tokens = Counter::default();
         let success = Family::<Reason, Counter>::default();
         // 1 ms .. ~65 s.
         let secs = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
@@ -158,6 +164,21 @@ impl Metrics {
             constraint_failures.clone(),
         );
         r.register(
+            "vllm:spec_decode_num_drafts",
+            "Drafts verified (--speculative): one per sequence per pass that carried draft tokens",
+            spec_drafts.clone(),
+        );
+        r.register(
+            "vllm:spec_decode_num_draft_tokens",
+            "Draft tokens verified",
+            spec_draft_tokens.clone(),
+        );
+        r.register(
+            "vllm:spec_decode_num_accepted_tokens",
+            "Draft tokens accepted (each one a pass its sequence did not need)",
+            spec_accepted_tokens.clone(),
+        );
+        r.register(
             "vllm:request_success",
             "Requests finished, by reason",
             success.clone(),
@@ -199,6 +220,9 @@ impl Metrics {
             tokens_computed,
             mask_workers_started,
             constraint_failures,
+            spec_drafts,
+            spec_draft_tokens,
+            spec_accepted_tokens,
             success,
             ttft,
             itl,

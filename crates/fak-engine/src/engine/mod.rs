@@ -223,6 +223,10 @@ pub struct Engine<'m> {
     /// The mask worker ([`MaskMode::Overlap`]), started at the first
     /// constrained pass.
     masks: Option<masks::MaskWorker>,
+    /// Whether decode items carry drafts to verify.
+    spec: crate::spec::Speculative,
+    /// A sequence's context, gathered for a draft lookup (reused).
+    spec_context: Vec<u32>,
 }
 
 impl<'m> Engine<'m> {
@@ -268,7 +272,19 @@ impl<'m> Engine<'m> {
             grammars: None,
             masked: Vec::new(),
             masks: None,
+            spec: crate::spec::Speculative::Off,
+            spec_context: Vec::new(),
         })
+    }
+
+    /// Turns speculative decoding on or off from the next step on. With
+    /// drafts, a sequence's ids, logits and events are the same as plain
+    /// decoding's: each verified position is sampled from the model's own
+    /// logits with the request's sampler, and a draft token is kept only
+    /// while it equals the sampled one (see `step.rs`). Requests with a
+    /// grammar, log-probabilities or a session decode plainly.
+    pub fn set_speculative(&mut self, spec: crate::spec::Speculative) {
+        self.spec = spec;
     }
 
     /// Changes where constrained requests' masks are computed, from the

@@ -22,7 +22,7 @@ use super::{Engine, Phase, PrefillMix, Release, Slot};
 use crate::constraint::{Check, ConstraintState, Ready};
 use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
 use crate::sampling::{Logprobs, Sampler};
-use crate::seqs::{Append, PrefixCache};
+use crate::seqs::{Append, PrefixCache, Rows};
 use crate::EngineError;
 
 /// What one item of a pass does for its request.
@@ -40,6 +40,10 @@ struct Item {
     ids: Vec<u32>,
     kind: ItemKind,
     logits: LogitsWanted,
+    /// A decode item carrying draft tokens after its unfed one: the
+    /// sequence's length before the pass (rejected rows are cut back to
+    /// what plain decoding would hold).
+    verify: Option<usize>,
 }
 
 /// A constrained request's token: drawn from the raw logits and checked
@@ -138,6 +142,21 @@ struct Picked {
     logprobs: Option<StepLogprobs>,
     /// The request's constraint failed to give a mask.
     error: Option<EngineError>,
+    /// A verified draft: the tokens sampled, one per row, up to and
+    /// including the first that differs from the draft (already taken by
+    /// the sampler, in order, as plain decoding takes them).
+    verified: Vec<u32>,
+    /// The rows after a mismatch are not sampled.
+    verify_done: bool,
+}
+
+/// Whether the sampler has taken a token already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drawn {
+    /// Not yet: [`Engine::accept`] passes it to the sampler.
+    Pending,
+    /// Taken when it was sampled (a verified draft's rows).
+    Taken,
 }
 
 fn out_of_blocks(e: &EngineError) -> bool {
@@ -376,16 +395,33 @@ impl Engine<'_> {
                 budget
             };
             let take = n.min(cap);
+            // Tokens of the budget left for drafts, after one per decode.
+            let mut spare = cap - take;
             for k in 0..take {
                 let slot = decoding[(start + k) % n];
+                let draft = if spare > 0 {
+                    self.draft(slot, spare)
+                } else {
+                    Vec::new()
+                };
+                spare -= draft.len();
+                budget -= draft.len();
                 if let Some(l) = self.slots[slot as usize].live.as_ref() {
                     if let (Some(seq), Some(t)) = (l.seq, l.unfed) {
+                        let verify = if draft.is_empty() {
+                            None
+                        } else {
+                            self.seqs.tokens(seq).ok().map(<[u32]>::len)
+                        };
+                        let mut ids = vec![t];
+                        ids.extend_from_slice(&draft);
                         plan.push(Item {
                             slot,
                             seq,
-                            ids: vec![t],
+                            ids,
                             kind: ItemKind::Decode,
                             logits: LogitsWanted::Yes,
+                            verify,
                         });
                     }
                 }
@@ -425,11 +461,51 @@ impl Engine<'_> {
                 } else {
                     LogitsWanted::No
                 },
+                verify: None,
             });
             budget -= n;
             prefills += 1;
         }
         plan
+    }
+
+    /// Draft tokens for a decoding request (at most `room`): none when
+    /// speculation is off or the request decodes plainly (a grammar,
+    /// log-probabilities, a session), and never more than it may still
+    /// generate after the token this pass samples anyway.
+    fn draft(&mut self, slot: u32, room: usize) -> Vec<u32> {
+        let crate::spec::Speculative::Lookup(params) = self.spec else {
+            return Vec::new();
+        };
+        let Some(l) = self.slots[slot as usize].live.as_ref() else {
+            return Vec::new();
+        };
+        if l.constraint.is_some()
+            || l.req.logprobs != Logprobs::Off
+            || l.req.context != Context::Fresh
+        {
+            return Vec::new();
+        }
+        let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
+            return Vec::new();
+        };
+        let left = l.req.max_tokens.saturating_sub(l.generated.len() + 1);
+        let max = params.max_draft.min(room).min(left);
+        if max == 0 {
+            return Vec::new();
+        }
+        let Ok(tokens) = self.seqs.tokens(seq) else {
+            return Vec::new();
+        };
+        let ctx = &mut self.spec_context;
+        ctx.clear();
+        ctx.extend_from_slice(tokens);
+        ctx.push(unfed);
+        let p = crate::spec::LookupParams {
+            max_draft: max,
+            ..params
+        };
+        crate::spec::prompt_lookup(ctx, p).to_vec()
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -457,66 +533,105 @@ impl Engine<'_> {
         let slots = &mut self.slots;
         let masked = &mut self.masked;
         let stats = &mut self.stats;
-        let result = self.seqs.step_with(self.model, &items, |k, logits| {
-            if let Some(p) = waiting.take() {
-                // The forward pass is done: the worker's verdicts now.
-                settle(worker, p, plan, slots, &mut ready, stats);
-            }
-            let (Some(item), Some(out)) = (plan.get(k), picked.get_mut(k)) else {
-                return;
-            };
-            let Some(entry) = slots.get_mut(item.slot as usize) else {
-                return;
-            };
-            let id = RequestId {
-                slot: item.slot,
-                generation: entry.generation,
-            };
-            let Some(live) = entry.live.as_mut() else {
-                return;
-            };
-            on_logits(id, logits);
-            let token = match live.constraint.as_mut() {
-                None => live.sampler.sample(logits),
-                Some(c) => {
-                    let t0 = std::time::Instant::now();
-                    let check = Check::for_request(&live.req.sampling, live.req.logprobs);
-                    let r = match ready.get_mut(k).and_then(Option::take) {
-                        Some(Ok(v)) => Ok(sample_ready(
-                            c,
-                            &v,
-                            &mut live.sampler,
-                            check,
-                            logits,
-                            masked,
-                            stats,
-                        )),
-                        Some(Err(e)) => Err(e),
-                        None => {
-                            sample_constrained(c, &mut live.sampler, check, logits, masked, stats)
+        let rows: Vec<Rows> = plan
+            .iter()
+            .map(|i| {
+                if i.verify.is_some() {
+                    Rows::Every
+                } else {
+                    Rows::Last
+                }
+            })
+            .collect();
+        let result = self
+            .seqs
+            .step_rows_with(self.model, &items, &rows, |k, j, logits| {
+                if let Some(p) = waiting.take() {
+                    // The forward pass is done: the worker's verdicts now.
+                    settle(worker, p, plan, slots, &mut ready, stats);
+                }
+                let (Some(item), Some(out)) = (plan.get(k), picked.get_mut(k)) else {
+                    return;
+                };
+                let Some(entry) = slots.get_mut(item.slot as usize) else {
+                    return;
+                };
+                let id = RequestId {
+                    slot: item.slot,
+                    generation: entry.generation,
+                };
+                let Some(live) = entry.live.as_mut() else {
+                    return;
+                };
+                if item.verify.is_some() {
+                    // Row j is the distribution after ids[j]; it is sampled
+                    // only while every earlier row's token equalled the draft
+                    // token after it (rows come in order). The sampler takes
+                    // each token at once, as plain decoding's steps would
+                    // before the next draw.
+                    if out.verify_done {
+                        return;
+                    }
+                    on_logits(id, logits);
+                    match live.sampler.sample(logits) {
+                        Some(t) => {
+                            live.sampler.accept(t);
+                            out.verified.push(t);
+                            if item.ids.get(j + 1) != Some(&t) {
+                                out.verify_done = true;
+                            }
                         }
-                    };
-                    stats.constraint_mask_time += t0.elapsed();
-                    match r {
-                        Ok(t) => t,
-                        Err(e) => {
-                            out.error = Some(e);
-                            return;
+                        None => out.verify_done = true,
+                    }
+                    return;
+                }
+                on_logits(id, logits);
+                let token = match live.constraint.as_mut() {
+                    None => live.sampler.sample(logits),
+                    Some(c) => {
+                        let t0 = std::time::Instant::now();
+                        let check = Check::for_request(&live.req.sampling, live.req.logprobs);
+                        let r = match ready.get_mut(k).and_then(Option::take) {
+                            Some(Ok(v)) => Ok(sample_ready(
+                                c,
+                                &v,
+                                &mut live.sampler,
+                                check,
+                                logits,
+                                masked,
+                                stats,
+                            )),
+                            Some(Err(e)) => Err(e),
+                            None => sample_constrained(
+                                c,
+                                &mut live.sampler,
+                                check,
+                                logits,
+                                masked,
+                                stats,
+                            ),
+                        };
+                        stats.constraint_mask_time += t0.elapsed();
+                        match r {
+                            Ok(t) => t,
+                            Err(e) => {
+                                out.error = Some(e);
+                                return;
+                            }
                         }
                     }
-                }
-            };
-            out.token = token;
-            if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, token) {
-                // A constrained request with logprobs always masks.
-                let l = if live.constraint.is_some() {
-                    &masked[..]
-                } else {
-                    logits
                 };
-                out.logprobs = Some(logprobs(l, t, n));
-            }
-        });
+                out.token = token;
+                if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, token) {
+                    // A constrained request with logprobs always masks.
+                    let l = if live.constraint.is_some() {
+                        &masked[..]
+                    } else {
+                        logits
+                    };
+                    out.logprobs = Some(logprobs(l, t, n));
+                }
+            });
         if let Some(p) = waiting.take() {
             // No logits came (a failed pass): the matchers still go back.
             settle(worker, p, plan, slots, &mut ready, stats);
@@ -601,6 +716,9 @@ impl Engine<'_> {
                 }
             }
         };
+        if let Some(before) = item.verify {
+            return self.process_verified(item, before, picked, events);
+        }
         if publish && self.cfg.prefix_cache == PrefixCache::On {
             // Concurrent requests with the same prompt find it from now on.
             self.seqs.publish(item.seq)?;
@@ -621,6 +739,38 @@ impl Engine<'_> {
         self.accept(slot, token, picked.logprobs, events)
     }
 
+    /// A verified draft's tokens: the rows after the last one kept are cut
+    /// from the sequence (it then holds what plain decoding would: the
+    /// old unfed token and every emitted token but the last), and each
+    /// token goes through the stop rules and text in order, as if sampled
+    /// one pass at a time; a token that ends the request ends the list.
+    fn process_verified(
+        &mut self,
+        item: Item,
+        before: usize,
+        picked: Picked,
+        events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        let slot = item.slot;
+        let tokens = picked.verified;
+        if tokens.is_empty() {
+            return self.fail(slot, EngineError::NoLogits, events);
+        }
+        self.stats.spec_drafts += 1;
+        self.stats.spec_draft_tokens += (item.ids.len() - 1) as u64;
+        self.stats.spec_accepted_tokens += (tokens.len() - 1) as u64;
+        self.seqs.truncate(item.seq, before + tokens.len())?;
+        let generation = self.slots[slot as usize].generation;
+        for t in tokens {
+            self.accept_drawn(slot, t, None, events, Drawn::Taken)?;
+            let entry = &self.slots[slot as usize];
+            if entry.generation != generation || entry.live.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// A sampled token: stop rules, text, and the next step's input.
     fn accept(
         &mut self,
@@ -628,6 +778,19 @@ impl Engine<'_> {
         token: u32,
         logprobs: Option<StepLogprobs>,
         events: &mut Vec<Event>,
+    ) -> Result<(), EngineError> {
+        self.accept_drawn(slot, token, logprobs, events, Drawn::Pending)
+    }
+
+    /// [`Engine::accept`], saying whether the sampler already took the
+    /// token (a verified draft's tokens are taken as they are sampled).
+    fn accept_drawn(
+        &mut self,
+        slot: u32,
+        token: u32,
+        logprobs: Option<StepLogprobs>,
+        events: &mut Vec<Event>,
+        drawn: Drawn,
     ) -> Result<(), EngineError> {
         let n_ctx = self.cfg.n_ctx;
         let tok = self.tok;
@@ -652,7 +815,9 @@ impl Engine<'_> {
             }
         }
         live.generated.push(token);
-        live.sampler.accept(token);
+        if drawn == Drawn::Pending {
+            live.sampler.accept(token);
+        }
         live.unfed = Some(token);
         self.stats.generation_tokens += 1;
         let piece = match tok {
