@@ -17,6 +17,13 @@ prompts matter. (The original run's generated tokens were also in the
 cache; here they are not, so both shares are lower bounds, alike.)
 
     python3 bench/billing_replay.py --model M --dump DIR [DIR ...] [--json out.json]
+    python3 bench/billing_replay.py --model M --record DIR --bin BIN [--json out.json]
+
+``--record DIR`` first runs Claude Code (``BIN/claude``, from
+``bench/harness.sh``) twice, with two short prompts, in one git repository
+against ``fak serve``, saving its requests under DIR/run1 and DIR/run2,
+then replays those: two sessions of one project, as a developer or a
+fleet of agents on one repository would run them.
 
 Claude Code 2.1.332 writes one billing line per process (its
 ``cc_version=…`` suffix differs between runs, not between the requests of
@@ -34,7 +41,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import BILLING, start_engine  # noqa: E402
+from harness import BILLING, Proxy, harness_cmd, start_engine  # noqa: E402
 
 
 def replay(url: str, bodies: list[dict], keep_billing: bool) -> dict:
@@ -60,14 +67,47 @@ def replay(url: str, bodies: list[dict], keep_billing: bool) -> dict:
             "distinct_billing_lines": len(lines)}
 
 
+def record(model: Path, bin_dir: Path, out: Path) -> list[Path]:
+    """Two Claude Code runs in one repository, their requests saved."""
+    import subprocess
+    work = Path(tempfile.mkdtemp(prefix="fak-billing-"))
+    repo = work / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=bench@localhost", "-c", "user.name=bench", "commit", "-q",
+                    "--allow-empty", "-m", "start"], cwd=repo, check=True)
+    dirs = []
+    with tempfile.TemporaryFile() as log:
+        proc, url = start_engine("fak", model, 32768, 2, log)
+        proxy = Proxy(url)
+        try:
+            for i, ask in enumerate(["Say hello in one short sentence.", "Say goodbye in one short sentence."]):
+                proxy.dump = out / f"run{i + 1}"
+                dirs.append(proxy.dump)
+                cmd, env = harness_cmd("claude", bin_dir, ask, f"http://127.0.0.1:{proxy.port}", work / "home",
+                                       model.stem)
+                subprocess.run(cmd, cwd=repo, env=env, capture_output=True, timeout=900, stdin=subprocess.DEVNULL)
+        finally:
+            proxy.close()
+            proc.terminate()
+            proc.wait(timeout=30)
+    return dirs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--dump", type=Path, nargs="+", required=True,
+    ap.add_argument("--dump", type=Path, nargs="+",
                     help="harness.py --dump folders of Claude Code runs, replayed in this order")
+    ap.add_argument("--record", type=Path, help="record two Claude Code runs of one project here first")
+    ap.add_argument("--bin", type=Path, default=Path(__file__).resolve().parent / ".harness" / "node_modules" / ".bin")
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
+    if a.record:
+        a.dump = record(a.model.resolve(), a.bin.resolve(), a.record)
+    if not a.dump:
+        ap.error("give --dump DIR [DIR ...] or --record DIR")
     bodies = [json.loads(p.read_text()) for d in a.dump for p in sorted(d.glob("*v1_messages.json"))]
     if not bodies:
         print(f"billing_replay: no v1_messages requests under {a.dump}", file=sys.stderr)
