@@ -539,6 +539,14 @@ fn restart_with_state_dir_continues_and_refuses_bad_files() {
     std::fs::write(dir.join(&fy), &good[..good.len() - 7]).expect("truncate");
 
     let s = Server::start(&flags);
+    // The log is read from the server's stderr by a thread: wait for the
+    // summary line rather than race it (seen under load: 3 of 5 lines).
+    let t0 = std::time::Instant::now();
+    while !s.log.lock().unwrap().iter().any(|l| l.contains("restored"))
+        && t0.elapsed() < std::time::Duration::from_secs(20)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let log = s.log.lock().unwrap().clone();
     let refused: Vec<&String> = log.iter().filter(|l| l.contains("refused")).collect();
     assert_eq!(
