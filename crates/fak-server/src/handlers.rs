@@ -346,17 +346,28 @@ pub(crate) async fn respond(
     rx: tokio::sync::mpsc::UnboundedReceiver<fak_engine::Event>,
 ) -> Result<Response, ApiError> {
     if shape.stream {
-        let stream = reply::sse(l.tok.clone(), shape, rx);
-        Ok((
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            HttpBody::from_stream(stream),
-        )
-            .into_response())
+        Ok(event_stream(reply::sse(l.tok.clone(), shape, rx)))
     } else {
         let v = reply::collect(&l.tok, &shape, rx).await?;
         Ok(Json(v).into_response())
     }
+}
+
+/// A server-sent-event response over `stream` (every API's streaming
+/// answer). Dropping it (the client went away) drops the stream and, with
+/// it, the request's event receiver, which cancels the request.
+pub(crate) fn event_stream<S>(stream: S) -> Response
+where
+    S: futures_util::Stream<Item = Result<axum::body::Bytes, std::convert::Infallible>>
+        + Send
+        + 'static,
+{
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        HttpBody::from_stream(stream),
+    )
+        .into_response()
 }

@@ -402,22 +402,21 @@ fn stop_strings(r: &MessagesRequest) -> Vec<String> {
         .collect()
 }
 
-async fn create(call: Call<MessagesRequest, Anthropic>) -> Result<Response, AnthropicError> {
-    let Call {
-        caller: c,
-        body: r,
-        model,
-    } = call;
-    let Some(max_tokens) = r.max_tokens else {
-        return Err(bad("max_tokens: field required").into());
-    };
-    let msgs = messages(&r)?;
+/// The request translated: chat messages and tools, through the same
+/// path as chat completions (`count_tokens` counts its prompt).
+fn engine_request(
+    l: &crate::engine_thread::Loaded,
+    key: crate::state::KeyTenant,
+    r: &MessagesRequest,
+    max_tokens: i64,
+) -> Result<(fak_engine::Request, Option<crate::tools::Tools>), ApiError> {
+    let msgs = messages(r)?;
     let ChatTools {
         tools,
         choice,
         parallel,
-    } = chat_tools(&r)?;
-    let common = common(&r, max_tokens);
+    } = chat_tools(r)?;
+    let common = common(r, max_tokens);
     let input = ChatInput {
         common: &common,
         messages: msgs,
@@ -427,7 +426,19 @@ async fn create(call: Call<MessagesRequest, Anthropic>) -> Result<Response, Anth
         logprobs: fak_engine::Logprobs::Off,
         limit: OutputLimit::Ceiling,
     };
-    let (req, tools) = chat_request(&c.loaded, c.key, input)?;
+    chat_request(l, key, input)
+}
+
+async fn create(call: Call<MessagesRequest, Anthropic>) -> Result<Response, AnthropicError> {
+    let Call {
+        caller: c,
+        body: r,
+        model,
+    } = call;
+    let Some(max_tokens) = r.max_tokens else {
+        return Err(bad("max_tokens: field required").into());
+    };
+    let (req, tools) = engine_request(&c.loaded, c.key, &r, max_tokens)?;
     let n_prompt = req.prompt.len();
     let reply = crate::tools::reply(tools.as_ref());
     let rx = submit(&c.st, req, c.arrived, tools.as_ref()).await?;
@@ -448,23 +459,7 @@ async fn count_tokens(call: Call<MessagesRequest, Anthropic>) -> Result<Response
     let Call {
         caller: c, body: r, ..
     } = call;
-    let msgs = messages(&r)?;
-    let ChatTools {
-        tools,
-        choice,
-        parallel,
-    } = chat_tools(&r)?;
-    let common = common(&r, 1);
-    let input = ChatInput {
-        common: &common,
-        messages: msgs,
-        tools: tools.as_ref(),
-        tool_choice: choice.as_ref(),
-        parallel_tool_calls: parallel,
-        logprobs: fak_engine::Logprobs::Off,
-        limit: OutputLimit::Ceiling,
-    };
-    let (req, _) = chat_request(&c.loaded, c.key, input)?;
+    let (req, _) = engine_request(&c.loaded, c.key, &r, 1)?;
     Ok(Json(json!({"input_tokens": req.prompt.len()})).into_response())
 }
 

@@ -21,9 +21,8 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::body::{Body, Bytes};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::body::Bytes;
+use axum::response::Response;
 use fak_engine::{Event, FinishReason, Usage};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -290,12 +289,5 @@ pub fn sse(answer: Answer, rx: UnboundedReceiver<Event>) -> Response {
             }
         }
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response()
+    crate::handlers::event_stream(stream)
 }

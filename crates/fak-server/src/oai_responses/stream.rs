@@ -20,9 +20,8 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::body::Bytes;
+use axum::response::Response;
 use fak_engine::{Event, FinishReason, Usage};
 use fak_kv::Tenant;
 use fak_tokenizer::{Tokenizer, ToolMessage};
@@ -526,12 +525,5 @@ pub fn sse(turn: Turn, rx: UnboundedReceiver<Event>) -> Response {
             }
         }
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response()
+    crate::handlers::event_stream(stream)
 }
