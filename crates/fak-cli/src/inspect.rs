@@ -146,10 +146,15 @@ fn system(json_out: bool) -> anyhow::Result<()> {
     let threads = fak_bench::threads_or_all(None);
     let cpu = fak_bench::cpu_model();
     let forced = std::env::var(fak_kernels::isa::ISA_ENV_VAR).ok();
+    // The CUDA device, in builds with the `cuda` feature.
+    #[cfg(feature = "cuda")]
+    let cuda = Some(crate::cuda::system_device());
+    #[cfg(not(feature = "cuda"))]
+    let cuda: Option<Value> = None;
     if json_out {
         outln!(
             "{}",
-            json!({"cpu": cpu, "isa": isa.to_string(), "isa_available": available, "isa_forced": forced, "cpu_features": features, "threads": threads})
+            json!({"cpu": cpu, "isa": isa.to_string(), "isa_available": available, "isa_forced": forced, "cpu_features": features, "threads": threads, "cuda": cuda})
         )?;
     } else {
         outln!("cpu:           {cpu}")?;
@@ -162,6 +167,9 @@ fn system(json_out: bool) -> anyhow::Result<()> {
         outln!("available:     {}", available.join(", "))?;
         outln!("cpu features:  {}", features.join(" "))?;
         outln!("threads:       {threads}")?;
+        if let Some(c) = cuda {
+            outln!("cuda:          {c}")?;
+        }
     }
     Ok(())
 }

@@ -28,6 +28,8 @@ macro_rules! out {
 
 mod bench;
 mod chat;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod generate;
 mod inspect;
 mod project;
@@ -68,6 +70,9 @@ enum Cmd {
     Project(project::ProjectArgs),
     /// Serve the model over an OpenAI-compatible HTTP API.
     Serve(serve::ServeArgs),
+    /// The CUDA backend: kernel and logits checks, speed runs.
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::CudaArgs),
 }
 
 /// Shared model-loading options.
@@ -163,6 +168,8 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Project(a) => project::run(a),
         Cmd::Serve(a) => serve::run(a),
+        #[cfg(feature = "cuda")]
+        Cmd::Cuda(a) => cuda::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

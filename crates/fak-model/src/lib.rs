@@ -45,6 +45,6 @@ pub use forward::{Logits, Workspace};
 pub use gemma3::WindowMode;
 pub use kv::{FlatKv, KeyRun, KvError, KvRun, KvStore, KvType, FLAT_SEG_ROWS};
 pub use kv_rows::{KvRowBuf, KvRowShape, KEY_TILE_ROWS};
-pub use ops::rope_shift_back;
+pub use ops::{rope_angles, rope_head, rope_shift_back};
 pub use times::{ForwardTimes, PassKind, PhaseTimes};
 pub use weights::{Model, Weight};
