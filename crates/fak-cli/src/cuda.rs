@@ -177,7 +177,7 @@ fn reference(r: ReferenceArgs) -> anyhow::Result<()> {
 
 fn logits(l: LogitsArgs) -> anyhow::Result<()> {
     let dev = open(l.common.device)?;
-    let (file, name, rf) = match (&l.model, &l.synthetic) {
+    let (file, name, rf, tol) = match (&l.model, &l.synthetic) {
         (Some(m), _) => {
             let Some(rp) = &l.reference else {
                 bail!("--model needs --reference");
@@ -187,22 +187,26 @@ fn logits(l: LogitsArgs) -> anyhow::Result<()> {
             let rf: check::Reference =
                 serde_json::from_str(&text).with_context(|| format!("parsing {}", rp.display()))?;
             let file = GgufFile::open(m).with_context(|| format!("reading {}", m.display()))?;
-            (file, m.display().to_string(), rf)
+            (file, m.display().to_string(), rf, check::Tolerance::Trained)
         }
         (None, Some(s)) => {
             let spec = synth::SynthSpec::parse(s)?;
             let bytes = synth::gguf_bytes(&spec)?;
             let rf = check::cpu_reference(GgufFile::from_bytes(bytes.clone())?)?;
-            (GgufFile::from_bytes(bytes)?, spec.name(), rf)
+            let s = check::cpu_self_sensitivity(&bytes, &rf)?;
+            let tol = check::Tolerance::RandomWeights {
+                cpu_self_sensitivity: s,
+            };
+            (GgufFile::from_bytes(bytes)?, spec.name(), rf, tol)
         }
         (None, None) => bail!("give --model and --reference, or --synthetic"),
     };
-    let r = check::logits(&dev, file, &name, &rf)?;
+    let r = check::logits(&dev, file, &name, &rf, tol)?;
     if l.common.json {
         outln!("{}", serde_json::to_string(&r)?)?;
     } else {
         outln!(
-            "{}  {}: {} rows × {}, max |Δ| {:.5} (max |logit| {:.3}), argmax {}/{}, top-10 overlap ≥ {}, batch-invariant {}",
+            "{}  {}: {} rows × {}, max |Δ| {:.5} (max |logit| {:.3}), argmax {}/{}, top-10 overlap ≥ {}, batch-invariant {}, tolerance {:?}",
             if r.pass { "ok" } else { "FAIL" },
             r.model,
             r.rows,
@@ -212,7 +216,8 @@ fn logits(l: LogitsArgs) -> anyhow::Result<()> {
             r.argmax_agree,
             r.rows,
             r.top10_overlap_min,
-            r.batch_invariant
+            r.batch_invariant,
+            r.tolerance
         )?;
     }
     if !r.pass {
@@ -253,9 +258,14 @@ fn bench(b: CudaBenchArgs) -> anyhow::Result<()> {
             p.context,
             r.prefill_tokens_per_s
         )?;
-        for d in [&r.decode_1, &r.decode_batch] {
+        for (how, d) in [
+            ("launches", &r.decode_1),
+            ("graph", &r.decode_1_graph),
+            ("launches", &r.decode_batch),
+            ("graph", &r.decode_batch_graph),
+        ] {
             outln!(
-                "decode batch {:>3}: {:.3} ms/step (min {:.3}, max {:.3}), {:.0} tokens/s, {:.0} GB/s = {:.0}% of copy",
+                "decode batch {:>3} ({how:8}): {:.3} ms/step (min {:.3}, max {:.3}), {:.0} tokens/s, {:.0} GB/s = {:.0}% of copy",
                 d.batch,
                 d.step_ms_median,
                 d.step_ms_min,
@@ -265,7 +275,20 @@ fn bench(b: CudaBenchArgs) -> anyhow::Result<()> {
                 100.0 * d.fraction_of_copy
             )?;
         }
-        outln!("batch {} / batch 1: {:.1}×", p.batch, r.batch_speedup)?;
+        outln!(
+            "batch {} / batch 1 (graphs): {:.1}×",
+            p.batch,
+            r.batch_speedup
+        )?;
+        for (what, prof) in [("batch 1", &r.profile_1), ("batched", &r.profile_batch)] {
+            let per = prof.passes.max(1) as f64;
+            let parts: Vec<String> = prof
+                .ms
+                .iter()
+                .map(|(k, v)| format!("{k} {:.3}", v / per))
+                .collect();
+            outln!("GPU ms per {what} step: {}", parts.join(", "))?;
+        }
         let f = &r.fleet;
         outln!(
             "fleet {} agents × {} turns on {} prefix: {:.2} s, {:.1} agent-turns/s, memory roofline {:.0}%",

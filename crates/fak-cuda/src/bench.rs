@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::device::{Device, DeviceInfo};
 use crate::error::CudaError;
-use crate::model::{DeviceModel, Workspace};
+use crate::model::{DeviceModel, OpTimes, Workspace};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -124,11 +124,19 @@ pub struct BenchReport {
     pub copy_gb_per_s: f64,
     /// Prompt of `context` tokens in one pass: tokens/s.
     pub prefill_tokens_per_s: f64,
-    /// Batch 1 decode.
+    /// Batch 1 decode, kernels launched one by one.
     pub decode_1: DecodeRun,
-    /// Batched decode.
+    /// Batch 1 decode, each step replayed as a CUDA graph.
+    pub decode_1_graph: DecodeRun,
+    /// GPU time per operation of two batch-1 steps (ms).
+    pub profile_1: OpTimes,
+    /// Batched decode, launched one by one.
     pub decode_batch: DecodeRun,
-    /// decode_batch tokens/s over decode_1 tokens/s.
+    /// Batched decode as a CUDA graph.
+    pub decode_batch_graph: DecodeRun,
+    /// GPU time per operation of two batched steps (ms).
+    pub profile_batch: OpTimes,
+    /// decode_batch_graph tokens/s over decode_1_graph tokens/s.
     pub batch_speedup: f64,
     /// The fleet probe.
     pub fleet: FleetRun,
@@ -195,7 +203,7 @@ pub fn run(
 
     // Prefill + batch-1 decode.
     progress("prefill and batch-1 decode");
-    let n_ctx = p.context + p.steps + 8;
+    let n_ctx = p.context + 3 * (p.steps + 2) + 8;
     let mut kv = model.new_kv(dev, 1, n_ctx)?;
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 0, &prompt(p.context, nv, 0), LogitsWanted::Yes);
@@ -205,20 +213,17 @@ pub fn run(
     model.forward(dev, &b, &mut kv, &mut ws)?;
     let prefill_tokens_per_s = p.context as f64 / t.elapsed().as_secs_f64();
     let kv_row_bytes = kv.bytes_for_rows(1) as f64;
-    let mut times = Vec::new();
-    for i in 0..p.steps {
-        let mut b = Batch::new();
-        b.push_seq(
-            SeqId(0),
-            (p.context + i) as u32,
-            &[token(i, nv)],
-            LogitsWanted::Yes,
-        );
-        let t = Instant::now();
-        model.forward(dev, &b, &mut kv, &mut ws)?;
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let decode_1 = decode_run(1, p, &mut times, weights, kv_row_bytes, copy);
+    let ctx0 = p.context;
+    let mut times = decode_steps(dev, model, &mut kv, &mut ws, 1, p.steps)?;
+    let decode_1 = decode_run(1, ctx0, &mut times, weights, kv_row_bytes, copy);
+    ws.profile = Some(OpTimes::default());
+    decode_steps(dev, model, &mut kv, &mut ws, 1, 2)?;
+    let profile_1 = ws.profile.take().unwrap_or_default();
+    ws.graphs_on = true;
+    let ctx1 = kv.len(0);
+    let mut times = decode_steps(dev, model, &mut kv, &mut ws, 1, p.steps + 1)?;
+    let decode_1_graph = decode_run(1, ctx1, &mut times[1..], weights, kv_row_bytes, copy);
+    ws.graphs_on = false;
     drop(kv);
 
     // Batched decode on copies of one prefix.
@@ -230,32 +235,32 @@ pub fn run(
     for s in 1..p.batch {
         kv.copy_prefix(dev, 0, s, p.context)?;
     }
-    let mut times = Vec::new();
-    for i in 0..p.steps + 1 {
-        let mut b = Batch::new();
-        for s in 0..p.batch {
-            b.push_seq(
-                SeqId(s as u32),
-                (p.context + i) as u32,
-                &[token(i + s, nv)],
-                LogitsWanted::Yes,
-            );
-        }
-        let t = Instant::now();
-        model.forward(dev, &b, &mut kv, &mut ws)?;
-        if i > 0 {
-            // The first step grows the workspace.
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    let decode_batch = decode_run(p.batch, p, &mut times, weights, kv_row_bytes, copy);
+    // The first step grows the workspace: untimed.
+    let mut times = decode_steps(dev, model, &mut kv, &mut ws, p.batch, p.steps + 1)?;
+    let decode_batch = decode_run(
+        p.batch,
+        ctx0 + 1,
+        &mut times[1..],
+        weights,
+        kv_row_bytes,
+        copy,
+    );
+    ws.profile = Some(OpTimes::default());
+    decode_steps(dev, model, &mut kv, &mut ws, p.batch, 2)?;
+    let profile_batch = ws.profile.take().unwrap_or_default();
+    ws.graphs_on = true;
+    let ctxb = kv.len(0);
+    let mut times = decode_steps(dev, model, &mut kv, &mut ws, p.batch, p.steps + 1)?;
+    let decode_batch_graph =
+        decode_run(p.batch, ctxb, &mut times[1..], weights, kv_row_bytes, copy);
     drop(kv);
-    let batch_speedup = decode_batch.tokens_per_s / decode_1.tokens_per_s;
+    let batch_speedup = decode_batch_graph.tokens_per_s / decode_1_graph.tokens_per_s;
 
     // Fleet probe.
     progress("fleet probe");
     let per_turn = p.tool_tokens + p.reply_tokens;
     let n_ctx = p.prefix + p.turns * per_turn + 8;
+    ws.graphs_on = true;
     let mut kv = model.new_kv(dev, p.agents, n_ctx)?;
     let mut b = Batch::new();
     b.push_seq(SeqId(0), 0, &prompt(p.prefix, nv, 1), LogitsWanted::Yes);
@@ -315,15 +320,49 @@ pub fn run(
         copy_gb_per_s: copy,
         prefill_tokens_per_s,
         decode_1,
+        decode_1_graph,
+        profile_1,
         decode_batch,
+        decode_batch_graph,
+        profile_batch,
         batch_speedup,
         fleet,
     })
 }
 
+/// Runs `steps` decode steps of the first `batch` slots (one token each,
+/// continuing each slot), returning each step's wall time in seconds.
+fn decode_steps(
+    dev: &Device,
+    model: &DeviceModel,
+    kv: &mut crate::kv::DeviceKv,
+    ws: &mut Workspace,
+    batch: usize,
+    steps: usize,
+) -> Result<Vec<f64>, CudaError> {
+    let nv = model.config().n_vocab;
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..steps {
+        let mut b = Batch::new();
+        for s in 0..batch {
+            let at = kv.len(s);
+            b.push_seq(
+                SeqId(s as u32),
+                at as u32,
+                &[token(i + s, nv)],
+                LogitsWanted::Yes,
+            );
+        }
+        let t = Instant::now();
+        model.forward(dev, &b, kv, ws)?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Ok(times)
+}
+
 fn decode_run(
     batch: usize,
-    p: &BenchParams,
+    context: usize,
     times: &mut [f64],
     weights: f64,
     kv_row_bytes: f64,
@@ -333,12 +372,12 @@ fn decode_run(
     let min = times.iter().copied().fold(f64::INFINITY, f64::min);
     let max = times.iter().copied().fold(0.0, f64::max);
     // Rows read at the median step (the middle of the run).
-    let rows = batch as f64 * (p.context + p.steps / 2) as f64;
+    let rows = batch as f64 * (context + times.len() / 2) as f64;
     let bytes = weights + kv_row_bytes * rows;
     let gbps = bytes / med / 1e9;
     DecodeRun {
         batch,
-        context: p.context,
+        context,
         steps: times.len(),
         step_ms_median: med * 1e3,
         step_ms_min: min * 1e3,

@@ -47,6 +47,8 @@ pub(crate) struct Kernels {
     pub quantize_q8_k: CudaFunction,
     pub matmul_q8_0: CudaFunction,
     pub matmul_q4_k: CudaFunction,
+    pub matmul_q8_0_r4: CudaFunction,
+    pub matmul_q4_k_r4: CudaFunction,
     pub rms_norm: CudaFunction,
     pub softmax_rows: CudaFunction,
     pub rope: CudaFunction,
@@ -70,6 +72,8 @@ impl Kernels {
             quantize_q8_k: f("quantize_q8_k")?,
             matmul_q8_0: f("matmul_q8_0")?,
             matmul_q4_k: f("matmul_q4_k")?,
+            matmul_q8_0_r4: f("matmul_q8_0_r4")?,
+            matmul_q4_k_r4: f("matmul_q4_k_r4")?,
             rms_norm: f("rms_norm")?,
             softmax_rows: f("softmax_rows")?,
             rope: f("rope")?,
@@ -183,7 +187,9 @@ impl Device {
         // SAFETY: all work of this context is queued on the one stream
         // below, so no cross-stream synchronisation is needed.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of our own: the legacy default stream cannot be
+        // captured into a CUDA graph.
+        let stream = ctx.new_stream()?;
         let cc = ctx.compute_capability()?;
         let ptx = compile_kernels(cc)?;
         let module = ctx.load_module(ptx)?;

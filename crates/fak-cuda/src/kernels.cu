@@ -227,53 +227,87 @@ extern "C" __global__ void quantize_q8_k(const float* __restrict__ x, i8* __rest
 // blocks back to back, 16-byte aligned) and scales [rows, n / 32] f32.
 //   aq: [n_tok, n] i8, ad: [n_tok, n / 32] f32, out: [n_tok, rows] f32
 // Grid: x = token tiles of TOK_TILE (fastest, so tiles of one row block run
-// together and share its weights in L2), y = row groups of blockDim.x / 32
-// rows (one warp per row). Lane l takes blocks l, l + 32, ...; each block's
-// integer dot is exact (dp4a), scaled as the CPU does (s * (dw * da)), and
-// the warp's lanes are summed by the butterfly.
-extern "C" __global__ void matmul_q8_0(const i8* __restrict__ wq, const float* __restrict__ wd,
-                                       const i8* __restrict__ aq, const float* __restrict__ ad,
-                                       float* __restrict__ out, int rows, int n, int n_tok) {
+// together and share its weights in L2), y = row groups of
+// (blockDim.x / 32) · R rows (each warp takes R consecutive rows, so every
+// activation load serves R rows). Lane l takes blocks l, l + 32, ... of a
+// row; each block's integer dot is exact (dp4a), scaled as the CPU does
+// (s * (dw * da)), and the warp's lanes are summed by the butterfly. A
+// (row, token) result is the same bits for every R and tile: the variants
+// differ only in how many rows share a warp.
+template <int R>
+__device__ __forceinline__ void matmul_q8_0_impl(const i8* __restrict__ wq, const float* __restrict__ wd,
+                                                 const i8* __restrict__ aq, const float* __restrict__ ad,
+                                                 float* __restrict__ out, int rows, int n, int n_tok) {
     int lane = threadIdx.x & 31;
-    int row = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int row0 = (blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
     int t0 = blockIdx.x * TOK_TILE;
-    if (row >= rows) return;
+    if (row0 >= rows) return;
+    int nr = min(R, rows - row0);
     int nt = min(TOK_TILE, n_tok - t0);
     int nb = n >> 5;
-    float acc[TOK_TILE];
+    float acc[R][TOK_TILE];
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) acc[t] = 0.0f;
-    const int4* w4 = (const int4*)(wq + (size_t)row * n);
-    const float* wdr = wd + (size_t)row * nb;
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) acc[r][t] = 0.0f;
     for (int b = lane; b < nb; b += 32) {
-        int4 w0 = w4[2 * b], w1 = w4[2 * b + 1];
-        float dw = wdr[b];
+        int4 w0[R], w1[R];
+        float dw[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r < nr) {
+                const int4* w4 = (const int4*)(wq + (size_t)(row0 + r) * n);
+                w0[r] = w4[2 * b];
+                w1[r] = w4[2 * b + 1];
+                dw[r] = wd[(size_t)(row0 + r) * nb + b];
+            }
+        }
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++) {
             if (t < nt) {
                 size_t tok = (size_t)(t0 + t);
                 const int4* a4 = (const int4*)(aq + tok * n);
                 int4 a0 = a4[2 * b], a1 = a4[2 * b + 1];
-                int s = __dp4a(w0.x, a0.x, 0);
-                s = __dp4a(w0.y, a0.y, s);
-                s = __dp4a(w0.z, a0.z, s);
-                s = __dp4a(w0.w, a0.w, s);
-                s = __dp4a(w1.x, a1.x, s);
-                s = __dp4a(w1.y, a1.y, s);
-                s = __dp4a(w1.z, a1.z, s);
-                s = __dp4a(w1.w, a1.w, s);
                 float da = ad[tok * nb + b];
-                acc[t] = __fadd_rn(acc[t], __fmul_rn((float)s, __fmul_rn(dw, da)));
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    if (r < nr) {
+                        int s = __dp4a(w0[r].x, a0.x, 0);
+                        s = __dp4a(w0[r].y, a0.y, s);
+                        s = __dp4a(w0[r].z, a0.z, s);
+                        s = __dp4a(w0[r].w, a0.w, s);
+                        s = __dp4a(w1[r].x, a1.x, s);
+                        s = __dp4a(w1[r].y, a1.y, s);
+                        s = __dp4a(w1[r].z, a1.z, s);
+                        s = __dp4a(w1[r].w, a1.w, s);
+                        acc[r][t] = __fadd_rn(acc[r][t], __fmul_rn((float)s, __fmul_rn(dw[r], da)));
+                    }
+                }
             }
         }
     }
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) {
-        if (t < nt) {
-            float v = warp_sum(acc[t]);
-            if (lane == 0) out[(size_t)(t0 + t) * rows + row] = v;
+    for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) {
+            if (r < nr && t < nt) {
+                float v = warp_sum(acc[r][t]);
+                if (lane == 0) out[(size_t)(t0 + t) * rows + row0 + r] = v;
+            }
         }
     }
+}
+
+extern "C" __global__ void matmul_q8_0(const i8* __restrict__ wq, const float* __restrict__ wd,
+                                       const i8* __restrict__ aq, const float* __restrict__ ad,
+                                       float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q8_0_impl<1>(wq, wd, aq, ad, out, rows, n, n_tok);
+}
+
+extern "C" __global__ void matmul_q8_0_r4(const i8* __restrict__ wq, const float* __restrict__ wd,
+                                          const i8* __restrict__ aq, const float* __restrict__ ad,
+                                          float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q8_0_impl<4>(wq, wd, aq, ad, out, rows, n, n_tok);
 }
 
 // out[t, r] = W[r, :] · a[t, :] for Q4_K weights (ggml's 144-byte blocks,
@@ -285,71 +319,105 @@ extern "C" __global__ void matmul_q8_0(const i8* __restrict__ wq, const float* _
 // super-block b (lane l takes units l, l + 32, ...): the exact integer dot
 // of its 4-bit quants with the activations and the min term from the
 // activations' bsums, scaled as (d·da)·(sc·isum) − (dmin·da)·(m·bsum).
-extern "C" __global__ void matmul_q4_k(const u8* __restrict__ w, const i8* __restrict__ aq,
-                                       const float* __restrict__ ad, const int* __restrict__ absums,
-                                       float* __restrict__ out, int rows, int n, int n_tok) {
+template <int R>
+__device__ __forceinline__ void matmul_q4_k_impl(const u8* __restrict__ w, const i8* __restrict__ aq,
+                                                 const float* __restrict__ ad, const int* __restrict__ absums,
+                                                 float* __restrict__ out, int rows, int n, int n_tok) {
     int lane = threadIdx.x & 31;
-    int row = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int row0 = (blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
     int t0 = blockIdx.x * TOK_TILE;
-    if (row >= rows) return;
+    if (row0 >= rows) return;
+    int nr = min(R, rows - row0);
     int nt = min(TOK_TILE, n_tok - t0);
     int nb = n >> 8;
     int units = nb * 8;
-    float acc[TOK_TILE];
+    float acc[R][TOK_TILE];
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) acc[t] = 0.0f;
-    const u8* wrow = w + (size_t)row * nb * 144;
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) acc[r][t] = 0.0f;
     for (int u = lane; u < units; u += 32) {
         int b = u >> 3, j = u & 7;
-        const u8* blk = wrow + (size_t)b * 144;
-        float d = f16_to_f32(*(const u16*)blk);
-        float dmin = f16_to_f32(*(const u16*)(blk + 2));
-        const u8* sc = blk + 4;
-        int s, m;
-        if (j < 4) {
-            s = sc[j] & 63;
-            m = sc[j + 4] & 63;
-        } else {
-            s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-            m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        }
-        const int4* q4 = (const int4*)(blk + 16 + (j >> 1) * 32);
-        int4 qa = q4[0], qb = q4[1];
         int sh = (j & 1) * 4;
-        int wv[8] = {(qa.x >> sh) & 0x0F0F0F0F, (qa.y >> sh) & 0x0F0F0F0F,
-                     (qa.z >> sh) & 0x0F0F0F0F, (qa.w >> sh) & 0x0F0F0F0F,
-                     (qb.x >> sh) & 0x0F0F0F0F, (qb.y >> sh) & 0x0F0F0F0F,
-                     (qb.z >> sh) & 0x0F0F0F0F, (qb.w >> sh) & 0x0F0F0F0F};
+        float d[R], dmin[R];
+        int s[R], m[R];
+        int wv[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r < nr) {
+                const u8* blk = w + ((size_t)(row0 + r) * nb + b) * 144;
+                d[r] = f16_to_f32(*(const u16*)blk);
+                dmin[r] = f16_to_f32(*(const u16*)(blk + 2));
+                const u8* sc = blk + 4;
+                if (j < 4) {
+                    s[r] = sc[j] & 63;
+                    m[r] = sc[j + 4] & 63;
+                } else {
+                    s[r] = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+                    m[r] = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+                }
+                const int4* q4 = (const int4*)(blk + 16 + (j >> 1) * 32);
+                int4 qa = q4[0], qb = q4[1];
+                wv[r][0] = (qa.x >> sh) & 0x0F0F0F0F;
+                wv[r][1] = (qa.y >> sh) & 0x0F0F0F0F;
+                wv[r][2] = (qa.z >> sh) & 0x0F0F0F0F;
+                wv[r][3] = (qa.w >> sh) & 0x0F0F0F0F;
+                wv[r][4] = (qb.x >> sh) & 0x0F0F0F0F;
+                wv[r][5] = (qb.y >> sh) & 0x0F0F0F0F;
+                wv[r][6] = (qb.z >> sh) & 0x0F0F0F0F;
+                wv[r][7] = (qb.w >> sh) & 0x0F0F0F0F;
+            }
+        }
 #pragma unroll
         for (int t = 0; t < TOK_TILE; t++) {
             if (t < nt) {
                 size_t tok = (size_t)(t0 + t);
                 const int4* a4 = (const int4*)(aq + tok * n + (size_t)b * 256 + j * 32);
                 int4 a0 = a4[0], a1 = a4[1];
-                int isum = __dp4a(wv[0], a0.x, 0);
-                isum = __dp4a(wv[1], a0.y, isum);
-                isum = __dp4a(wv[2], a0.z, isum);
-                isum = __dp4a(wv[3], a0.w, isum);
-                isum = __dp4a(wv[4], a1.x, isum);
-                isum = __dp4a(wv[5], a1.y, isum);
-                isum = __dp4a(wv[6], a1.z, isum);
-                isum = __dp4a(wv[7], a1.w, isum);
                 const int* bs = absums + tok * (size_t)(n >> 4) + b * 16 + 2 * j;
                 int bsum = bs[0] + bs[1];
                 float da = ad[tok * nb + b];
-                float pos = __fmul_rn(__fmul_rn(d, da), (float)(s * isum));
-                float neg = __fmul_rn(__fmul_rn(dmin, da), (float)(m * bsum));
-                acc[t] = __fadd_rn(acc[t], __fsub_rn(pos, neg));
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    if (r < nr) {
+                        int isum = __dp4a(wv[r][0], a0.x, 0);
+                        isum = __dp4a(wv[r][1], a0.y, isum);
+                        isum = __dp4a(wv[r][2], a0.z, isum);
+                        isum = __dp4a(wv[r][3], a0.w, isum);
+                        isum = __dp4a(wv[r][4], a1.x, isum);
+                        isum = __dp4a(wv[r][5], a1.y, isum);
+                        isum = __dp4a(wv[r][6], a1.z, isum);
+                        isum = __dp4a(wv[r][7], a1.w, isum);
+                        float pos = __fmul_rn(__fmul_rn(d[r], da), (float)(s[r] * isum));
+                        float neg = __fmul_rn(__fmul_rn(dmin[r], da), (float)(m[r] * bsum));
+                        acc[r][t] = __fadd_rn(acc[r][t], __fsub_rn(pos, neg));
+                    }
+                }
             }
         }
     }
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; t++) {
-        if (t < nt) {
-            float v = warp_sum(acc[t]);
-            if (lane == 0) out[(size_t)(t0 + t) * rows + row] = v;
+    for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; t++) {
+            if (r < nr && t < nt) {
+                float v = warp_sum(acc[r][t]);
+                if (lane == 0) out[(size_t)(t0 + t) * rows + row0 + r] = v;
+            }
         }
     }
+}
+
+extern "C" __global__ void matmul_q4_k(const u8* __restrict__ w, const i8* __restrict__ aq,
+                                       const float* __restrict__ ad, const int* __restrict__ absums,
+                                       float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q4_k_impl<1>(w, aq, ad, absums, out, rows, n, n_tok);
+}
+
+extern "C" __global__ void matmul_q4_k_r4(const u8* __restrict__ w, const i8* __restrict__ aq,
+                                          const float* __restrict__ ad, const int* __restrict__ absums,
+                                          float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q4_k_impl<4>(w, aq, ad, absums, out, rows, n, n_tok);
 }
 
 // ---------------------------------------------------------------- row ops

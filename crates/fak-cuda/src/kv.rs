@@ -20,7 +20,12 @@ pub struct DeviceKv {
     n_ctx: usize,
     kv_dim: usize,
     lens: Vec<usize>,
+    /// Unique per store (graphs captured over its buffers are keyed by it).
+    id: u64,
 }
+
+/// Source of [`DeviceKv`] ids.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for DeviceKv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +70,13 @@ impl DeviceKv {
             n_ctx,
             kv_dim,
             lens: vec![0; n_slots],
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// This store's id (unique in the process).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Sequence slots.

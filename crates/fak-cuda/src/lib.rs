@@ -40,5 +40,5 @@ mod weights;
 pub use device::{compile_kernels, Device, DeviceInfo};
 pub use error::CudaError;
 pub use kv::DeviceKv;
-pub use model::DeviceModel;
+pub use model::{DeviceModel, OpTimes, Workspace};
 pub use weights::DeviceMatrix;

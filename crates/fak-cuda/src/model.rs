@@ -24,7 +24,7 @@ use fak_model::{Batch, LogitsWanted};
 use crate::device::Device;
 use crate::error::CudaError;
 use crate::kv::DeviceKv;
-use crate::ops::{self, Acts, KvShape, RopeShape, TokenSlots};
+use crate::ops::{self, Acts, KvShape, RopeShape, RowsPerWarp, TokenSlots};
 use crate::pool::BufferPool;
 use crate::weights::DeviceMatrix;
 
@@ -99,6 +99,13 @@ pub struct Workspace {
     /// Host copy of the last pass's logits, `[n_out, n_vocab]`.
     logits: Vec<f32>,
     embed: Vec<f32>,
+    /// Replay each pass shape's kernels as a CUDA graph (captured on
+    /// first use; dropped when the buffers grow).
+    pub graphs_on: bool,
+    graphs: std::collections::HashMap<(usize, usize, u64), cudarc::driver::CudaGraph>,
+    /// When set, passes run without graphs and add their per-operation
+    /// GPU times here.
+    pub profile: Option<OpTimes>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -143,6 +150,8 @@ impl Workspace {
             return Ok(());
         }
         let cap = n.max(1).next_power_of_two();
+        // Graphs point at the old buffers.
+        self.graphs.clear();
         if let Some(old) = self.bufs.take() {
             for b in [
                 old.x, old.h, old.q, old.k, old.v, old.attn, old.proj, old.gate, old.up,
@@ -317,7 +326,7 @@ impl DeviceModel {
             .map(|t| (t.seq.0 as usize, t.pos as usize))
             .collect();
         let ends = kv.check(&toks)?;
-        let (d, qd, kvd, ff) = (cfg.n_embd, cfg.n_embd_q(), cfg.n_embd_kv(), cfg.n_ff);
+        let d = cfg.n_embd;
         let n_vocab = self.embd.n_rows() as usize;
         // Host side: embeddings, slots, positions, RoPE angles.
         ws.embed.resize(n * d, 0.0);
@@ -374,6 +383,59 @@ impl DeviceModel {
         if !want.is_empty() {
             s.memcpy_htod(&want, &mut b.idx)?;
         }
+        let n_out = want.len();
+        let shape = PassShape { n, n_out };
+        let mut marks = Marks::new(ws.profile.is_some());
+        if ws.graphs_on && !marks.on {
+            // Kernel launches only; inputs were uploaded above into the
+            // buffers the graph reads.
+            let key = (n, n_out, kv.id());
+            let g = match ws.graphs.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    s.begin_capture(
+                        cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                    )?;
+                    let r = self.launch_pass(dev, kv, b, shape, &mut marks);
+                    let g = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+                    r?;
+                    e.insert(g?.ok_or_else(|| CudaError::Spec("empty graph capture".into()))?)
+                }
+            };
+            g.launch()?;
+        } else {
+            marks.mark(dev, "upload")?;
+            self.launch_pass(dev, kv, b, shape, &mut marks)?;
+        }
+        kv.commit(&ends);
+        if n_out > 0 {
+            let vocab = self.output.n_out;
+            ws.logits.resize(n_out * vocab, 0.0);
+            let view = b.logits.slice(0..n_out * vocab);
+            s.memcpy_dtoh(&view, &mut ws.logits)?;
+        }
+        s.synchronize()?;
+        if let Some(p) = ws.profile.as_mut() {
+            marks.finish(p)?;
+        }
+        Ok(&ws.logits)
+    }
+
+    /// Queues one pass's kernels over inputs already in `b` (embeddings
+    /// in `x`, angles, slots, positions, output indices): layers, then the
+    /// output rows. Launches only (no copies, no allocation), so it can be
+    /// captured into a CUDA graph.
+    fn launch_pass(
+        &self,
+        dev: &Device,
+        kv: &mut DeviceKv,
+        b: &mut Bufs,
+        shape: PassShape,
+        m: &mut Marks,
+    ) -> Result<(), CudaError> {
+        let cfg = &self.cfg;
+        let PassShape { n, n_out } = shape;
+        let (d, qd, kvd, ff) = (cfg.n_embd, cfg.n_embd_q(), cfg.n_embd_kv(), cfg.n_ff);
         let style = match cfg.rope_style {
             RopeStyle::Normal => 0,
             RopeStyle::Neox => 1,
@@ -385,15 +447,19 @@ impl DeviceModel {
             n_ctx: kv.n_ctx(),
         };
         let scale = cfg.attn_scale();
+        let rpw = RowsPerWarp::Auto;
         for (li, l) in self.layers.iter().enumerate() {
             ops::rms_norm(dev, &b.x, &l.attn_norm, &mut b.h, n, d, cfg.rms_eps)?;
+            m.mark(dev, "rms_norm")?;
             b.acts.holds = None;
             acts_for(dev, &l.wq, &b.h, n, &mut b.acts)?;
-            ops::matmul(dev, &l.wq, &b.acts, n, &mut b.q)?;
+            m.mark(dev, "quantize")?;
+            ops::matmul(dev, &l.wq, &b.acts, n, &mut b.q, rpw)?;
             acts_for(dev, &l.wk, &b.h, n, &mut b.acts)?;
-            ops::matmul(dev, &l.wk, &b.acts, n, &mut b.k)?;
+            ops::matmul(dev, &l.wk, &b.acts, n, &mut b.k, rpw)?;
             acts_for(dev, &l.wv, &b.h, n, &mut b.acts)?;
-            ops::matmul(dev, &l.wv, &b.acts, n, &mut b.v)?;
+            ops::matmul(dev, &l.wv, &b.acts, n, &mut b.v, rpw)?;
+            m.mark(dev, "matmul_qkv")?;
             if let Some([bq, bk, bv]) = &l.bias {
                 ops::add_bias(dev, &mut b.q, bq, qd, n * qd)?;
                 ops::add_bias(dev, &mut b.k, bk, kvd, n * kvd)?;
@@ -414,26 +480,33 @@ impl DeviceModel {
             };
             let (kc, vc) = (&mut kv.k[li], &mut kv.v[li]);
             ops::kv_write(dev, &b.k, &b.v, kc, vc, &ts, kvs)?;
+            m.mark(dev, "bias_rope_kv_write")?;
             ops::attention(dev, &b.q, kc, vc, &ts, kvs, scale, &mut b.attn)?;
+            m.mark(dev, "attention")?;
             b.acts.holds = None;
             acts_for(dev, &l.wo, &b.attn, n, &mut b.acts)?;
-            ops::matmul(dev, &l.wo, &b.acts, n, &mut b.proj)?;
+            m.mark(dev, "quantize")?;
+            ops::matmul(dev, &l.wo, &b.acts, n, &mut b.proj, rpw)?;
+            m.mark(dev, "matmul_o")?;
             ops::add_assign(dev, &mut b.x, &b.proj, n * d)?;
-
             ops::rms_norm(dev, &b.x, &l.ffn_norm, &mut b.h, n, d, cfg.rms_eps)?;
+            m.mark(dev, "rms_norm")?;
             b.acts.holds = None;
             acts_for(dev, &l.w_gate, &b.h, n, &mut b.acts)?;
-            ops::matmul(dev, &l.w_gate, &b.acts, n, &mut b.gate)?;
+            m.mark(dev, "quantize")?;
+            ops::matmul(dev, &l.w_gate, &b.acts, n, &mut b.gate, rpw)?;
             acts_for(dev, &l.w_up, &b.h, n, &mut b.acts)?;
-            ops::matmul(dev, &l.w_up, &b.acts, n, &mut b.up)?;
+            ops::matmul(dev, &l.w_up, &b.acts, n, &mut b.up, rpw)?;
+            m.mark(dev, "matmul_gate_up")?;
             ops::swiglu(dev, &mut b.gate, &b.up, n * ff)?;
             b.acts.holds = None;
             acts_for(dev, &l.w_down, &b.gate, n, &mut b.acts)?;
-            ops::matmul(dev, &l.w_down, &b.acts, n, &mut b.proj)?;
+            m.mark(dev, "swiglu_quantize")?;
+            ops::matmul(dev, &l.w_down, &b.acts, n, &mut b.proj, rpw)?;
+            m.mark(dev, "matmul_down")?;
             ops::add_assign(dev, &mut b.x, &b.proj, n * d)?;
+            m.mark(dev, "add")?;
         }
-        kv.commit(&ends);
-        let n_out = want.len();
         if n_out > 0 {
             // Norm only the rows that want logits (gathered first).
             ops::gather_rows(dev, &b.x, &b.idx, &mut b.h, n_out, d)?;
@@ -448,13 +521,63 @@ impl DeviceModel {
             )?;
             b.acts.holds = None;
             acts_for(dev, &self.output, &b.normed, n_out, &mut b.acts)?;
-            ops::matmul(dev, &self.output, &b.acts, n_out, &mut b.logits)?;
-            let vocab = self.output.n_out;
-            ws.logits.resize(n_out * vocab, 0.0);
-            let view = b.logits.slice(0..n_out * vocab);
-            s.memcpy_dtoh(&view, &mut ws.logits)?;
+            m.mark(dev, "output_norm_quantize")?;
+            ops::matmul(dev, &self.output, &b.acts, n_out, &mut b.logits, rpw)?;
+            m.mark(dev, "matmul_output")?;
         }
-        s.synchronize()?;
-        Ok(&ws.logits)
+        Ok(())
+    }
+}
+
+/// Tokens and output rows of one pass.
+#[derive(Debug, Clone, Copy)]
+struct PassShape {
+    n: usize,
+    n_out: usize,
+}
+
+/// GPU time per operation of profiled passes: CUDA events recorded
+/// between launches (profiled passes run without graphs).
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct OpTimes {
+    /// Milliseconds per operation label, summed over passes.
+    pub ms: std::collections::BTreeMap<String, f64>,
+    /// Passes profiled.
+    pub passes: usize,
+}
+
+/// Events between the launches of one pass (when profiling).
+struct Marks {
+    on: bool,
+    events: Vec<(&'static str, cudarc::driver::CudaEvent)>,
+}
+
+impl Marks {
+    fn new(on: bool) -> Marks {
+        Marks {
+            on,
+            events: Vec::new(),
+        }
+    }
+
+    /// Records that the work queued since the last mark was `label`.
+    fn mark(&mut self, dev: &Device, label: &'static str) -> Result<(), CudaError> {
+        if self.on {
+            let e = dev
+                .stream
+                .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+            self.events.push((label, e));
+        }
+        Ok(())
+    }
+
+    /// Adds the time between consecutive marks to `into` (after a sync).
+    fn finish(self, into: &mut OpTimes) -> Result<(), CudaError> {
+        for w in self.events.windows(2) {
+            let ms = w[0].1.elapsed_ms(&w[1].1)? as f64;
+            *into.ms.entry(w[1].0.to_string()).or_insert(0.0) += ms;
+        }
+        into.passes += 1;
+        Ok(())
     }
 }

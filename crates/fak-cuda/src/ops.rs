@@ -120,6 +120,17 @@ pub(crate) fn quantize(
     Ok(())
 }
 
+/// Which matmul variant runs: rows per warp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowsPerWarp {
+    /// One for a single token, four for several.
+    Auto,
+    /// Always one.
+    One,
+    /// Always four.
+    Four,
+}
+
 /// `out[t, r] = W[r, :] · acts[t, :]`: `out` `[n_tok, w.n_out]` f32.
 pub(crate) fn matmul(
     dev: &Device,
@@ -127,6 +138,7 @@ pub(crate) fn matmul(
     acts: &Acts,
     n_tok: usize,
     out: &mut CudaSlice<f32>,
+    rows_per_warp: RowsPerWarp,
 ) -> Result<(), CudaError> {
     if acts.holds != Some((w.acts_type(), n_tok, w.n_in)) {
         return Err(CudaError::Spec(format!(
@@ -141,7 +153,15 @@ pub(crate) fn matmul(
     let rows = i32_of("rows", w.n_out)?;
     let n = i32_of("n_in", w.n_in)?;
     let nt = i32_of("tokens", n_tok)?;
-    let row_groups = u32::try_from(w.n_out.div_ceil(MATMUL_WARPS))
+    // One row per warp for single tokens (the most warps for a
+    // bandwidth-bound pass), four for batches (each activation load then
+    // serves four rows). The same bits either way.
+    let rows_per_warp = match rows_per_warp {
+        RowsPerWarp::Auto if n_tok > 1 => 4,
+        RowsPerWarp::Auto | RowsPerWarp::One => 1,
+        RowsPerWarp::Four => 4,
+    };
+    let row_groups = u32::try_from(w.n_out.div_ceil(MATMUL_WARPS * rows_per_warp))
         .map_err(|_| CudaError::Spec(format!("{}: too many rows", w.name)))?;
     let cfg = LaunchConfig {
         grid_dim: (n_tok.div_ceil(TOK_TILE) as u32, row_groups, 1),
@@ -150,7 +170,12 @@ pub(crate) fn matmul(
     };
     match &w.data {
         MatrixData::Q8_0 { qs, d } => {
-            let mut b = dev.stream.launch_builder(&dev.k.matmul_q8_0);
+            let f = if rows_per_warp == 4 {
+                &dev.k.matmul_q8_0_r4
+            } else {
+                &dev.k.matmul_q8_0
+            };
+            let mut b = dev.stream.launch_builder(f);
             b.arg(qs).arg(d).arg(&acts.qs).arg(&acts.d).arg(out);
             b.arg(&rows).arg(&n).arg(&nt);
             // SAFETY: weights are [rows, n] quants + [rows, n/32] scales
@@ -159,7 +184,12 @@ pub(crate) fn matmul(
             unsafe { b.launch(cfg) }?;
         }
         MatrixData::Q4K { blocks } => {
-            let mut b = dev.stream.launch_builder(&dev.k.matmul_q4_k);
+            let f = if rows_per_warp == 4 {
+                &dev.k.matmul_q4_k_r4
+            } else {
+                &dev.k.matmul_q4_k
+            };
+            let mut b = dev.stream.launch_builder(f);
             b.arg(blocks)
                 .arg(&acts.qs)
                 .arg(&acts.d)
