@@ -424,24 +424,30 @@ extern "C" __global__ void matmul_q4_k_r4(const u8* __restrict__ w, const i8* __
 // RMSNorm, the CPU's arithmetic exactly: squares summed in f64 in 16 lanes
 // (element i into lane i % 16, in order), lanes combined as the CPU's
 // lane_sum, mean as f32, scale = 1 / sqrt(mean + eps), out = (x·scale)·w.
-// One block of 32 threads per row.
+// One block per row: the whole block first copies the row into shared
+// memory (n floats of dynamic shared memory), so the 16 sequential lane
+// sums read shared memory, not global memory, on their dependent chains.
 //   x, out: [n_rows, n] f32; w: [n] f32
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
                                     float* __restrict__ out, int n, float eps) {
+    extern __shared__ float xs[];
     __shared__ double lanes[16];
     __shared__ float scale_s;
-    int lane = threadIdx.x;
+    int tid = threadIdx.x;
     const float* xr = x + (size_t)blockIdx.x * n;
-    if (lane < 16) {
+    for (int i = tid; i < n; i += blockDim.x) xs[i] = xr[i];
+    __syncthreads();
+    if (tid < 16) {
         double s = 0.0;
-        for (int i = lane; i < n; i += 16) {
-            double v = (double)xr[i];
+#pragma unroll 8
+        for (int i = tid; i < n; i += 16) {
+            double v = (double)xs[i];
             s = __dadd_rn(s, __dmul_rn(v, v));
         }
-        lanes[lane] = s;
+        lanes[tid] = s;
     }
     __syncthreads();
-    if (lane == 0) {
+    if (tid == 0) {
         double v[4];
         for (int j = 0; j < 4; j++) {
             v[j] = __dadd_rn(__dadd_rn(lanes[j], lanes[4 + j]), __dadd_rn(lanes[8 + j], lanes[12 + j]));
@@ -453,7 +459,7 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
     __syncthreads();
     float scale = scale_s;
     float* o = out + (size_t)blockIdx.x * n;
-    for (int i = lane; i < n; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+    for (int i = tid; i < n; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xs[i], scale), w[i]);
 }
 
 // Softmax of each row, the CPU's arithmetic exactly: exp(x - max) with the
@@ -565,55 +571,75 @@ extern "C" __global__ void kv_write(const float* __restrict__ k, const float* __
 
 // Causal attention of each token's query heads over its own sequence's keys
 // 0..=pos (grouped-query: query head h reads KV head h / (n_head /
-// n_head_kv)). Grid (n_tok, n_head); dynamic shared memory holds the query
-// head (hd floats) and the scores (pos + 1 floats).
+// n_head_kv)). Grid (n_tok, n_head), 128 threads (4 warps); dynamic shared
+// memory holds the query head (hd floats), the scores (pos + 1 floats) and
+// the warps' partial value sums (4 · hd floats). Lane l owns dims
+// l·per .. l·per + per of the head (per = hd / 32).
 //   q:   [n_tok, n_head * hd] f32 (roped)
 //   kc, vc: [n_slots, n_ctx, n_head_kv * hd] f16 bits
 //   out: [n_tok, n_head * hd] f32
-// Scores: each thread takes keys tid, tid + blockDim.x, ... with a
-// sequential dot over hd; softmax with the CPU's expf and block trees; the
-// value sum walks keys in order for each output element. Every order is
-// fixed by (pos, hd, blockDim.x): bit-identical whatever else the batch holds.
+//
+//   scores: warp w takes keys w, w + 4, ...; each lane sums its dims in
+//           order, the warp's butterfly adds the lanes → s · scale
+//   softmax: block max, exp with the CPU's expf, block sum (fixed trees)
+//   values:  warp w sums keys w, w + 4, ... in order for each of its lane's
+//           dims; the 4 warps' partials are then added w = 0..3
+// Every order is fixed by (pos, hd): bit-identical whatever else the batch
+// holds.
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, const int* __restrict__ slot,
                                      const int* __restrict__ pos, float* __restrict__ out,
                                      int n_head, int n_head_kv, int hd, int n_ctx, float scale) {
     extern __shared__ float sm[];
     __shared__ float red[32];
+    const int NW = 4;
     int t = blockIdx.x, h = blockIdx.y;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int group = n_head / n_head_kv;
     int kvh = h / group;
     int kv_dim = n_head_kv * hd;
     int q_dim = n_head * hd;
+    int per = hd >> 5;
     float* qs = sm;
-    float* sc = sm + hd;
+    float* part = sm + hd;          // [NW, hd]
+    float* sc = sm + hd + NW * hd;  // [nk]
     for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = q[(size_t)t * q_dim + (size_t)h * hd + i];
     __syncthreads();
     int nk = pos[t] + 1;
     size_t base = (size_t)slot[t] * n_ctx * kv_dim + (size_t)kvh * hd;
     const u16* kb = kc + base;
     const u16* vb = vc + base;
+    int d0 = lane * per;
     float m = -__int_as_float(0x7f800000);
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        const u16* kr = kb + (size_t)j * kv_dim;
+    for (int j = warp; j < nk; j += NW) {
+        const u16* kr = kb + (size_t)j * kv_dim + d0;
         float s = 0.0f;
-        for (int d = 0; d < hd; d++) s = __fadd_rn(s, __fmul_rn(qs[d], f16_to_f32(kr[d])));
-        s = __fmul_rn(s, scale);
-        sc[j] = s;
+        for (int k = 0; k < per; k++) s = __fadd_rn(s, __fmul_rn(qs[d0 + k], f16_to_f32(kr[k])));
+        s = __fmul_rn(warp_sum(s), scale);
+        if (lane == 0) sc[j] = s;
         m = fmaxf(m, s);
     }
     m = block_max(m, red);
-    float part = 0.0f;
+    float psum = 0.0f;
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         float e = fak_expf(__fsub_rn(sc[j], m));
         sc[j] = e;
-        part = __fadd_rn(part, e);
+        psum = __fadd_rn(psum, e);
     }
-    float sum = block_sum(part, red);
+    float sum = block_sum(psum, red);
     float inv = __fdiv_rn(1.0f, sum);
+    float o[8];
+    for (int k = 0; k < per; k++) o[k] = 0.0f;
+    for (int j = warp; j < nk; j += NW) {
+        const u16* vr = vb + (size_t)j * kv_dim + d0;
+        float p = sc[j];
+        for (int k = 0; k < per; k++) o[k] = __fadd_rn(o[k], __fmul_rn(p, f16_to_f32(vr[k])));
+    }
+    for (int k = 0; k < per; k++) part[warp * hd + d0 + k] = o[k];
+    __syncthreads();
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float o = 0.0f;
-        for (int j = 0; j < nk; j++) o = __fadd_rn(o, __fmul_rn(sc[j], f16_to_f32(vb[(size_t)j * kv_dim + d])));
-        out[(size_t)t * q_dim + (size_t)h * hd + d] = __fmul_rn(o, inv);
+        float r = part[d];
+        for (int w = 1; w < NW; w++) r = __fadd_rn(r, part[w * hd + d]);
+        out[(size_t)t * q_dim + (size_t)h * hd + d] = __fmul_rn(r, inv);
     }
 }

@@ -223,10 +223,15 @@ pub(crate) fn rms_norm(
         return Ok(());
     }
     let ni = i32_of("n", n)?;
+    if 4 * n > ATTN_SMEM_MAX {
+        return Err(CudaError::Unsupported(format!(
+            "rows of {n} (RMSNorm keeps a row in 48 KiB of shared memory)"
+        )));
+    }
     let cfg = LaunchConfig {
         grid_dim: (n_rows as u32, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: (4 * n) as u32,
     };
     let mut b = dev.stream.launch_builder(&dev.k.rms_norm);
     b.arg(x).arg(w).arg(out).arg(&ni).arg(&eps);
@@ -454,7 +459,14 @@ pub(crate) fn attention(
     if toks.n_tok == 0 {
         return Ok(());
     }
-    let smem = 4 * (s.head_dim + s.n_ctx);
+    if s.head_dim % 32 != 0 || s.head_dim > 256 {
+        return Err(CudaError::Unsupported(format!(
+            "head_dim {} (attention takes multiples of 32 up to 256)",
+            s.head_dim
+        )));
+    }
+    // Query head, 4 warps' partial sums, scores.
+    let smem = 4 * (5 * s.head_dim + s.n_ctx);
     if smem > ATTN_SMEM_MAX {
         return Err(CudaError::Unsupported(format!(
             "context of {} rows (attention keeps scores in 48 KiB of shared memory)",
