@@ -22,7 +22,8 @@
 #                        and Q8_0 (CPU reference computed there)
 #   bench-q4_k.json      speed runs, Qwen2.5-7B shapes, Q4_K
 #   bench-q8_0.json      the same in Q8_0
-#   nvidia-smi.txt, log.txt
+#   nvidia-smi.txt, log.txt, and ncu.txt (Nsight Compute's speed-of-light and
+#   occupancy sections for a few decode kernels, where ncu is installed)
 # and exits non-zero if any check failed.
 set -uo pipefail
 
@@ -89,6 +90,17 @@ run() {
   step bench-q4_k "$fak" cuda bench --synthetic qwen2.5-7b:q4_k --json >"$out/bench-q4_k.json"
   step bench-q8_0 "$fak" cuda bench --synthetic qwen2.5-7b:q8_0 --json >"$out/bench-q8_0.json"
   if command -v nvidia-smi >/dev/null; then nvidia-smi >"$out/nvidia-smi.txt" 2>&1; fi
+  # Hardware counters of a few decode-step kernels (where Nsight Compute
+  # runs; informational, never fails the check).
+  local ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  if [[ -n "$ncu" ]]; then
+    echo "== ncu: $ncu" | tee -a "$log" >&2
+    timeout 150 "$ncu" --clock-control none --section SpeedOfLight --section Occupancy \
+      --kernel-name 'regex:^(matmul_q4_k|attention_chunks|rms_norm)$' --launch-skip 300 --launch-count 6 \
+      "$fak" cuda bench --synthetic qwen2.5-7b:q4_k@4 --steps 4 --batch 8 --context 512 \
+      >"$out/ncu.txt" 2>&1 || echo "== ncu: exit $?" | tee -a "$log" >&2
+  fi
   return $rc
 }
 

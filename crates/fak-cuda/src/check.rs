@@ -618,7 +618,10 @@ fn attention(dev: &Device, rng: &mut Rng) -> Result<KernelCheck, CudaError> {
         head_dim: hd,
         n_ctx,
     };
-    ops::attention(dev, &qd, &kcd, &vcd, &ts, shape, scale, &mut od)?;
+    let mut part: CudaSlice<f32> = dev
+        .stream
+        .alloc_zeros(ops::attention_scratch(n_tok, shape))?;
+    ops::attention(dev, &qd, &kcd, &vcd, &ts, shape, scale, &mut part, &mut od)?;
     let got = dev.stream.clone_dtoh(&od)?;
     let f = |b: u16| half::f16::from_bits(b).to_f64();
     let mut worst = 0.0f64;

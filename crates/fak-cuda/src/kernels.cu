@@ -435,7 +435,15 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
     __shared__ float scale_s;
     int tid = threadIdx.x;
     const float* xr = x + (size_t)blockIdx.x * n;
-    for (int i = tid; i < n; i += blockDim.x) xs[i] = xr[i];
+    if ((n & 3) == 0) {
+        // 16-byte loads, several in flight per thread.
+        const float4* x4 = (const float4*)xr;
+        float4* s4 = (float4*)xs;
+#pragma unroll 4
+        for (int i = tid; i < (n >> 2); i += blockDim.x) s4[i] = x4[i];
+    } else {
+        for (int i = tid; i < n; i += blockDim.x) xs[i] = xr[i];
+    }
     __syncthreads();
     if (tid < 16) {
         double s = 0.0;
@@ -459,6 +467,7 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
     __syncthreads();
     float scale = scale_s;
     float* o = out + (size_t)blockIdx.x * n;
+#pragma unroll 4
     for (int i = tid; i < n; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xs[i], scale), w[i]);
 }
 
@@ -571,75 +580,110 @@ extern "C" __global__ void kv_write(const float* __restrict__ k, const float* __
 
 // Causal attention of each token's query heads over its own sequence's keys
 // 0..=pos (grouped-query: query head h reads KV head h / (n_head /
-// n_head_kv)). Grid (n_tok, n_head), 128 threads (4 warps); dynamic shared
-// memory holds the query head (hd floats), the scores (pos + 1 floats) and
-// the warps' partial value sums (4 · hd floats). Lane l owns dims
-// l·per .. l·per + per of the head (per = hd / 32).
-//   q:   [n_tok, n_head * hd] f32 (roped)
-//   kc, vc: [n_slots, n_ctx, n_head_kv * hd] f16 bits
-//   out: [n_tok, n_head * hd] f32
+// n_head_kv)), split into chunks of ATTN_CHUNK keys (flash-decoding):
 //
-//   scores: warp w takes keys w, w + 4, ...; each lane sums its dims in
-//           order, the warp's butterfly adds the lanes → s · scale
-//   softmax: block max, exp with the CPU's expf, block sum (fixed trees)
-//   values:  warp w sums keys w, w + 4, ... in order for each of its lane's
-//           dims; the 4 warps' partials are then added w = 0..3
-// Every order is fixed by (pos, hd): bit-identical whatever else the batch
-// holds.
-extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
-                                     const u16* __restrict__ vc, const int* __restrict__ slot,
-                                     const int* __restrict__ pos, float* __restrict__ out,
-                                     int n_head, int n_head_kv, int hd, int n_ctx, float scale) {
-    extern __shared__ float sm[];
+//   attention_chunks   grid (n_tok, n_head, n_chunks), 128 threads (4 warps):
+//                      chunk c of keys [c·CHUNK, min(nk, (c+1)·CHUNK)) →
+//                      m_c (max score), l_c = Σ exp(s − m_c), o_c = Σ exp(s − m_c)·v
+//   attention_combine  grid (n_tok, n_head): M = max m_c, L = Σ l_c·exp(m_c − M),
+//                      out = (Σ o_c·exp(m_c − M)) · (1 / L), chunks in order
+//
+// Inside a chunk: warp w takes keys w, w + 4, ...; lane l owns dims
+// l·per .. l·per + per (per = hd / 32); a score is the lane's ordered sum
+// then the warp butterfly; softmax terms use the CPU's expf; the value sums
+// walk each warp's keys in order and add the 4 warps' partials w = 0..3.
+// The chunking depends only on the token's own position, so every order is
+// fixed by (pos, hd): bit-identical whatever else the batch holds.
+//   q:    [n_tok, n_head * hd] f32 (roped)
+//   kc, vc: [n_slots, n_ctx, n_head_kv * hd] f16 bits
+//   part: [n_tok, n_head, n_chunks, hd + 2] f32 scratch
+//   out:  [n_tok, n_head * hd] f32
+#define ATTN_CHUNK 128
+#define ATTN_WARPS 4
+extern "C" __global__ void attention_chunks(const float* __restrict__ q, const u16* __restrict__ kc,
+                                            const u16* __restrict__ vc, const int* __restrict__ slot,
+                                            const int* __restrict__ pos, float* __restrict__ part,
+                                            int n_head, int n_head_kv, int hd, int n_ctx, float scale,
+                                            int n_chunks) {
+    __shared__ float qs[256];
+    __shared__ float sc[ATTN_CHUNK];
+    __shared__ float pw[ATTN_WARPS * 256];
     __shared__ float red[32];
-    const int NW = 4;
-    int t = blockIdx.x, h = blockIdx.y;
+    int t = blockIdx.x, h = blockIdx.y, c = blockIdx.z;
+    int nk = pos[t] + 1;
+    int j0 = c * ATTN_CHUNK;
+    if (j0 >= nk) return;  // the whole block: no barrier is skipped by part of it
+    int j1 = min(nk, j0 + ATTN_CHUNK);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int group = n_head / n_head_kv;
     int kvh = h / group;
     int kv_dim = n_head_kv * hd;
     int q_dim = n_head * hd;
     int per = hd >> 5;
-    float* qs = sm;
-    float* part = sm + hd;          // [NW, hd]
-    float* sc = sm + hd + NW * hd;  // [nk]
     for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = q[(size_t)t * q_dim + (size_t)h * hd + i];
     __syncthreads();
-    int nk = pos[t] + 1;
     size_t base = (size_t)slot[t] * n_ctx * kv_dim + (size_t)kvh * hd;
     const u16* kb = kc + base;
     const u16* vb = vc + base;
     int d0 = lane * per;
     float m = -__int_as_float(0x7f800000);
-    for (int j = warp; j < nk; j += NW) {
+    for (int j = j0 + warp; j < j1; j += ATTN_WARPS) {
         const u16* kr = kb + (size_t)j * kv_dim + d0;
         float s = 0.0f;
         for (int k = 0; k < per; k++) s = __fadd_rn(s, __fmul_rn(qs[d0 + k], f16_to_f32(kr[k])));
         s = __fmul_rn(warp_sum(s), scale);
-        if (lane == 0) sc[j] = s;
+        if (lane == 0) sc[j - j0] = s;
         m = fmaxf(m, s);
     }
     m = block_max(m, red);
     float psum = 0.0f;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        float e = fak_expf(__fsub_rn(sc[j], m));
-        sc[j] = e;
+    for (int j = j0 + (int)threadIdx.x; j < j1; j += blockDim.x) {
+        float e = fak_expf(__fsub_rn(sc[j - j0], m));
+        sc[j - j0] = e;
         psum = __fadd_rn(psum, e);
     }
-    float sum = block_sum(psum, red);
-    float inv = __fdiv_rn(1.0f, sum);
+    float l = block_sum(psum, red);
     float o[8];
     for (int k = 0; k < per; k++) o[k] = 0.0f;
-    for (int j = warp; j < nk; j += NW) {
+    for (int j = j0 + warp; j < j1; j += ATTN_WARPS) {
         const u16* vr = vb + (size_t)j * kv_dim + d0;
-        float p = sc[j];
+        float p = sc[j - j0];
         for (int k = 0; k < per; k++) o[k] = __fadd_rn(o[k], __fmul_rn(p, f16_to_f32(vr[k])));
     }
-    for (int k = 0; k < per; k++) part[warp * hd + d0 + k] = o[k];
+    for (int k = 0; k < per; k++) pw[warp * hd + d0 + k] = o[k];
     __syncthreads();
+    float* dst = part + (((size_t)t * n_head + h) * n_chunks + c) * (hd + 2);
+    if (threadIdx.x == 0) {
+        dst[0] = m;
+        dst[1] = l;
+    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float r = part[d];
-        for (int w = 1; w < NW; w++) r = __fadd_rn(r, part[w * hd + d]);
-        out[(size_t)t * q_dim + (size_t)h * hd + d] = __fmul_rn(r, inv);
+        float r = pw[d];
+        for (int w = 1; w < ATTN_WARPS; w++) r = __fadd_rn(r, pw[w * hd + d]);
+        dst[2 + d] = r;
+    }
+}
+
+extern "C" __global__ void attention_combine(const float* __restrict__ part, const int* __restrict__ pos,
+                                             float* __restrict__ out, int n_head, int hd, int n_chunks) {
+    int t = blockIdx.x, h = blockIdx.y;
+    int nc = (pos[t] + ATTN_CHUNK) / ATTN_CHUNK;
+    const float* src = part + ((size_t)t * n_head + h) * n_chunks * (hd + 2);
+    float mx = -__int_as_float(0x7f800000);
+    for (int c = 0; c < nc; c++) mx = fmaxf(mx, src[(size_t)c * (hd + 2)]);
+    float l = 0.0f;
+    for (int c = 0; c < nc; c++) {
+        const float* pc = src + (size_t)c * (hd + 2);
+        l = __fadd_rn(l, __fmul_rn(pc[1], fak_expf(__fsub_rn(pc[0], mx))));
+    }
+    float inv = __fdiv_rn(1.0f, l);
+    int q_dim = n_head * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int c = 0; c < nc; c++) {
+            const float* pc = src + (size_t)c * (hd + 2);
+            o = __fadd_rn(o, __fmul_rn(pc[2 + d], fak_expf(__fsub_rn(pc[0], mx))));
+        }
+        out[(size_t)t * q_dim + (size_t)h * hd + d] = __fmul_rn(o, inv);
     }
 }

@@ -106,6 +106,8 @@ pub struct Workspace {
     /// When set, passes run without graphs and add their per-operation
     /// GPU times here.
     pub profile: Option<OpTimes>,
+    /// Attention's per-chunk partial results (see `ops::attention`).
+    part: Option<CudaSlice<f32>>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -385,6 +387,24 @@ impl DeviceModel {
         }
         let n_out = want.len();
         let shape = PassShape { n, n_out };
+        // Attention scratch for this pass's tokens over this store's rows.
+        let kvs = KvShape {
+            n_head: cfg.n_head,
+            n_head_kv: cfg.n_head_kv,
+            head_dim: cfg.head_dim,
+            n_ctx: kv.n_ctx(),
+        };
+        let need = ops::attention_scratch(ws.cap, kvs);
+        if ws.part.as_ref().map_or(true, |p| p.len() < need) {
+            ws.graphs.clear();
+            if let Some(old) = ws.part.take() {
+                ws.f32s.give(old);
+            }
+            ws.part = Some(ws.f32s.take(s, need)?);
+        }
+        let Some(part) = ws.part.as_mut() else {
+            return Err(CudaError::Spec("attention scratch missing".into()));
+        };
         let mut marks = Marks::new(ws.profile.is_some());
         if ws.graphs_on && !marks.on {
             // Kernel launches only; inputs were uploaded above into the
@@ -396,7 +416,7 @@ impl DeviceModel {
                     s.begin_capture(
                         cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
                     )?;
-                    let r = self.launch_pass(dev, kv, b, shape, &mut marks);
+                    let r = self.launch_pass(dev, kv, b, part, shape, &mut marks);
                     let g = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
                     r?;
                     e.insert(g?.ok_or_else(|| CudaError::Spec("empty graph capture".into()))?)
@@ -405,7 +425,7 @@ impl DeviceModel {
             g.launch()?;
         } else {
             marks.mark(dev, "upload")?;
-            self.launch_pass(dev, kv, b, shape, &mut marks)?;
+            self.launch_pass(dev, kv, b, part, shape, &mut marks)?;
         }
         kv.commit(&ends);
         if n_out > 0 {
@@ -430,6 +450,7 @@ impl DeviceModel {
         dev: &Device,
         kv: &mut DeviceKv,
         b: &mut Bufs,
+        part: &mut CudaSlice<f32>,
         shape: PassShape,
         m: &mut Marks,
     ) -> Result<(), CudaError> {
@@ -481,7 +502,7 @@ impl DeviceModel {
             let (kc, vc) = (&mut kv.k[li], &mut kv.v[li]);
             ops::kv_write(dev, &b.k, &b.v, kc, vc, &ts, kvs)?;
             m.mark(dev, "bias_rope_kv_write")?;
-            ops::attention(dev, &b.q, kc, vc, &ts, kvs, scale, &mut b.attn)?;
+            ops::attention(dev, &b.q, kc, vc, &ts, kvs, scale, part, &mut b.attn)?;
             m.mark(dev, "attention")?;
             b.acts.holds = None;
             acts_for(dev, &l.wo, &b.attn, n, &mut b.acts)?;

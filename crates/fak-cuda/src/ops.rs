@@ -19,8 +19,8 @@ pub(crate) const TOK_TILE: usize = 8;
 const MATMUL_WARPS: usize = 4;
 /// Threads per attention block.
 pub(crate) const ATTN_THREADS: u32 = 128;
-/// Dynamic shared memory an attention launch may use without opting in.
-pub(crate) const ATTN_SMEM_MAX: usize = 48 * 1024;
+/// Dynamic shared memory a launch may use without opting in.
+pub(crate) const SMEM_MAX: usize = 48 * 1024;
 
 fn need(what: &str, have: usize, want: usize) -> Result<(), CudaError> {
     if have < want {
@@ -223,7 +223,7 @@ pub(crate) fn rms_norm(
         return Ok(());
     }
     let ni = i32_of("n", n)?;
-    if 4 * n > ATTN_SMEM_MAX {
+    if 4 * n > SMEM_MAX {
         return Err(CudaError::Unsupported(format!(
             "rows of {n} (RMSNorm keeps a row in 48 KiB of shared memory)"
         )));
@@ -440,8 +440,18 @@ pub(crate) fn kv_write(
     Ok(())
 }
 
+/// Keys per attention chunk (`ATTN_CHUNK` in `kernels.cu`).
+pub(crate) const ATTN_CHUNK: usize = 128;
+
+/// Floats of attention scratch for `n_tok` tokens: `[n_tok, n_head,
+/// chunks, head_dim + 2]`.
+pub(crate) fn attention_scratch(n_tok: usize, s: KvShape) -> usize {
+    n_tok * s.n_head * s.n_ctx.div_ceil(ATTN_CHUNK) * (s.head_dim + 2)
+}
+
 /// Attention of `q` (`[n_tok, n_head * hd]`, roped) over each token's
-/// sequence rows 0..=pos in `kc`, `vc`; result in `out` (same shape as q).
+/// sequence rows 0..=pos in `kc`, `vc`; result in `out` (same shape as q),
+/// through `part` (at least [`attention_scratch`] floats).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     dev: &Device,
@@ -451,11 +461,17 @@ pub(crate) fn attention(
     toks: &TokenSlots<'_>,
     s: KvShape,
     scale: f32,
+    part: &mut CudaSlice<f32>,
     out: &mut CudaSlice<f32>,
 ) -> Result<(), CudaError> {
     let q_dim = s.n_head * s.head_dim;
     need("attention q", q.len(), toks.n_tok * q_dim)?;
     need("attention out", out.len(), toks.n_tok * q_dim)?;
+    need(
+        "attention scratch",
+        part.len(),
+        attention_scratch(toks.n_tok, s),
+    )?;
     if toks.n_tok == 0 {
         return Ok(());
     }
@@ -465,35 +481,45 @@ pub(crate) fn attention(
             s.head_dim
         )));
     }
-    // Query head, 4 warps' partial sums, scores.
-    let smem = 4 * (5 * s.head_dim + s.n_ctx);
-    if smem > ATTN_SMEM_MAX {
-        return Err(CudaError::Unsupported(format!(
-            "context of {} rows (attention keeps scores in 48 KiB of shared memory)",
-            s.n_ctx
-        )));
-    }
-    let cfg = LaunchConfig {
-        grid_dim: (toks.n_tok as u32, s.n_head as u32, 1),
-        block_dim: (ATTN_THREADS, 1, 1),
-        shared_mem_bytes: smem as u32,
-    };
-    let (nh, nkv, hd, nc) = (
+    let chunks = s.n_ctx.div_ceil(ATTN_CHUNK);
+    let (nh, nkv, hd, nc, ch) = (
         i32_of("heads", s.n_head)?,
         i32_of("kv heads", s.n_head_kv)?,
         i32_of("head_dim", s.head_dim)?,
         i32_of("n_ctx", s.n_ctx)?,
+        i32_of("chunks", chunks)?,
     );
-    let mut b = dev.stream.launch_builder(&dev.k.attention);
+    let cfg = LaunchConfig {
+        grid_dim: (toks.n_tok as u32, s.n_head as u32, chunks as u32),
+        block_dim: (ATTN_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = dev.stream.launch_builder(&dev.k.attention_chunks);
     b.arg(q)
         .arg(kc)
         .arg(vc)
         .arg(toks.slot)
         .arg(toks.pos)
-        .arg(out);
-    b.arg(&nh).arg(&nkv).arg(&hd).arg(&nc).arg(&scale);
-    // SAFETY: slots/positions checked by the caller; scores fit the
-    // dynamic shared memory (pos < n_ctx, checked above).
+        .arg(&mut *part);
+    b.arg(&nh).arg(&nkv).arg(&hd).arg(&nc).arg(&scale).arg(&ch);
+    // SAFETY: slots/positions checked by the caller (pos < n_ctx, so a
+    // token's chunks are < `chunks`); `part` holds every (token, head,
+    // chunk) record (checked above).
+    unsafe { b.launch(cfg) }?;
+    let cfg = LaunchConfig {
+        grid_dim: (toks.n_tok as u32, s.n_head as u32, 1),
+        block_dim: (ATTN_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = dev.stream.launch_builder(&dev.k.attention_combine);
+    b.arg(&*part)
+        .arg(toks.pos)
+        .arg(out)
+        .arg(&nh)
+        .arg(&hd)
+        .arg(&ch);
+    // SAFETY: reads the records the launch above wrote for chunks below
+    // each token's count; `out` checked above.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
