@@ -241,11 +241,19 @@ fn product_check(
     }
 }
 
+/// Scale entries of one token's activations of row length `n`.
+fn acts_blocks(acts: &Acts, n: usize) -> usize {
+    match acts.holds {
+        Some((GgmlType::Q8_K, _, _)) => n / 256,
+        _ => n / 32,
+    }
+}
+
 /// Adds the check that the one-row and four-row variants gave the same
 /// bits (the compared values are the one-row variant's).
 fn with_variants(mut c: KernelCheck, agree: bool) -> KernelCheck {
     c.case.push_str(if agree {
-        "; 1- and 4-row variants bit-identical"
+        "; 1-row, 4-row and one-token variants bit-identical"
     } else {
         "; 1- and 4-row variants DIFFER"
     });
@@ -288,7 +296,23 @@ fn matmul_q8_0(dev: &Device, rng: &mut Rng, scales: Scales) -> Result<KernelChec
     let got = dev.stream.clone_dtoh(&out)?;
     ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::Four)?;
     let got4 = dev.stream.clone_dtoh(&out)?;
-    let variants_agree = bits(&got) == bits(&got4);
+    let mut variants_agree = bits(&got) == bits(&got4);
+    // Token 0 alone through the one-token matvec and the tiled kernel.
+    for v in [RowsPerWarp::One, RowsPerWarp::Tiled] {
+        let mut acts1 = Acts::new(dev, n)?;
+        let q0 = dev.stream.clone_dtoh(&acts.qs.slice(0..n))?;
+        let d0 = dev
+            .stream
+            .clone_dtoh(&acts.d.slice(0..acts_blocks(&acts, n)))?;
+        let b0 = dev.stream.clone_dtoh(&acts.bsums.slice(0..n / 16))?;
+        dev.stream.memcpy_htod(&q0, &mut acts1.qs)?;
+        dev.stream.memcpy_htod(&d0, &mut acts1.d)?;
+        dev.stream.memcpy_htod(&b0, &mut acts1.bsums)?;
+        acts1.holds = acts.holds.map(|(ty, _, n)| (ty, 1, n));
+        let mut o1: CudaSlice<f32> = dev.stream.alloc_zeros(rows)?;
+        ops::matmul(dev, &m, &acts1, 1, &mut o1, v)?;
+        variants_agree &= bits(&dev.stream.clone_dtoh(&o1)?) == bits(&got[..rows]);
+    }
     let rb = nb * 34;
     let mut want = Vec::with_capacity(n_tok * rows);
     let mut mags = Vec::with_capacity(n_tok * rows);
@@ -394,7 +418,23 @@ fn matmul_q4_k(dev: &Device, rng: &mut Rng, scales: Scales) -> Result<KernelChec
     let got = dev.stream.clone_dtoh(&out)?;
     ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::Four)?;
     let got4 = dev.stream.clone_dtoh(&out)?;
-    let variants_agree = bits(&got) == bits(&got4);
+    let mut variants_agree = bits(&got) == bits(&got4);
+    // Token 0 alone through the one-token matvec and the tiled kernel.
+    for v in [RowsPerWarp::One, RowsPerWarp::Tiled] {
+        let mut acts1 = Acts::new(dev, n)?;
+        let q0 = dev.stream.clone_dtoh(&acts.qs.slice(0..n))?;
+        let d0 = dev
+            .stream
+            .clone_dtoh(&acts.d.slice(0..acts_blocks(&acts, n)))?;
+        let b0 = dev.stream.clone_dtoh(&acts.bsums.slice(0..n / 16))?;
+        dev.stream.memcpy_htod(&q0, &mut acts1.qs)?;
+        dev.stream.memcpy_htod(&d0, &mut acts1.d)?;
+        dev.stream.memcpy_htod(&b0, &mut acts1.bsums)?;
+        acts1.holds = acts.holds.map(|(ty, _, n)| (ty, 1, n));
+        let mut o1: CudaSlice<f32> = dev.stream.alloc_zeros(rows)?;
+        ops::matmul(dev, &m, &acts1, 1, &mut o1, v)?;
+        variants_agree &= bits(&dev.stream.clone_dtoh(&o1)?) == bits(&got[..rows]);
+    }
     let (rbw, rba) = (nb * 144, nb * 292);
     let mut want = Vec::new();
     let mut mags = Vec::new();

@@ -232,24 +232,24 @@ extern "C" __global__ void quantize_q8_k(const float* __restrict__ x, i8* __rest
 // activation load serves R rows). Lane l takes blocks l, l + 32, ... of a
 // row; each block's integer dot is exact (dp4a), scaled as the CPU does
 // (s * (dw * da)), and the warp's lanes are summed by the butterfly. A
-// (row, token) result is the same bits for every R and tile: the variants
-// differ only in how many rows share a warp.
-template <int R>
+// (row, token) result is the same bits for every R and T (tokens per warp
+// pass): the variants differ only in how many rows and tokens share a warp.
+template <int R, int T>
 __device__ __forceinline__ void matmul_q8_0_impl(const i8* __restrict__ wq, const float* __restrict__ wd,
                                                  const i8* __restrict__ aq, const float* __restrict__ ad,
                                                  float* __restrict__ out, int rows, int n, int n_tok) {
     int lane = threadIdx.x & 31;
     int row0 = (blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-    int t0 = blockIdx.x * TOK_TILE;
+    int t0 = blockIdx.x * T;
     if (row0 >= rows) return;
     int nr = min(R, rows - row0);
-    int nt = min(TOK_TILE, n_tok - t0);
+    int nt = min(T, n_tok - t0);
     int nb = n >> 5;
-    float acc[R][TOK_TILE];
+    float acc[R][T];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) acc[r][t] = 0.0f;
+        for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
     for (int b = lane; b < nb; b += 32) {
         int4 w0[R], w1[R];
         float dw[R];
@@ -263,7 +263,7 @@ __device__ __forceinline__ void matmul_q8_0_impl(const i8* __restrict__ wq, cons
             }
         }
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) {
+        for (int t = 0; t < T; t++) {
             if (t < nt) {
                 size_t tok = (size_t)(t0 + t);
                 const int4* a4 = (const int4*)(aq + tok * n);
@@ -289,7 +289,7 @@ __device__ __forceinline__ void matmul_q8_0_impl(const i8* __restrict__ wq, cons
 #pragma unroll
     for (int r = 0; r < R; r++) {
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) {
+        for (int t = 0; t < T; t++) {
             if (r < nr && t < nt) {
                 float v = warp_sum(acc[r][t]);
                 if (lane == 0) out[(size_t)(t0 + t) * rows + row0 + r] = v;
@@ -301,13 +301,22 @@ __device__ __forceinline__ void matmul_q8_0_impl(const i8* __restrict__ wq, cons
 extern "C" __global__ void matmul_q8_0(const i8* __restrict__ wq, const float* __restrict__ wd,
                                        const i8* __restrict__ aq, const float* __restrict__ ad,
                                        float* __restrict__ out, int rows, int n, int n_tok) {
-    matmul_q8_0_impl<1>(wq, wd, aq, ad, out, rows, n, n_tok);
+    matmul_q8_0_impl<1, TOK_TILE>(wq, wd, aq, ad, out, rows, n, n_tok);
+}
+
+// One token, one row per warp: the decode matvec (few registers, so many
+// warps per multiprocessor keep many weight loads in flight). Grid x = 1
+// token tile of one token.
+extern "C" __global__ void matmul_q8_0_t1(const i8* __restrict__ wq, const float* __restrict__ wd,
+                                          const i8* __restrict__ aq, const float* __restrict__ ad,
+                                          float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q8_0_impl<1, 1>(wq, wd, aq, ad, out, rows, n, n_tok);
 }
 
 extern "C" __global__ void matmul_q8_0_r4(const i8* __restrict__ wq, const float* __restrict__ wd,
                                           const i8* __restrict__ aq, const float* __restrict__ ad,
                                           float* __restrict__ out, int rows, int n, int n_tok) {
-    matmul_q8_0_impl<4>(wq, wd, aq, ad, out, rows, n, n_tok);
+    matmul_q8_0_impl<4, TOK_TILE>(wq, wd, aq, ad, out, rows, n, n_tok);
 }
 
 // out[t, r] = W[r, :] · a[t, :] for Q4_K weights (ggml's 144-byte blocks,
@@ -319,23 +328,23 @@ extern "C" __global__ void matmul_q8_0_r4(const i8* __restrict__ wq, const float
 // super-block b (lane l takes units l, l + 32, ...): the exact integer dot
 // of its 4-bit quants with the activations and the min term from the
 // activations' bsums, scaled as (d·da)·(sc·isum) − (dmin·da)·(m·bsum).
-template <int R>
+template <int R, int T>
 __device__ __forceinline__ void matmul_q4_k_impl(const u8* __restrict__ w, const i8* __restrict__ aq,
                                                  const float* __restrict__ ad, const int* __restrict__ absums,
                                                  float* __restrict__ out, int rows, int n, int n_tok) {
     int lane = threadIdx.x & 31;
     int row0 = (blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-    int t0 = blockIdx.x * TOK_TILE;
+    int t0 = blockIdx.x * T;
     if (row0 >= rows) return;
     int nr = min(R, rows - row0);
-    int nt = min(TOK_TILE, n_tok - t0);
+    int nt = min(T, n_tok - t0);
     int nb = n >> 8;
     int units = nb * 8;
-    float acc[R][TOK_TILE];
+    float acc[R][T];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) acc[r][t] = 0.0f;
+        for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
     for (int u = lane; u < units; u += 32) {
         int b = u >> 3, j = u & 7;
         int sh = (j & 1) * 4;
@@ -369,7 +378,7 @@ __device__ __forceinline__ void matmul_q4_k_impl(const u8* __restrict__ w, const
             }
         }
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) {
+        for (int t = 0; t < T; t++) {
             if (t < nt) {
                 size_t tok = (size_t)(t0 + t);
                 const int4* a4 = (const int4*)(aq + tok * n + (size_t)b * 256 + j * 32);
@@ -399,7 +408,7 @@ __device__ __forceinline__ void matmul_q4_k_impl(const u8* __restrict__ w, const
 #pragma unroll
     for (int r = 0; r < R; r++) {
 #pragma unroll
-        for (int t = 0; t < TOK_TILE; t++) {
+        for (int t = 0; t < T; t++) {
             if (r < nr && t < nt) {
                 float v = warp_sum(acc[r][t]);
                 if (lane == 0) out[(size_t)(t0 + t) * rows + row0 + r] = v;
@@ -411,13 +420,19 @@ __device__ __forceinline__ void matmul_q4_k_impl(const u8* __restrict__ w, const
 extern "C" __global__ void matmul_q4_k(const u8* __restrict__ w, const i8* __restrict__ aq,
                                        const float* __restrict__ ad, const int* __restrict__ absums,
                                        float* __restrict__ out, int rows, int n, int n_tok) {
-    matmul_q4_k_impl<1>(w, aq, ad, absums, out, rows, n, n_tok);
+    matmul_q4_k_impl<1, TOK_TILE>(w, aq, ad, absums, out, rows, n, n_tok);
+}
+
+extern "C" __global__ void matmul_q4_k_t1(const u8* __restrict__ w, const i8* __restrict__ aq,
+                                          const float* __restrict__ ad, const int* __restrict__ absums,
+                                          float* __restrict__ out, int rows, int n, int n_tok) {
+    matmul_q4_k_impl<1, 1>(w, aq, ad, absums, out, rows, n, n_tok);
 }
 
 extern "C" __global__ void matmul_q4_k_r4(const u8* __restrict__ w, const i8* __restrict__ aq,
                                           const float* __restrict__ ad, const int* __restrict__ absums,
                                           float* __restrict__ out, int rows, int n, int n_tok) {
-    matmul_q4_k_impl<4>(w, aq, ad, absums, out, rows, n, n_tok);
+    matmul_q4_k_impl<4, TOK_TILE>(w, aq, ad, absums, out, rows, n, n_tok);
 }
 
 // ---------------------------------------------------------------- row ops

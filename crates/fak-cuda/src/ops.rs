@@ -129,6 +129,9 @@ pub enum RowsPerWarp {
     One,
     /// Always four.
     Four,
+    /// One row per warp, always the token-tiled kernel (even for one
+    /// token; the checks compare it with the one-token matvec).
+    Tiled,
 }
 
 /// `out[t, r] = W[r, :] · acts[t, :]`: `out` `[n_tok, w.n_out]` f32.
@@ -156,9 +159,12 @@ pub(crate) fn matmul(
     // One row per warp for single tokens (the most warps for a
     // bandwidth-bound pass), four for batches (each activation load then
     // serves four rows). The same bits either way.
+    // A single token takes the one-token matvec variant (the same bits as
+    // the tiled ones).
+    let single = n_tok == 1 && rows_per_warp != RowsPerWarp::Tiled;
     let rows_per_warp = match rows_per_warp {
         RowsPerWarp::Auto if n_tok > 1 => 4,
-        RowsPerWarp::Auto | RowsPerWarp::One => 1,
+        RowsPerWarp::Auto | RowsPerWarp::One | RowsPerWarp::Tiled => 1,
         RowsPerWarp::Four => 4,
     };
     let row_groups = u32::try_from(w.n_out.div_ceil(MATMUL_WARPS * rows_per_warp))
@@ -172,6 +178,8 @@ pub(crate) fn matmul(
         MatrixData::Q8_0 { qs, d } => {
             let f = if rows_per_warp == 4 {
                 &dev.k.matmul_q8_0_r4
+            } else if single {
+                &dev.k.matmul_q8_0_t1
             } else {
                 &dev.k.matmul_q8_0
             };
@@ -186,6 +194,8 @@ pub(crate) fn matmul(
         MatrixData::Q4K { blocks } => {
             let f = if rows_per_warp == 4 {
                 &dev.k.matmul_q4_k_r4
+            } else if single {
+                &dev.k.matmul_q4_k_t1
             } else {
                 &dev.k.matmul_q4_k
             };
