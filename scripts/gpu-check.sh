@@ -124,8 +124,15 @@ case "${1:-}" in
     # point is that every command and file the GPU run needs is in place.
     run "$out/result" "$out/fak"
     echo "dry run: $out/result" >&2
-    grep -h "no CUDA device\|error" "$out/result/log.txt" | sort | uniq -c >&2
+    # Every device step must have failed for want of a device, and only so.
+    errors=$(grep -c "^fak: error" "$out/result/log.txt")
+    nodev=$(grep -c "^fak: error: opening the CUDA device: no CUDA device" "$out/result/log.txt")
+    echo "dry run: $nodev of $errors errors are 'no CUDA device' (6 device steps)" >&2
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("system.json cuda:", d["cuda"])' "$out/result/system.json"
+    if [[ "$errors" != 6 || "$nodev" != 6 ]]; then
+      grep "^fak: error" "$out/result/log.txt" >&2
+      exit 1
+    fi
     ;;
   *)
     echo "usage: $0 prepare | run OUT | dry-run" >&2
