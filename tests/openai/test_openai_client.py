@@ -10,6 +10,9 @@ up to 60 s), then drives it with ``openai.OpenAI(base_url=.../v1)``:
   ``stream_options={"include_usage": True}`` the last chunk carries usage
   equal to the non-streamed usage;
 * completions, non-streamed and streamed (same text both ways);
+* Predicted Outputs (``prediction``): the same answer with the answer itself,
+  an edited copy or text parts as the prediction, usage's
+  ``accepted_prediction_tokens``; ``speculative: false`` opts out;
 * ``models.list()`` lists the served model (the model file's stem);
 * an unknown model is a 404 (``openai.NotFoundError``);
 * a server started with ``--api-key k1``: a wrong key raises
@@ -189,6 +192,37 @@ class TestOpenAIClient(unittest.TestCase):
         self.assertEqual(last.usage.completion_tokens, full.usage.completion_tokens)
         for ch in chunks[:-1]:
             self.assertIsNone(ch.usage, "only the last chunk carries usage")
+
+    def test_predicted_outputs_keep_the_answer(self):
+        # OpenAI's Predicted Outputs: the prediction drafts tokens that
+        # verification keeps only where the model writes them itself, so
+        # the answer is the plain one, and the usage says how much of the
+        # prediction was used.
+        ask = [{"role": "user", "content": "Count from one to twenty in words, separated by commas."}]
+        kw = dict(model=SERVED_NAME, messages=ask, max_tokens=48, temperature=0)
+        plain = self.client.chat.completions.create(**kw)
+        answer = plain.choices[0].message.content
+        details = plain.usage.completion_tokens_details
+        self.assertEqual(details.accepted_prediction_tokens, 0)
+        self.assertEqual(details.rejected_prediction_tokens, 0)
+        edited = answer.replace("seven", "SEVEN").replace("twelve", "zwölf")
+        for prediction in (answer, edited, [{"type": "text", "text": answer}]):
+            r = self.client.chat.completions.create(
+                prediction={"type": "content", "content": prediction}, **kw
+            )
+            self.assertEqual(r.choices[0].message.content, answer)
+            self.assertEqual(r.usage.completion_tokens, plain.usage.completion_tokens)
+            d = r.usage.completion_tokens_details
+            self.assertGreater(d.accepted_prediction_tokens, r.usage.completion_tokens // 2, d)
+        # Opting out (fak's `speculative: false`): no draft at all.
+        r = self.client.chat.completions.create(
+            prediction={"type": "content", "content": answer}, extra_body={"speculative": False}, **kw
+        )
+        self.assertEqual(r.choices[0].message.content, answer)
+        self.assertEqual(r.usage.completion_tokens_details.accepted_prediction_tokens, 0)
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(prediction={"type": "other", "content": answer}, **kw)
+        self.assertEqual(e.exception.param, "prediction.type")
 
     def test_completions_non_stream(self):
         r = self.complete()

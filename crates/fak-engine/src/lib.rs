@@ -39,8 +39,8 @@ pub use paged::{
     GroupStats, KvWindow, PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE,
 };
 pub use request::{
-    Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, StepLogprobs, StopAt,
-    StopRules, TokenLogprob, Usage,
+    Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, SpecMode,
+    Speculation, StepLogprobs, StopAt, StopRules, TokenLogprob, Usage,
 };
 /// The full-vocabulary-sort sampler that [`Sampler`] replaced: a benchmark
 /// baseline and test oracle, not for production.

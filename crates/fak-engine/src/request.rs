@@ -100,6 +100,32 @@ pub struct Request {
     /// A grammar the output must match (compiled at
     /// [`Engine::add`](crate::Engine::add); `None`: free text).
     pub constraint: Option<Constraint>,
+    /// How the request takes part in speculative decoding.
+    pub speculation: Speculation,
+}
+
+/// Whether the engine may draft tokens for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpecMode {
+    /// As the engine is set ([`Engine::set_speculative`](crate::Engine::set_speculative)),
+    /// and from the request's prediction whatever the engine's setting.
+    #[default]
+    Engine,
+    /// Never: plain decoding (the output is the same either way; this
+    /// only changes the speed).
+    Off,
+}
+
+/// A request's part in speculative decoding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Speculation {
+    /// Whether drafts are made for it.
+    pub mode: SpecMode,
+    /// Tokens the caller expects the output to repeat, mostly in order
+    /// (OpenAI's Predicted Outputs: a file being edited). Drafts come
+    /// from here first; verification keeps the output exactly what plain
+    /// decoding would write.
+    pub prediction: Vec<u32>,
 }
 
 impl Request {
@@ -114,6 +140,7 @@ impl Request {
             tenant: Tenant(0),
             context: Context::Fresh,
             constraint: None,
+            speculation: Speculation::default(),
         }
     }
 }
@@ -176,6 +203,12 @@ pub struct Usage {
     pub cached_tokens: usize,
     /// Tokens generated (a stop token is not counted).
     pub completion_tokens: usize,
+    /// Draft tokens taken from the request's prediction that verification
+    /// kept (they are in the output).
+    pub accepted_prediction_tokens: usize,
+    /// Draft tokens taken from the request's prediction that verification
+    /// rejected (computed, not in the output).
+    pub rejected_prediction_tokens: usize,
 }
 
 /// Something that happened to a request during a step.

@@ -75,6 +75,57 @@ pub fn prompt_lookup(context: &[u32], p: LookupParams) -> &[u32] {
     &[]
 }
 
+/// Most draft tokens taken from a prediction at once.
+pub const PREDICTION_MAX_DRAFT: usize = 16;
+
+/// Longest output suffix matched against a prediction.
+const PREDICTION_MAX_NGRAM: usize = 8;
+
+/// The draft a request's prediction proposes after `context` (the
+/// sequence's tokens so far, ending with the token this pass feeds): the
+/// tokens of `prediction` that follow the longest suffix of `context` (up
+/// to 8 tokens, at least 1) found in it, at most `max_draft`. Of several
+/// occurrences of that suffix, the first one ending at or after `cursor`
+/// (where the output is expected to continue: just after the last
+/// accepted prediction token) wins, else the first one.
+///
+/// Returns the draft's start in `prediction` with the draft, or `None`.
+///
+/// ```text
+///   prediction:  fn a() { x } fn b() { y }      cursor after "fn a() { x }"
+///   context:     … fn b() {  ▮                   suffix "fn b() {" found at
+///   draft:                 y }                   the occurrence past the cursor
+/// ```
+///
+/// Costs O(`prediction.len()` × 8) comparisons at most.
+pub fn prediction_draft<'p>(
+    context: &[u32],
+    prediction: &'p [u32],
+    cursor: usize,
+    max_draft: usize,
+) -> Option<(usize, &'p [u32])> {
+    if max_draft == 0 || prediction.is_empty() {
+        return None;
+    }
+    for n in (1..=PREDICTION_MAX_NGRAM.min(context.len())).rev() {
+        let suffix = &context[context.len() - n..];
+        // Occurrences with at least one token after them.
+        let mut hits =
+            (0..prediction.len().saturating_sub(n)).filter(|&i| &prediction[i..i + n] == suffix);
+        let first = hits.next();
+        let at = first
+            .filter(|&i| i + n >= cursor)
+            .or_else(|| hits.find(|&i| i + n >= cursor))
+            .or(first);
+        if let Some(i) = at {
+            let from = i + n;
+            let to = (from + max_draft).min(prediction.len());
+            return Some((from, &prediction[from..to]));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +188,29 @@ mod tests {
                 prop_assert!(from < c.len());
             }
         }
+    }
+
+    #[test]
+    fn prediction_drafts_follow_the_longest_suffix_past_the_cursor() {
+        // "1 2 3" occurs twice; past cursor 4 the second one wins.
+        let pred = [1, 2, 3, 9, 9, 1, 2, 3, 7, 8];
+        assert_eq!(
+            prediction_draft(&[5, 1, 2, 3], &pred, 0, 4),
+            Some((3, &pred[3..7]))
+        );
+        assert_eq!(
+            prediction_draft(&[5, 1, 2, 3], &pred, 4, 2),
+            Some((8, &pred[8..10]))
+        );
+        // A longer suffix beats a shorter one: "9 1" only matches once.
+        assert_eq!(
+            prediction_draft(&[9, 1], &pred, 0, 3),
+            Some((6, &pred[6..9]))
+        );
+        // Nothing after the match, no match, or no room: no draft.
+        assert_eq!(prediction_draft(&[7, 8], &pred, 0, 3), None);
+        assert_eq!(prediction_draft(&[4], &pred, 0, 3), None);
+        assert_eq!(prediction_draft(&[1, 2], &pred, 0, 0), None);
+        assert_eq!(prediction_draft(&[1, 2], &[], 0, 3), None);
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use fak_engine::{
     Engine, EngineConfig, Event, FinishReason, LookupParams, PagedKvConfig, PrefixCache, Request,
-    RequestId, SamplingParams, Speculative, StopAt, StopRules,
+    RequestId, SamplingParams, SpecMode, Speculation, Speculative, StopAt, StopRules, Usage,
 };
 use fak_model::KvType;
 use fak_tokenizer::EncodeOptions;
@@ -42,6 +42,7 @@ struct Out {
     logits: Vec<Vec<u8>>,
     text: String,
     finish: Option<FinishReason>,
+    usage: Usage,
 }
 
 /// Runs `reqs` together to the end; the outputs in order, and the
@@ -72,9 +73,15 @@ fn run(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, u64, u64, u64) {
                     o.tokens.push(token);
                     o.text.push_str(&text);
                 }
-                Event::Finished { reason, text, .. } => {
+                Event::Finished {
+                    reason,
+                    text,
+                    usage,
+                    ..
+                } => {
                     o.text.push_str(&text);
                     o.finish = Some(reason);
+                    o.usage = usage;
                 }
                 Event::Failed { error, .. } => panic!("failed: {error}"),
                 Event::Admitted { .. } => {}
@@ -202,4 +209,110 @@ fn seeded_penalised_and_stopped_in_a_batch_of_8_are_plain_decoding() {
         plain[3].finish
     );
     assert_eq!(plain[4].tokens.len(), 5, "max_tokens");
+}
+
+fn predicted(mut r: Request, prediction: Vec<u32>) -> Request {
+    r.speculation = Speculation {
+        mode: SpecMode::Engine,
+        prediction,
+    };
+    r
+}
+
+/// A prompt with nothing to copy: prompt lookup finds little, a
+/// prediction is the only good source.
+fn story() -> Vec<u32> {
+    text_ids("Once upon a time, in a small village by the sea, there lived")
+}
+
+#[test]
+fn predicted_outputs_are_plain_decoding() {
+    let n = 48;
+    let (plain, plain_passes, _, _) = run(
+        Speculative::Off,
+        &[request(story(), n, SamplingParams::greedy(), &[])],
+    );
+    let out = plain[0].tokens.clone();
+    assert!(out.len() > 20, "a short output: {:?}", plain[0].text);
+    // The output itself as the prediction, and with a few tokens changed
+    // in the middle (an edit), and unrelated tokens.
+    let mut edited = out.clone();
+    for t in &mut edited[10..14] {
+        *t = (*t + 1) % 1000;
+    }
+    for (what, prediction) in [
+        ("exact", out.clone()),
+        ("edited", edited),
+        ("unrelated", ids(5, 60)),
+    ] {
+        let reqs = [predicted(
+            request(story(), n, SamplingParams::greedy(), &[]),
+            prediction,
+        )];
+        // The engine's own drafting is off: only the prediction drafts.
+        let (spec, passes, accepted, drafted) = run(Speculative::Off, &reqs);
+        assert_same(&plain, &spec, what);
+        let u = spec[0].usage;
+        assert_eq!(u.accepted_prediction_tokens as u64, accepted, "{what}");
+        assert_eq!(
+            (u.accepted_prediction_tokens + u.rejected_prediction_tokens) as u64,
+            drafted,
+            "{what}"
+        );
+        eprintln!("{what}: {passes} passes (plain {plain_passes}), drafted {drafted}, accepted {accepted}");
+        match what {
+            "exact" => {
+                // Every token but one per pass came from the prediction.
+                assert!(
+                    accepted + passes >= out.len() as u64,
+                    "{what}: {accepted} accepted in {passes} passes"
+                );
+                assert!(passes * 3 < plain_passes, "{what}: {passes} passes");
+            }
+            "edited" => {
+                assert!(u.rejected_prediction_tokens > 0, "{what}: nothing rejected");
+                assert!(
+                    accepted as usize > out.len() / 2,
+                    "{what}: {accepted} accepted"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn predictions_in_a_seeded_batch_and_opting_out_are_plain_decoding() {
+    let (free, _, _, _) = run(
+        Speculative::Off,
+        &[request(story(), 32, SamplingParams::greedy(), &[])],
+    );
+    let guess = free[0].tokens.clone();
+    let mut reqs = Vec::new();
+    for k in 0..8u64 {
+        let sampling = if k % 2 == 0 {
+            SamplingParams::greedy()
+        } else {
+            sampled(k, 0.2 * k as f32, 0.0)
+        };
+        let r = request(story(), 32, sampling, &[]);
+        reqs.push(match k % 4 {
+            0 | 1 => predicted(r, guess.clone()),
+            2 => predicted(r, ids(k, 40)),
+            _ => r,
+        });
+    }
+    let (plain, _, _, _) = run(Speculative::Off, &reqs);
+    let (spec, _, accepted, drafted) = run(lookup(), &reqs);
+    assert_same(&plain, &spec, "seeded batch with predictions");
+    assert!(
+        accepted > 0 && drafted > accepted,
+        "drafted {drafted}, accepted {accepted}"
+    );
+    // Opted out: no drafts at all, from the prediction or the engine.
+    let mut out = predicted(request(story(), 32, SamplingParams::greedy(), &[]), guess);
+    out.speculation.mode = SpecMode::Off;
+    let (quiet, _, _, drafted) = run(lookup(), &[out]);
+    assert_same(&plain[..1], &quiet, "opted out");
+    assert_eq!(drafted, 0, "an opted-out request was drafted for");
 }

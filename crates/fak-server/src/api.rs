@@ -92,6 +92,9 @@ pub struct Common {
     /// llama-server's extension: generate `max_tokens` whatever comes.
     #[serde(default)]
     pub ignore_eos: bool,
+    /// fak's extension: `false` opts this request out of speculative
+    /// decoding (its output is the same either way).
+    pub speculative: Option<bool>,
     /// Structured output (`structured::response_format`).
     pub response_format: Option<serde_json::Value>,
 }
@@ -107,8 +110,59 @@ pub struct ChatRequest {
     pub tools: Option<serde_json::Value>,
     pub tool_choice: Option<serde_json::Value>,
     pub parallel_tool_calls: Option<bool>,
+    /// OpenAI's Predicted Outputs (`{"type": "content", "content": …}`).
+    pub prediction: Option<Prediction>,
     #[serde(flatten)]
     pub common: Common,
+}
+
+/// `prediction`: text the answer is expected to repeat (a file being
+/// edited); drafts for speculative decoding, never a change to the output.
+#[derive(Debug, Deserialize)]
+pub struct Prediction {
+    /// Must be `content`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A string or text parts.
+    pub content: Content,
+}
+
+impl Prediction {
+    /// The predicted text.
+    ///
+    /// # Errors
+    ///
+    /// 400 naming `prediction.type` for another type, and for parts that
+    /// are not text.
+    pub fn text(&self) -> Result<String, ApiError> {
+        if self.kind != "content" {
+            return Err(ApiError::bad_param(
+                "prediction.type",
+                format!("prediction type '{}' is not supported (only 'content')", self.kind),
+            ));
+        }
+        match &self.content {
+            Content::Text(t) => Ok(t.clone()),
+            Content::Parts(parts) => {
+                let mut s = String::new();
+                for (j, p) in parts.iter().enumerate() {
+                    match (p.kind.as_str(), &p.text) {
+                        ("text", Some(t)) => s.push_str(t),
+                        _ => {
+                            return Err(ApiError::bad_param(
+                                "prediction.content",
+                                format!(
+                                    "prediction.content[{j}]: only text parts are supported, got '{}'",
+                                    p.kind
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Ok(s)
+            }
+        }
+    }
 }
 
 impl Named for ChatRequest {

@@ -17,7 +17,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fak_engine::{Context, Event, Request};
+use fak_engine::{Context, Event, Request, SpecMode, Speculation};
 use fak_tokenizer::ToolMessage;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -165,6 +165,13 @@ pub(crate) fn prepare(
         tenant: key.narrowed(c.user.as_deref(), c.cache_salt.as_deref()),
         context: Context::Fresh,
         constraint: c.constraint()?,
+        speculation: Speculation {
+            mode: match c.speculative {
+                Some(false) => SpecMode::Off,
+                Some(true) | None => SpecMode::Engine,
+            },
+            prediction: Vec::new(),
+        },
     })
 }
 
@@ -281,7 +288,15 @@ async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
         logprobs: api::chat_logprobs(r.logprobs, r.top_logprobs)?,
         limit: OutputLimit::Strict,
     };
-    let (req, tools) = chat_request(&c.loaded, c.key, input)?;
+    let (mut req, tools) = chat_request(&c.loaded, c.key, input)?;
+    if let Some(p) = &r.prediction {
+        let text = p.text()?;
+        let plain = fak_tokenizer::EncodeOptions {
+            special: fak_tokenizer::SpecialTokens::Plain,
+            add: fak_tokenizer::AddSpecial::Never,
+        };
+        req.speculation.prediction = c.loaded.tok.encode(&text, plain);
+    }
     let shape = Shape {
         kind: Kind::Chat,
         stream: r.common.stream,

@@ -188,6 +188,21 @@ struct Live {
     queued_at: Instant,
     /// Admission order (higher is younger).
     ticket: u64,
+    /// Where drafting from the request's prediction stands.
+    pred: PredictionState,
+}
+
+/// A request's progress through its prediction (see
+/// [`crate::spec::prediction_draft`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct PredictionState {
+    /// Position in the prediction where the output is expected to
+    /// continue: just after the last accepted draft token.
+    cursor: usize,
+    /// Prediction tokens verification kept.
+    accepted: usize,
+    /// Prediction tokens verification rejected.
+    rejected: usize,
 }
 
 struct Slot {
@@ -420,6 +435,7 @@ impl<'m> Engine<'m> {
             reported: false,
             queued_at: Instant::now(),
             ticket: 0,
+            pred: PredictionState::default(),
             req,
         };
         let slot = match self.free_slots.pop() {
@@ -498,6 +514,8 @@ impl<'m> Engine<'m> {
                 prompt_tokens: l.base + l.n_input,
                 cached_tokens: l.base + l.cached,
                 completion_tokens: l.generated.len(),
+                accepted_prediction_tokens: l.pred.accepted,
+                rejected_prediction_tokens: l.pred.rejected,
             })
     }
 }

@@ -20,7 +20,9 @@ use super::masks::{Job, MaskMode, MaskWorker, Pending};
 use super::text::{logprobs, Scan};
 use super::{Engine, Phase, PrefillMix, Release, Slot};
 use crate::constraint::{Check, ConstraintState, Ready};
-use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
+use crate::request::{
+    Context, EngineStats, Event, FinishReason, RequestId, SpecMode, StepLogprobs, StopAt,
+};
 use crate::sampling::{Logprobs, Sampler};
 use crate::seqs::{Append, PrefixCache, Rows};
 use crate::EngineError;
@@ -44,6 +46,17 @@ struct Item {
     /// sequence's length before the pass (rejected rows are cut back to
     /// what plain decoding would hold).
     verify: Option<usize>,
+    /// Where the draft came from.
+    source: Option<DraftSource>,
+}
+
+/// Where a draft came from (for the request's prediction counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DraftSource {
+    /// The request's prediction, starting at this position in it.
+    Prediction { start: usize },
+    /// Prompt lookup over the sequence's own context.
+    Lookup,
 }
 
 /// A constrained request's token: drawn from the raw logits and checked
@@ -399,10 +412,10 @@ impl Engine<'_> {
             let mut spare = cap - take;
             for k in 0..take {
                 let slot = decoding[(start + k) % n];
-                let draft = if spare > 0 {
+                let (draft, source) = if spare > 0 {
                     self.draft(slot, spare)
                 } else {
-                    Vec::new()
+                    (Vec::new(), None)
                 };
                 spare -= draft.len();
                 budget -= draft.len();
@@ -422,6 +435,7 @@ impl Engine<'_> {
                             kind: ItemKind::Decode,
                             logits: LogitsWanted::Yes,
                             verify,
+                            source,
                         });
                     }
                 }
@@ -462,6 +476,7 @@ impl Engine<'_> {
                     LogitsWanted::No
                 },
                 verify: None,
+                source: None,
             });
             budget -= n;
             prefills += 1;
@@ -469,43 +484,62 @@ impl Engine<'_> {
         plan
     }
 
-    /// Draft tokens for a decoding request (at most `room`): none when
-    /// speculation is off or the request decodes plainly (a grammar,
-    /// log-probabilities, a session), and never more than it may still
-    /// generate after the token this pass samples anyway.
-    fn draft(&mut self, slot: u32, room: usize) -> Vec<u32> {
-        let crate::spec::Speculative::Lookup(params) = self.spec else {
-            return Vec::new();
-        };
+    /// Draft tokens for a decoding request (at most `room`), and where
+    /// they came from: the request's prediction first, then prompt lookup
+    /// when the engine drafts. None when the request opted out or decodes
+    /// plainly (a grammar, log-probabilities, a session), and never more
+    /// than it may still generate after the token this pass samples anyway.
+    fn draft(&mut self, slot: u32, room: usize) -> (Vec<u32>, Option<DraftSource>) {
+        let none = (Vec::new(), None);
         let Some(l) = self.slots[slot as usize].live.as_ref() else {
-            return Vec::new();
+            return none;
         };
-        if l.constraint.is_some()
+        let lookup = match self.spec {
+            crate::spec::Speculative::Lookup(p) => Some(p),
+            crate::spec::Speculative::Off => None,
+        };
+        let spec = &l.req.speculation;
+        if spec.mode == SpecMode::Off
+            || (lookup.is_none() && spec.prediction.is_empty())
+            || l.constraint.is_some()
             || l.req.logprobs != Logprobs::Off
             || l.req.context != Context::Fresh
         {
-            return Vec::new();
+            return none;
         }
         let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
-            return Vec::new();
+            return none;
         };
         let left = l.req.max_tokens.saturating_sub(l.generated.len() + 1);
-        let max = params.max_draft.min(room).min(left);
+        let max = room.min(left);
         if max == 0 {
-            return Vec::new();
+            return none;
         }
         let Ok(tokens) = self.seqs.tokens(seq) else {
-            return Vec::new();
+            return none;
         };
         let ctx = &mut self.spec_context;
         ctx.clear();
         ctx.extend_from_slice(tokens);
         ctx.push(unfed);
+        let k = crate::spec::PREDICTION_MAX_DRAFT.min(max);
+        if let Some((start, d)) =
+            crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
+        {
+            return (d.to_vec(), Some(DraftSource::Prediction { start }));
+        }
+        let Some(params) = lookup else {
+            return none;
+        };
         let p = crate::spec::LookupParams {
-            max_draft: max,
+            max_draft: params.max_draft.min(max),
             ..params
         };
-        crate::spec::prompt_lookup(ctx, p).to_vec()
+        let d = crate::spec::prompt_lookup(ctx, p);
+        if d.is_empty() {
+            return none;
+        }
+        (d.to_vec(), Some(DraftSource::Lookup))
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -756,9 +790,17 @@ impl Engine<'_> {
         if tokens.is_empty() {
             return self.fail(slot, EngineError::NoLogits, events);
         }
+        let (drafted, kept) = (item.ids.len() - 1, tokens.len() - 1);
         self.stats.spec_drafts += 1;
-        self.stats.spec_draft_tokens += (item.ids.len() - 1) as u64;
-        self.stats.spec_accepted_tokens += (tokens.len() - 1) as u64;
+        self.stats.spec_draft_tokens += drafted as u64;
+        self.stats.spec_accepted_tokens += kept as u64;
+        if let (Some(DraftSource::Prediction { start }), Some(l)) =
+            (item.source, self.slots[slot as usize].live.as_mut())
+        {
+            l.pred.accepted += kept;
+            l.pred.rejected += drafted - kept;
+            l.pred.cursor = start + kept;
+        }
         self.seqs.truncate(item.seq, before + tokens.len())?;
         let generation = self.slots[slot as usize].generation;
         for t in tokens {

@@ -175,6 +175,7 @@ fn request(
         tenant: tenant(claim.record.owner),
         context: Context::Session(claim.engine),
         constraint: c.constraint()?,
+        speculation: Default::default(),
     })
 }
 

@@ -96,6 +96,7 @@ pub(super) async fn append(
         tenant: tenant(owner),
         context: Context::Session(id),
         constraint: None,
+        speculation: Default::default(),
     };
     let (_, mut rx) = st.engine().submit(req, Instant::now()).await?;
     while let Some(ev) = rx.recv().await {
