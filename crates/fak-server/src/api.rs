@@ -138,7 +138,10 @@ impl Prediction {
         if self.kind != "content" {
             return Err(ApiError::bad_param(
                 "prediction.type",
-                format!("prediction type '{}' is not supported (only 'content')", self.kind),
+                format!(
+                    "prediction type '{}' is not supported (only 'content')",
+                    self.kind
+                ),
             ));
         }
         match &self.content {
@@ -148,15 +151,13 @@ impl Prediction {
                 for (j, p) in parts.iter().enumerate() {
                     match (p.kind.as_str(), &p.text) {
                         ("text", Some(t)) => s.push_str(t),
-                        _ => {
-                            return Err(ApiError::bad_param(
-                                "prediction.content",
-                                format!(
-                                    "prediction.content[{j}]: only text parts are supported, got '{}'",
-                                    p.kind
-                                ),
-                            ))
-                        }
+                        _ => return Err(ApiError::bad_param(
+                            "prediction.content",
+                            format!(
+                                "prediction.content[{j}]: only text parts are supported, got '{}'",
+                                p.kind
+                            ),
+                        )),
                     }
                 }
                 Ok(s)
