@@ -151,13 +151,13 @@ impl Prediction {
                 for (j, p) in parts.iter().enumerate() {
                     match (p.kind.as_str(), &p.text) {
                         ("text", Some(t)) => s.push_str(t),
-                        _ => return Err(ApiError::bad_param(
-                            "prediction.content",
-                            format!(
-                                "prediction.content[{j}]: only text parts are supported, got '{}'",
-                                p.kind
-                            ),
-                        )),
+                        _ => {
+                            let why = format!("only text parts are supported, got '{}'", p.kind);
+                            return Err(ApiError::bad_param(
+                                "prediction.content",
+                                format!("prediction.content[{j}]: {why}"),
+                            ));
+                        }
                     }
                 }
                 Ok(s)
