@@ -124,6 +124,9 @@ pub enum SpeculativeArg {
     /// Drafts from the sequence's own context (prompt lookup); the output
     /// is the same as plain decoding's, token for token.
     Lookup,
+    /// Prompt lookup where the measured pass costs and each sequence's
+    /// acceptance say it pays (the same output again).
+    Auto,
 }
 
 impl From<SpeculativeArg> for fak_engine::Speculative {
@@ -132,6 +135,9 @@ impl From<SpeculativeArg> for fak_engine::Speculative {
             SpeculativeArg::Off => fak_engine::Speculative::Off,
             SpeculativeArg::Lookup => {
                 fak_engine::Speculative::Lookup(fak_engine::LookupParams::default())
+            }
+            SpeculativeArg::Auto => {
+                fak_engine::Speculative::Auto(fak_engine::LookupParams::default())
             }
         }
     }

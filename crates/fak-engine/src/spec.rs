@@ -24,8 +24,124 @@ pub enum Speculative {
     /// Plain decoding: one token per sequence per pass.
     #[default]
     Off,
-    /// Drafts from the sequence's own context ([`prompt_lookup`]).
+    /// Drafts from the sequence's own context ([`prompt_lookup`]), always.
     Lookup(LookupParams),
+    /// Prompt lookup where it pays: each sequence's draft length follows
+    /// its measured acceptance, and a sequence drafts only while
+    /// [`drafting_pays`] says so for the step's batch, by the pass costs
+    /// the engine measures ([`PassCost`]).
+    Auto(LookupParams),
+}
+
+impl Speculative {
+    /// The lookup parameters, unless speculation is off.
+    pub fn lookup(self) -> Option<LookupParams> {
+        match self {
+            Speculative::Off => None,
+            Speculative::Lookup(p) | Speculative::Auto(p) => Some(p),
+        }
+    }
+}
+
+/// Pass time against tokens in the pass, `t ≈ a + b·n`, fitted online by
+/// least squares with exponential forgetting (recent passes count most).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassCost {
+    w: f64,
+    n: f64,
+    t: f64,
+    nn: f64,
+    nt: f64,
+}
+
+/// Weight kept by earlier passes at each new one.
+const PASS_COST_DECAY: f64 = 0.98;
+
+impl PassCost {
+    /// Records a pass of `tokens` tokens that took `secs`.
+    pub fn observe(&mut self, tokens: usize, secs: f64) {
+        let n = tokens as f64;
+        let d = PASS_COST_DECAY;
+        self.w = self.w * d + 1.0;
+        self.n = self.n * d + n;
+        self.t = self.t * d + secs;
+        self.nn = self.nn * d + n * n;
+        self.nt = self.nt * d + n * secs;
+    }
+
+    /// The fitted `(a, b)`: seconds per pass and per token; `None` until
+    /// passes of different sizes were seen (or the fit is not positive).
+    pub fn fit(&self) -> Option<(f64, f64)> {
+        let var = self.w * self.nn - self.n * self.n;
+        if self.w < 2.0 || var <= 1e-9 * self.w * self.w {
+            return None;
+        }
+        let b = (self.w * self.nt - self.n * self.t) / var;
+        let a = (self.t - b * self.n) / self.w;
+        (a > 0.0 && b > 0.0).then_some((a, b))
+    }
+}
+
+/// Whether a sequence whose drafts are accepted at rate `rate` should
+/// draft in a decode step of `batch` sequences, for pass costs `a + b·n`.
+///
+/// A plain step makes `m` tokens in `a + b·m`; drafting `D` more tokens
+/// makes `m + r·D` in `a + b·(m + D)`. That is faster per token exactly
+/// when `r > b·m / (a + b·m)`; a margin of 1.5 keeps measurement noise on
+/// the side of plain decoding.
+///
+/// ```text
+///   memory-bound (a ≫ b·m): threshold ≈ 0 → draft whenever anything is accepted
+///   compute-bound (b·m ≫ a): threshold → 1 → never draft
+/// ```
+pub fn drafting_pays(a: f64, b: f64, batch: usize, rate: f64) -> bool {
+    let m = batch.max(1) as f64;
+    rate > 1.5 * b * m / (a + b * m)
+}
+
+/// A sequence's draft acceptance, an exponentially weighted rate that
+/// starts at one half.
+#[derive(Debug, Clone, Copy)]
+pub struct Acceptance {
+    kept: f64,
+    drafted: f64,
+}
+
+impl Default for Acceptance {
+    fn default() -> Acceptance {
+        Acceptance {
+            kept: 1.0,
+            drafted: 2.0,
+        }
+    }
+}
+
+impl Acceptance {
+    /// Records a verified draft of `drafted` tokens of which `kept` were
+    /// accepted.
+    pub fn record(&mut self, drafted: usize, kept: usize) {
+        let d = 0.8;
+        self.kept = self.kept * d + kept as f64;
+        self.drafted = self.drafted * d + drafted as f64;
+    }
+
+    /// The rate, in 0..=1.
+    pub fn rate(&self) -> f64 {
+        (self.kept / self.drafted.max(1e-9)).clamp(0.0, 1.0)
+    }
+
+    /// The draft length for a sequence at this rate: the full `max` above
+    /// 60%, half above 30%, else 2.
+    pub fn draft_len(&self, max: usize) -> usize {
+        let r = self.rate();
+        if r > 0.6 {
+            max
+        } else if r > 0.3 {
+            (max / 2).max(1)
+        } else {
+            max.min(2)
+        }
+    }
 }
 
 /// How prompt lookup searches.
@@ -212,5 +328,45 @@ mod tests {
         assert_eq!(prediction_draft(&[4], &pred, 0, 3), None);
         assert_eq!(prediction_draft(&[1, 2], &pred, 0, 0), None);
         assert_eq!(prediction_draft(&[1, 2], &[], 0, 3), None);
+    }
+
+    #[test]
+    fn pass_cost_fits_a_line() {
+        let mut c = PassCost::default();
+        assert!(c.fit().is_none());
+        for k in 0..50 {
+            let n = 1 + k % 9;
+            c.observe(n, 0.020 + 0.002 * n as f64);
+        }
+        let (a, b) = c.fit().expect("a fit");
+        assert!(
+            (a - 0.020).abs() < 1e-9 && (b - 0.002).abs() < 1e-9,
+            "{a} {b}"
+        );
+        // One size only: no fit.
+        let mut one = PassCost::default();
+        for _ in 0..10 {
+            one.observe(1, 0.02);
+        }
+        assert!(one.fit().is_none());
+    }
+
+    #[test]
+    fn drafting_pays_when_memory_bound_not_when_compute_bound() {
+        // 20 ms to read the weights, 0.5 ms per token of compute.
+        assert!(drafting_pays(0.020, 0.0005, 1, 0.1));
+        assert!(!drafting_pays(0.020, 0.0005, 1, 0.03));
+        // 64 sequences: a pass is mostly compute; only near-certain drafts.
+        assert!(!drafting_pays(0.020, 0.0005, 64, 0.5));
+        let mut r = Acceptance::default();
+        assert_eq!(r.draft_len(8), 4);
+        for _ in 0..10 {
+            r.record(8, 8);
+        }
+        assert_eq!(r.draft_len(8), 8);
+        for _ in 0..20 {
+            r.record(8, 0);
+        }
+        assert_eq!(r.draft_len(8), 2);
     }
 }

@@ -152,13 +152,18 @@ fn assert_same(plain: &[Out], spec: &[Out], what: &str) {
 fn greedy_alone_is_plain_decoding_in_fewer_passes() {
     let reqs = [request(repetitive(), 64, SamplingParams::greedy(), &[])];
     let (plain, plain_passes, _, _) = run(Speculative::Off, &reqs);
-    let (spec, spec_passes, accepted, _) = run(lookup(), &reqs);
-    assert_same(&plain, &spec, "greedy alone");
-    assert!(accepted > 0, "no draft token was accepted");
-    assert!(
-        spec_passes < plain_passes,
-        "{spec_passes} passes with drafts, {plain_passes} without"
-    );
+    for (what, how) in [
+        ("lookup", lookup()),
+        ("auto", Speculative::Auto(LookupParams::default())),
+    ] {
+        let (spec, spec_passes, accepted, _) = run(how, &reqs);
+        assert_same(&plain, &spec, what);
+        assert!(accepted > 0, "{what}: no draft token was accepted");
+        assert!(
+            spec_passes < plain_passes,
+            "{what}: {spec_passes} passes with drafts, {plain_passes} without"
+        );
+    }
 }
 
 #[test]
@@ -193,6 +198,8 @@ fn seeded_penalised_and_stopped_in_a_batch_of_8_are_plain_decoding() {
         ));
     }
     let (plain, _, _, _) = run(Speculative::Off, &reqs);
+    let (auto, _, _, _) = run(Speculative::Auto(LookupParams::default()), &reqs);
+    assert_same(&plain, &auto, "batch of 8, auto");
     let (spec, _, accepted, drafted) = run(lookup(), &reqs);
     assert_same(&plain, &spec, "batch of 8");
     eprintln!("drafted {drafted}, accepted {accepted}");

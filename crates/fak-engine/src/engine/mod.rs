@@ -190,6 +190,8 @@ struct Live {
     ticket: u64,
     /// Where drafting from the request's prediction stands.
     pred: PredictionState,
+    /// How often its prompt-lookup drafts were accepted.
+    acceptance: crate::spec::Acceptance,
 }
 
 /// A request's progress through its prediction (see
@@ -242,6 +244,8 @@ pub struct Engine<'m> {
     spec: crate::spec::Speculative,
     /// A sequence's context, gathered for a draft lookup (reused).
     spec_context: Vec<u32>,
+    /// Measured pass cost (for [`crate::spec::Speculative::Auto`]).
+    pass_cost: crate::spec::PassCost,
 }
 
 impl<'m> Engine<'m> {
@@ -289,6 +293,7 @@ impl<'m> Engine<'m> {
             masks: None,
             spec: crate::spec::Speculative::Off,
             spec_context: Vec::new(),
+            pass_cost: crate::spec::PassCost::default(),
         })
     }
 
@@ -436,6 +441,7 @@ impl<'m> Engine<'m> {
             queued_at: Instant::now(),
             ticket: 0,
             pred: PredictionState::default(),
+            acceptance: crate::spec::Acceptance::default(),
             req,
         };
         let slot = match self.free_slots.pop() {

@@ -211,7 +211,14 @@ impl Engine<'_> {
             if plan.is_empty() {
                 break;
             }
-            match self.run(&plan, &mut on_logits) {
+            let started = std::time::Instant::now();
+            let ran = self.run(&plan, &mut on_logits);
+            if ran.is_ok() {
+                let tokens = plan.iter().map(|i| i.ids.len()).sum();
+                self.pass_cost
+                    .observe(tokens, started.elapsed().as_secs_f64());
+            }
+            match ran {
                 Ok(picked) => {
                     for (item, p) in plan.into_iter().zip(picked) {
                         self.process(item, p, &mut events)?;
@@ -413,7 +420,7 @@ impl Engine<'_> {
             for k in 0..take {
                 let slot = decoding[(start + k) % n];
                 let (draft, source) = if spare > 0 {
-                    self.draft(slot, spare)
+                    self.draft(slot, spare, take)
                 } else {
                     (Vec::new(), None)
                 };
@@ -489,15 +496,26 @@ impl Engine<'_> {
     /// when the engine drafts. None when the request opted out or decodes
     /// plainly (a grammar, log-probabilities, a session), and never more
     /// than it may still generate after the token this pass samples anyway.
-    fn draft(&mut self, slot: u32, room: usize) -> (Vec<u32>, Option<DraftSource>) {
+    fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
         let none = (Vec::new(), None);
         let Some(l) = self.slots[slot as usize].live.as_ref() else {
             return none;
         };
-        let lookup = match self.spec {
-            crate::spec::Speculative::Lookup(p) => Some(p),
-            crate::spec::Speculative::Off => None,
-        };
+        let mut lookup = self.spec.lookup();
+        if let (crate::spec::Speculative::Auto(p), Some(lp)) = (self.spec, lookup.as_mut()) {
+            // Lookup drafts only where they pay, as long as this sequence's
+            // acceptance says.
+            let rate = l.acceptance.rate();
+            let pays = match self.pass_cost.fit() {
+                Some((a, b)) => crate::spec::drafting_pays(a, b, batch, rate),
+                None => true,
+            };
+            if pays {
+                lp.max_draft = l.acceptance.draft_len(p.max_draft);
+            } else {
+                lp.max_draft = 0;
+            }
+        }
         let spec = &l.req.speculation;
         if spec.mode == SpecMode::Off
             || (lookup.is_none() && spec.prediction.is_empty())
@@ -528,7 +546,7 @@ impl Engine<'_> {
         {
             return (d.to_vec(), Some(DraftSource::Prediction { start }));
         }
-        let Some(params) = lookup else {
+        let Some(params) = lookup.filter(|p| p.max_draft > 0) else {
             return none;
         };
         let p = crate::spec::LookupParams {
@@ -794,12 +812,16 @@ impl Engine<'_> {
         self.stats.spec_drafts += 1;
         self.stats.spec_draft_tokens += drafted as u64;
         self.stats.spec_accepted_tokens += kept as u64;
-        if let (Some(DraftSource::Prediction { start }), Some(l)) =
-            (item.source, self.slots[slot as usize].live.as_mut())
-        {
-            l.pred.accepted += kept;
-            l.pred.rejected += drafted - kept;
-            l.pred.cursor = start + kept;
+        if let Some(l) = self.slots[slot as usize].live.as_mut() {
+            match item.source {
+                Some(DraftSource::Prediction { start }) => {
+                    l.pred.accepted += kept;
+                    l.pred.rejected += drafted - kept;
+                    l.pred.cursor = start + kept;
+                }
+                Some(DraftSource::Lookup) => l.acceptance.record(drafted, kept),
+                None => {}
+            }
         }
         self.seqs.truncate(item.seq, before + tokens.len())?;
         let generation = self.slots[slot as usize].generation;
