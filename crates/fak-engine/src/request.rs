@@ -330,4 +330,9 @@ pub struct EngineStats {
     pub spec_draft_tokens: u64,
     /// Draft tokens accepted (each saved one pass of its sequence).
     pub spec_accepted_tokens: u64,
+    /// Of the draft tokens verified, those from the tenant's recent
+    /// outputs (the fleet index).
+    pub spec_fleet_draft_tokens: u64,
+    /// Of those, the ones accepted.
+    pub spec_fleet_accepted_tokens: u64,
 }

@@ -125,6 +125,16 @@ impl Acceptance {
         self.drafted = self.drafted * d + drafted as f64;
     }
 
+    /// A step in which the sequence did not draft because drafting did not
+    /// pay: the rate drifts back toward one half, so a sequence whose text
+    /// turns repetitive later is tried again (after about 15 such steps
+    /// from a rate of zero).
+    pub fn idle(&mut self) {
+        let d = 0.75;
+        self.kept = self.kept * d + (1.0 - d);
+        self.drafted = self.drafted * d + 2.0 * (1.0 - d);
+    }
+
     /// The rate, in 0..=1.
     pub fn rate(&self) -> f64 {
         (self.kept / self.drafted.max(1e-9)).clamp(0.0, 1.0)
@@ -189,6 +199,106 @@ pub fn prompt_lookup(context: &[u32], p: LookupParams) -> &[u32] {
         }
     }
     &[]
+}
+
+/// Recent outputs of each tenant's requests: agents of one fleet write the
+/// same tool-call shapes and near-identical turns, so a sequence's last
+/// few tokens, found in another request's output, often continue the same
+/// way there.
+///
+/// ```text
+///   tenant 7:  [out 1] [out 2] … [out k]        newest last; at most
+///              ▲ looked up newest first          OUTPUTS_PER_TENANT outputs and
+///   tenant 9:  [out 1] …                          TOKENS_PER_TENANT tokens each
+/// ```
+///
+/// Bounded: per tenant by outputs and tokens (oldest dropped first), and
+/// by tenants (the least recently written tenant dropped first). A lookup
+/// only ever reads the asking request's own tenant.
+#[derive(Debug, Default)]
+pub struct FleetIndex {
+    tenants: std::collections::HashMap<fak_kv::Tenant, TenantOutputs>,
+    /// Write counter (tenant recency).
+    clock: u64,
+}
+
+#[derive(Debug, Default)]
+struct TenantOutputs {
+    outputs: std::collections::VecDeque<Vec<u32>>,
+    tokens: usize,
+    written: u64,
+}
+
+/// Outputs kept per tenant.
+pub const OUTPUTS_PER_TENANT: usize = 64;
+/// Tokens kept per tenant.
+pub const TOKENS_PER_TENANT: usize = 16 * 1024;
+/// Tenants kept.
+pub const FLEET_TENANTS: usize = 256;
+/// Outputs shorter than this are not kept (nothing to continue).
+const MIN_OUTPUT: usize = 4;
+
+impl FleetIndex {
+    /// Records a finished request's output for its tenant.
+    pub fn record(&mut self, tenant: fak_kv::Tenant, output: &[u32]) {
+        if output.len() < MIN_OUTPUT {
+            return;
+        }
+        self.clock += 1;
+        if !self.tenants.contains_key(&tenant) && self.tenants.len() >= FLEET_TENANTS {
+            if let Some(old) = self
+                .tenants
+                .iter()
+                .min_by_key(|(_, t)| t.written)
+                .map(|(k, _)| *k)
+            {
+                self.tenants.remove(&old);
+            }
+        }
+        let t = self.tenants.entry(tenant).or_default();
+        t.written = self.clock;
+        let kept = &output[output.len().saturating_sub(TOKENS_PER_TENANT)..];
+        t.tokens += kept.len();
+        t.outputs.push_back(kept.to_vec());
+        while t.outputs.len() > OUTPUTS_PER_TENANT || t.tokens > TOKENS_PER_TENANT {
+            match t.outputs.pop_front() {
+                Some(o) => t.tokens -= o.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// Tokens kept for `tenant`.
+    #[cfg(test)]
+    fn tokens(&self, tenant: fak_kv::Tenant) -> usize {
+        self.tenants.get(&tenant).map_or(0, |t| t.tokens)
+    }
+
+    /// The draft `tenant`'s recent outputs propose after `context`: the
+    /// tokens that followed the longest suffix of `context`
+    /// (`min_ngram..=max_ngram`) in the newest output that has it, at most
+    /// `max_draft`.
+    pub fn draft(&self, tenant: fak_kv::Tenant, context: &[u32], p: LookupParams) -> &[u32] {
+        let Some(t) = self.tenants.get(&tenant) else {
+            return &[];
+        };
+        if p.max_draft == 0 || p.min_ngram == 0 {
+            return &[];
+        }
+        for n in (p.min_ngram..=p.max_ngram.min(context.len())).rev() {
+            let suffix = &context[context.len() - n..];
+            for out in t.outputs.iter().rev() {
+                let found = (0..out.len().saturating_sub(n))
+                    .rev()
+                    .find(|&i| &out[i..i + n] == suffix);
+                if let Some(i) = found {
+                    let from = i + n;
+                    return &out[from..(from + p.max_draft).min(out.len())];
+                }
+            }
+        }
+        &[]
+    }
 }
 
 /// Most draft tokens taken from a prediction at once.
@@ -368,5 +478,36 @@ mod tests {
             r.record(8, 0);
         }
         assert_eq!(r.draft_len(8), 2);
+        // Idle steps bring it back toward one half: tried again.
+        let low = r.rate();
+        for _ in 0..15 {
+            r.idle();
+        }
+        assert!(r.rate() > 0.25 && r.rate() > low, "{low} -> {}", r.rate());
+    }
+
+    #[test]
+    fn fleet_index_drafts_within_a_tenant_and_stays_bounded() {
+        use fak_kv::Tenant;
+        let mut f = FleetIndex::default();
+        let p = LookupParams::default();
+        f.record(Tenant(1), &[10, 11, 12, 13, 14, 15]);
+        assert_eq!(f.draft(Tenant(1), &[9, 11, 12], p), &[13, 14, 15]);
+        // Another tenant never sees it.
+        assert!(f.draft(Tenant(2), &[9, 11, 12], p).is_empty());
+        // The newest output with the suffix wins.
+        f.record(Tenant(1), &[11, 12, 99, 98]);
+        assert_eq!(f.draft(Tenant(1), &[11, 12], p), &[99, 98]);
+        // Bounded by tokens per tenant, oldest first.
+        for k in 0..100u32 {
+            f.record(Tenant(1), &vec![k; 1000]);
+        }
+        assert!(f.tokens(Tenant(1)) <= TOKENS_PER_TENANT);
+        assert!(f.draft(Tenant(1), &[9, 11, 12], p).is_empty());
+        // Bounded by tenants.
+        for k in 0..(FLEET_TENANTS as u64 + 10) {
+            f.record(Tenant(100 + k), &[1, 2, 3, 4]);
+        }
+        assert!(f.tenants.len() <= FLEET_TENANTS);
     }
 }

@@ -323,3 +323,54 @@ fn predictions_in_a_seeded_batch_and_opting_out_are_plain_decoding() {
     assert_same(&plain[..1], &quiet, "opted out");
     assert_eq!(drafted, 0, "an opted-out request was drafted for");
 }
+
+#[test]
+fn fleet_drafts_come_from_the_same_tenant_only_and_are_exact() {
+    // One engine, requests one after another: the second request of
+    // tenant 1 can draft from the first one's output; tenant 2 cannot.
+    let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
+    e.set_speculative(lookup());
+    let mut outs = Vec::new();
+    for tenant in [1, 1, 2] {
+        let before = e.stats();
+        let req = Request {
+            tenant: fak_engine::Tenant(tenant),
+            ..request(story(), 48, SamplingParams::greedy(), &[])
+        };
+        let id = e.add(req).expect("add");
+        let mut tokens = Vec::new();
+        let mut done = false;
+        while !done {
+            for ev in e.step().expect("step") {
+                match ev {
+                    Event::Token { id: i, token, .. } if i == id => tokens.push(token),
+                    Event::Finished { id: i, .. } if i == id => done = true,
+                    Event::Failed { error, .. } => panic!("failed: {error}"),
+                    _ => {}
+                }
+            }
+        }
+        let after = e.stats();
+        outs.push((
+            tokens,
+            after.spec_fleet_draft_tokens - before.spec_fleet_draft_tokens,
+            after.spec_fleet_accepted_tokens - before.spec_fleet_accepted_tokens,
+        ));
+    }
+    let (plain, _, _, _) = run(
+        Speculative::Off,
+        &[request(story(), 48, SamplingParams::greedy(), &[])],
+    );
+    for (k, (tokens, _, _)) in outs.iter().enumerate() {
+        assert_eq!(
+            tokens, &plain[0].tokens,
+            "request {k}'s ids differ from plain"
+        );
+    }
+    assert_eq!(outs[0].1, 0, "the first request had no fleet to draft from");
+    assert!(
+        outs[1].2 > 0,
+        "tenant 1's second request drafted nothing from its fleet"
+    );
+    assert_eq!(outs[2].1, 0, "tenant 2 drafted from tenant 1's outputs");
+}

@@ -246,6 +246,8 @@ pub struct Engine<'m> {
     spec_context: Vec<u32>,
     /// Measured pass cost (for [`crate::spec::Speculative::Auto`]).
     pass_cost: crate::spec::PassCost,
+    /// Recent outputs per tenant, a draft source.
+    fleet_index: crate::spec::FleetIndex,
 }
 
 impl<'m> Engine<'m> {
@@ -294,6 +296,7 @@ impl<'m> Engine<'m> {
             spec: crate::spec::Speculative::Off,
             spec_context: Vec::new(),
             pass_cost: crate::spec::PassCost::default(),
+            fleet_index: crate::spec::FleetIndex::default(),
         })
     }
 

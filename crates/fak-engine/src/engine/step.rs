@@ -57,6 +57,8 @@ enum DraftSource {
     Prediction { start: usize },
     /// Prompt lookup over the sequence's own context.
     Lookup,
+    /// The tenant's recent outputs (the fleet index).
+    Fleet,
 }
 
 /// A constrained request's token: drawn from the raw logits and checked
@@ -498,13 +500,15 @@ impl Engine<'_> {
     /// than it may still generate after the token this pass samples anyway.
     fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
         let none = (Vec::new(), None);
-        let Some(l) = self.slots[slot as usize].live.as_ref() else {
-            return none;
-        };
         let mut lookup = self.spec.lookup();
-        if let (crate::spec::Speculative::Auto(p), Some(lp)) = (self.spec, lookup.as_mut()) {
+        if let (crate::spec::Speculative::Auto(p), Some(lp), Some(l)) = (
+            self.spec,
+            lookup.as_mut(),
+            self.slots[slot as usize].live.as_mut(),
+        ) {
             // Lookup drafts only where they pay, as long as this sequence's
-            // acceptance says.
+            // acceptance says; a sequence left out drifts back to be tried
+            // again.
             let rate = l.acceptance.rate();
             let pays = match self.pass_cost.fit() {
                 Some((a, b)) => crate::spec::drafting_pays(a, b, batch, rate),
@@ -514,8 +518,12 @@ impl Engine<'_> {
                 lp.max_draft = l.acceptance.draft_len(p.max_draft);
             } else {
                 lp.max_draft = 0;
+                l.acceptance.idle();
             }
         }
+        let Some(l) = self.slots[slot as usize].live.as_ref() else {
+            return none;
+        };
         let spec = &l.req.speculation;
         if spec.mode == SpecMode::Off
             || (lookup.is_none() && spec.prediction.is_empty())
@@ -554,10 +562,14 @@ impl Engine<'_> {
             ..params
         };
         let d = crate::spec::prompt_lookup(ctx, p);
+        if !d.is_empty() {
+            return (d.to_vec(), Some(DraftSource::Lookup));
+        }
+        let d = self.fleet_index.draft(l.req.tenant, ctx, p);
         if d.is_empty() {
             return none;
         }
-        (d.to_vec(), Some(DraftSource::Lookup))
+        (d.to_vec(), Some(DraftSource::Fleet))
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -820,6 +832,11 @@ impl Engine<'_> {
                     l.pred.cursor = start + kept;
                 }
                 Some(DraftSource::Lookup) => l.acceptance.record(drafted, kept),
+                Some(DraftSource::Fleet) => {
+                    l.acceptance.record(drafted, kept);
+                    self.stats.spec_fleet_draft_tokens += drafted as u64;
+                    self.stats.spec_fleet_accepted_tokens += kept as u64;
+                }
                 None => {}
             }
         }
@@ -925,6 +942,9 @@ impl Engine<'_> {
             _ => String::new(),
         };
         let usage = self.usage(slot);
+        if let Some(l) = self.slots[slot as usize].live.as_ref() {
+            self.fleet_index.record(l.req.tenant, &l.generated);
+        }
         self.release(slot, Release::Finish)?;
         events.push(Event::Finished {
             id: RequestId { slot, generation },

@@ -1,0 +1,47 @@
+"""Unit tests of bench/spec.py's report (no server needed)."""
+
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import spec  # noqa: E402
+
+
+def row(cfg, wl, tps, sha):
+    return {"config": cfg, "workload": wl, "tokens_per_s": tps, "sha256": sha}
+
+
+class TestSummary(unittest.TestCase):
+    def test_ratios_and_digests(self):
+        rows = [
+            row("fak-off", "edit", 10.0, "a"),
+            row("fak-off", "edit", 12.0, "a"),
+            row("fak-off", "edit", 11.0, "a"),
+            row("fak-auto", "edit", 30.0, "a"),
+            row("fak-off", "edit+prediction", 20.0, "a"),
+            row("fak-lookup", "edit", 25.0, "b"),
+            row("llama-plain", "edit", 9.0, "c"),
+        ]
+        s = spec.summarize(rows)
+        self.assertAlmostEqual(s["edit"]["fak-auto"]["vs_fak_off_plain"], 30.0 / 11.0)
+        self.assertTrue(s["edit"]["fak-auto"]["same_as_fak_off"])
+        # A fak configuration with other ids is flagged; a peer is not judged.
+        self.assertFalse(s["edit"]["fak-lookup"]["same_as_fak_off"])
+        self.assertIsNone(s["edit"]["llama-plain"]["same_as_fak_off"])
+        # With a prediction, the baseline is plain fak on the same request
+        # without one.
+        self.assertAlmostEqual(s["edit+prediction"]["fak-off"]["vs_fak_off_plain"], 20.0 / 11.0)
+        self.assertTrue(s["edit+prediction"]["fak-off"]["same_as_fak_off"])
+
+    def test_workloads_have_the_file(self):
+        src = spec.edit_source()
+        w = spec.workloads(src)
+        self.assertIn(src, w["edit"]["messages"][0]["content"])
+        self.assertIn(src, w["edit+prediction"]["prediction"]["content"])
+        self.assertTrue(w["edit+prediction"]["fak_only"])
+
+
+if __name__ == "__main__":
+    unittest.main()
