@@ -186,7 +186,10 @@ def main() -> int:
                     if w.get("fak_only") and kind != "fak":
                         continue
                     body = {k: v for k, v in w.items() if k != "fak_only"}
-                    body.update({"model": "m", "temperature": 0})
+                    # Each workload its own tenant (`user`), so fak's fleet
+                    # index of recent outputs does not draft one workload's
+                    # answer from another's.
+                    body.update({"model": "m", "temperature": 0, "user": f"spec-bench-{wl}"})
                     r = ask(url, body)
                     r.update({"rep": rep, "config": cfg, "workload": wl})
                     rows.append(r)
