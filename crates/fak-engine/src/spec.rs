@@ -28,8 +28,8 @@ pub enum Speculative {
     Lookup(LookupParams),
     /// Prompt lookup where it pays: each sequence's draft length follows
     /// its measured acceptance, and a sequence drafts only while
-    /// [`drafting_pays`] says so for the step's batch, by the pass costs
-    /// the engine measures ([`PassCost`]).
+    /// `drafting_pays` says so for the step's batch, by the pass costs
+    /// the engine measures (`PassCost`).
     Auto(LookupParams),
 }
 
