@@ -510,14 +510,15 @@ impl Engine<'_> {
             // acceptance says; a sequence left out drifts back to be tried
             // again.
             let rate = l.acceptance.rate();
-            let pays = match self.pass_cost.fit() {
-                Some((a, b)) => crate::spec::drafting_pays(a, b, batch, rate),
-                None => true,
+            let k = match self.pass_cost.fit() {
+                Some((a, b)) if crate::spec::drafting_pays(a, b, batch, rate) => {
+                    crate::spec::best_draft_len(a, b, batch, rate, p.max_draft)
+                }
+                Some(_) => 0,
+                None => l.acceptance.draft_len(p.max_draft),
             };
-            if pays {
-                lp.max_draft = l.acceptance.draft_len(p.max_draft);
-            } else {
-                lp.max_draft = 0;
+            lp.max_draft = k;
+            if k == 0 {
                 l.acceptance.idle();
             }
         }
@@ -548,7 +549,20 @@ impl Engine<'_> {
         ctx.clear();
         ctx.extend_from_slice(tokens);
         ctx.push(unfed);
-        let k = crate::spec::PREDICTION_MAX_DRAFT.min(max);
+        // A prediction's drafts as long as pays at the measured pass
+        // costs and its acceptance so far.
+        let k = match self.pass_cost.fit() {
+            Some((a, b)) => crate::spec::best_draft_len(
+                a,
+                b,
+                batch,
+                l.pred.rate(),
+                crate::spec::PREDICTION_MAX_DRAFT,
+            ),
+            None => crate::spec::PREDICTION_MAX_DRAFT / 2,
+        }
+        .max(1)
+        .min(max);
         if let Some((start, d)) =
             crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
         {
