@@ -99,33 +99,6 @@ pub fn drafting_pays(a: f64, b: f64, batch: usize, rate: f64) -> bool {
     rate > 1.5 * b * m / (a + b * m)
 }
 
-/// The draft length, `0..=max`, that makes the most tokens per second for
-/// a sequence whose draft tokens are each accepted with probability
-/// `rate`, at pass costs `a + b·n`: a draft of `k` yields
-/// `(1 − rate^(k+1)) / (1 − rate)` tokens on average (accepted tokens stop
-/// at the first rejection, plus the one sampled token) for `b·k` more
-/// seconds of its pass. Among equally good lengths the shortest wins.
-///
-/// ```text
-///   rate 0.9, a = 5b:   k = 8 → 6.1 tokens in 14b;  k = 16 → 8.3 in 22b   (8 wins)
-///   rate 0.9, a = 50b:  k = 16 wins (the pass is mostly the weight read)
-/// ```
-pub fn best_draft_len(a: f64, b: f64, batch: usize, rate: f64, max: usize) -> usize {
-    let m = batch.max(1) as f64;
-    let p = rate.clamp(0.0, 0.999);
-    let mut best = (0usize, 0.0f64);
-    for k in 0..=max {
-        let tokens = (1.0 - p.powi(k as i32 + 1)) / (1.0 - p);
-        // The step's time shared by its m sequences, plus this draft.
-        let secs = a / m + b * (1.0 + k as f64);
-        let speed = tokens / secs;
-        if speed > best.1 * (1.0 + 1e-9) {
-            best = (k, speed);
-        }
-    }
-    best.0
-}
-
 /// A sequence's draft acceptance, an exponentially weighted rate that
 /// starts at one half.
 #[derive(Debug, Clone, Copy)]
@@ -536,17 +509,5 @@ mod tests {
             f.record(Tenant(100 + k), &[1, 2, 3, 4]);
         }
         assert!(f.tenants.len() <= FLEET_TENANTS);
-    }
-
-    #[test]
-    fn best_draft_len_follows_the_cost_of_a_row() {
-        // Rows cheap next to the weight read: draft long.
-        assert_eq!(best_draft_len(0.050, 0.001, 1, 0.9, 16), 16);
-        // Rows a fifth of the read: shorter.
-        let k = best_draft_len(0.005, 0.001, 1, 0.9, 16);
-        assert!((5..=10).contains(&k), "{k}");
-        // Hopeless drafts, or a big batch: none.
-        assert_eq!(best_draft_len(0.020, 0.001, 1, 0.0, 16), 0);
-        assert_eq!(best_draft_len(0.020, 0.001, 64, 0.3, 16), 0);
     }
 }

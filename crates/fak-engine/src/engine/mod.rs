@@ -207,13 +207,6 @@ struct PredictionState {
     rejected: usize,
 }
 
-impl PredictionState {
-    /// The share of drafted prediction tokens kept (one half before any).
-    fn rate(&self) -> f64 {
-        (self.accepted as f64 + 1.0) / ((self.accepted + self.rejected) as f64 + 2.0)
-    }
-}
-
 struct Slot {
     generation: u32,
     live: Option<Live>,

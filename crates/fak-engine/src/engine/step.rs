@@ -510,15 +510,14 @@ impl Engine<'_> {
             // acceptance says; a sequence left out drifts back to be tried
             // again.
             let rate = l.acceptance.rate();
-            let k = match self.pass_cost.fit() {
-                Some((a, b)) if crate::spec::drafting_pays(a, b, batch, rate) => {
-                    crate::spec::best_draft_len(a, b, batch, rate, p.max_draft)
-                }
-                Some(_) => 0,
-                None => l.acceptance.draft_len(p.max_draft),
+            let pays = match self.pass_cost.fit() {
+                Some((a, b)) => crate::spec::drafting_pays(a, b, batch, rate),
+                None => true,
             };
-            lp.max_draft = k;
-            if k == 0 {
+            if pays {
+                lp.max_draft = l.acceptance.draft_len(p.max_draft);
+            } else {
+                lp.max_draft = 0;
                 l.acceptance.idle();
             }
         }
@@ -549,20 +548,7 @@ impl Engine<'_> {
         ctx.clear();
         ctx.extend_from_slice(tokens);
         ctx.push(unfed);
-        // A prediction's drafts as long as pays at the measured pass
-        // costs and its acceptance so far.
-        let k = match self.pass_cost.fit() {
-            Some((a, b)) => crate::spec::best_draft_len(
-                a,
-                b,
-                batch,
-                l.pred.rate(),
-                crate::spec::PREDICTION_MAX_DRAFT,
-            ),
-            None => crate::spec::PREDICTION_MAX_DRAFT / 2,
-        }
-        .max(1)
-        .min(max);
+        let k = crate::spec::PREDICTION_MAX_DRAFT.min(max);
         if let Some((start, d)) =
             crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
         {
