@@ -268,7 +268,7 @@ def wait_health(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
     raise RuntimeError("the server did not become healthy")
 
 
-def start_engine(engine: str, model: Path, ctx: int, threads: int, log) -> tuple[subprocess.Popen, str]:
+def start_engine(engine: str, model: Path, ctx: int, threads: int, log, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     port = free_port()
     if engine == "fak":
         fak = Path(os.environ.get("FAK_BIN", ROOT / "target" / "release" / "fak"))
@@ -283,6 +283,7 @@ def start_engine(engine: str, model: Path, ctx: int, threads: int, log) -> tuple
         # --no-repack keeps it on its AVX-512 kernels.
         if "amx" in Path("/proc/cpuinfo").read_text():
             cmd.append("--no-repack")
+    cmd.extend(extra)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_health(url, proc)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import platform
 import statistics
 import subprocess
@@ -40,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from harness import free_port, wait_health  # noqa: E402
+from harness import start_engine  # noqa: E402
 
 # The file the edit workload re-emits: a real source file of this project
 # (stable across runs: the script pins the text it read in the report).
@@ -51,9 +50,9 @@ CONFIGS = {
     "fak-off": ("fak", ["--speculative", "off"]),
     "fak-lookup": ("fak", ["--speculative", "lookup"]),
     "fak-auto": ("fak", ["--speculative", "auto"]),
-    "llama-plain": ("llama", []),
-    "llama-ngram-simple": ("llama", ["--spec-type", "ngram-simple"]),
-    "llama-ngram-mod": ("llama", ["--spec-type", "ngram-mod"]),
+    "llama-plain": ("llama-server", []),
+    "llama-ngram-simple": ("llama-server", ["--spec-type", "ngram-simple"]),
+    "llama-ngram-mod": ("llama-server", ["--spec-type", "ngram-mod"]),
 }
 
 
@@ -86,26 +85,6 @@ def workloads(source: str) -> dict[str, dict]:
         },
         "chat": {"messages": chat_msgs, "max_tokens": 256},
     }
-
-
-def start(kind: str, extra: list[str], model: Path, threads: int, ctx: int, log) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    if kind == "fak":
-        fak = Path(os.environ.get("FAK_BIN", ROOT / "target" / "release" / "fak"))
-        cmd = [str(fak), "serve", "--model", str(model), "--port", str(port), "--threads", str(threads),
-               "--ctx", str(ctx), "--accept-any-model", *extra]
-    else:
-        server = os.environ.get("LLAMA_SERVER", str(ROOT / "bench" / ".venv" / "llama.cpp-build" / "bin" / "llama-server"))
-        cmd = [server, "-m", str(model), "--port", str(port), "-t", str(threads), "-c", str(ctx), "--jinja",
-               "-np", "1", *extra]
-        # llama.cpp's AMX matrix product crashed on AMX CPUs here (see
-        # bench/harness.py); --no-repack keeps it on its AVX-512 kernels.
-        if "amx" in Path("/proc/cpuinfo").read_text():
-            cmd.append("--no-repack")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    wait_health(url, proc)
-    return proc, url
 
 
 def ask(url: str, body: dict) -> dict:
@@ -180,7 +159,7 @@ def main() -> int:
     for rep in range(a.reps):
         for cfg in configs:
             kind, extra = CONFIGS[cfg]
-            proc, url = start(kind, extra, a.model, a.threads, a.ctx, log)
+            proc, url = start_engine(kind, a.model, a.ctx, a.threads, log, tuple(extra))
             try:
                 for wl, w in wls.items():
                     if w.get("fak_only") and kind != "fak":

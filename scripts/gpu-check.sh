@@ -28,17 +28,19 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PACK="$ROOT/.gpu"
-SMOL="$ROOT/models/smollm2-135m-instruct-q8_0.gguf"
+# Paths relative to the repository root, so reports name no machine's paths.
+cd "$ROOT"
+PACK=".gpu"
+SMOL="models/smollm2-135m-instruct-q8_0.gguf"
 CUT="$PACK/smollm2-135m-q8_0-2l.gguf"
 REF="$PACK/smollm2-ref.json"
 
 prepare() {
   set -e
-  [[ -f "$SMOL" ]] || "$ROOT/scripts/fetch-models.sh"
+  [[ -f "$SMOL" ]] || scripts/fetch-models.sh
   echo "== build fak --features cuda (release)" >&2
-  (cd "$ROOT" && cargo build --release -q -p fak-cli --features cuda)
-  local bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/fak"
+  cargo build --release -q -p fak-cli --features cuda
+  local bin="${CARGO_TARGET_DIR:-target}/release/fak"
   mkdir -p "$PACK"
   strip -o "$PACK/fak" "$bin"
   xz -T0 -6 -f "$PACK/fak"
@@ -73,7 +75,7 @@ run() {
   local log="$out/log.txt"
   step() { # name, command...
     local name="$1"; shift
-    echo "== $name: $*" | tee -a "$log" >&2
+    echo "== $name: ${*//$fak/fak}" | tee -a "$log" >&2
     local t0=$SECONDS
     "$@" 2>>"$log"
     local r=$?

@@ -227,6 +227,9 @@ fn logits(l: LogitsArgs) -> anyhow::Result<()> {
 }
 
 fn bench(b: CudaBenchArgs) -> anyhow::Result<()> {
+    if b.context == 0 || b.steps == 0 || b.batch == 0 {
+        bail!("--context, --steps and --batch must be at least 1");
+    }
     let spec = synth::SynthSpec::parse(&b.synthetic)?;
     let dev = open(b.common.device)?;
     eprintln!("building {} ...", spec.name());

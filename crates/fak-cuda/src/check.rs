@@ -241,6 +241,41 @@ fn product_check(
     }
 }
 
+/// Runs `m`'s product over `acts` (`n_tok` tokens) with the one-row and
+/// four-row kernels, and token 0 alone with the one-token matvec and the
+/// tiled kernel: the one-row outputs (`[n_tok, rows]`) and whether every
+/// variant gave the same bits.
+fn run_variants(
+    dev: &Device,
+    m: &crate::weights::DeviceMatrix,
+    acts: &Acts,
+    n_tok: usize,
+) -> Result<(Vec<f32>, bool), CudaError> {
+    let (rows, n) = (m.n_out, m.n_in);
+    let mut out: CudaSlice<f32> = dev.stream.alloc_zeros(n_tok * rows)?;
+    ops::matmul(dev, m, acts, n_tok, &mut out, RowsPerWarp::One)?;
+    let got = dev.stream.clone_dtoh(&out)?;
+    ops::matmul(dev, m, acts, n_tok, &mut out, RowsPerWarp::Four)?;
+    let mut agree = bits(&got) == bits(&dev.stream.clone_dtoh(&out)?);
+    // Token 0 alone.
+    let mut acts1 = Acts::new(dev, n)?;
+    let q0 = dev.stream.clone_dtoh(&acts.qs.slice(0..n))?;
+    let d0 = dev
+        .stream
+        .clone_dtoh(&acts.d.slice(0..acts_blocks(acts, n)))?;
+    let b0 = dev.stream.clone_dtoh(&acts.bsums.slice(0..n / 16))?;
+    dev.stream.memcpy_htod(&q0, &mut acts1.qs)?;
+    dev.stream.memcpy_htod(&d0, &mut acts1.d)?;
+    dev.stream.memcpy_htod(&b0, &mut acts1.bsums)?;
+    acts1.holds = acts.holds.map(|(ty, _, n)| (ty, 1, n));
+    let mut o1: CudaSlice<f32> = dev.stream.alloc_zeros(rows)?;
+    for v in [RowsPerWarp::One, RowsPerWarp::Tiled] {
+        ops::matmul(dev, m, &acts1, 1, &mut o1, v)?;
+        agree &= bits(&dev.stream.clone_dtoh(&o1)?) == bits(&got[..rows]);
+    }
+    Ok((got, agree))
+}
+
 /// Scale entries of one token's activations of row length `n`.
 fn acts_blocks(acts: &Acts, n: usize) -> usize {
     match acts.holds {
@@ -291,28 +326,7 @@ fn matmul_q8_0(dev: &Device, rng: &mut Rng, scales: Scales) -> Result<KernelChec
     dev.stream.memcpy_htod(&aq, &mut acts.qs)?;
     dev.stream.memcpy_htod(&ad, &mut acts.d)?;
     acts.holds = Some((GgmlType::Q8_0, n_tok, n));
-    let mut out: CudaSlice<f32> = dev.stream.alloc_zeros(n_tok * rows)?;
-    ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::One)?;
-    let got = dev.stream.clone_dtoh(&out)?;
-    ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::Four)?;
-    let got4 = dev.stream.clone_dtoh(&out)?;
-    let mut variants_agree = bits(&got) == bits(&got4);
-    // Token 0 alone through the one-token matvec and the tiled kernel.
-    for v in [RowsPerWarp::One, RowsPerWarp::Tiled] {
-        let mut acts1 = Acts::new(dev, n)?;
-        let q0 = dev.stream.clone_dtoh(&acts.qs.slice(0..n))?;
-        let d0 = dev
-            .stream
-            .clone_dtoh(&acts.d.slice(0..acts_blocks(&acts, n)))?;
-        let b0 = dev.stream.clone_dtoh(&acts.bsums.slice(0..n / 16))?;
-        dev.stream.memcpy_htod(&q0, &mut acts1.qs)?;
-        dev.stream.memcpy_htod(&d0, &mut acts1.d)?;
-        dev.stream.memcpy_htod(&b0, &mut acts1.bsums)?;
-        acts1.holds = acts.holds.map(|(ty, _, n)| (ty, 1, n));
-        let mut o1: CudaSlice<f32> = dev.stream.alloc_zeros(rows)?;
-        ops::matmul(dev, &m, &acts1, 1, &mut o1, v)?;
-        variants_agree &= bits(&dev.stream.clone_dtoh(&o1)?) == bits(&got[..rows]);
-    }
+    let (got, variants_agree) = run_variants(dev, &m, &acts, n_tok)?;
     let rb = nb * 34;
     let mut want = Vec::with_capacity(n_tok * rows);
     let mut mags = Vec::with_capacity(n_tok * rows);
@@ -413,28 +427,7 @@ fn matmul_q4_k(dev: &Device, rng: &mut Rng, scales: Scales) -> Result<KernelChec
     dev.stream.memcpy_htod(&ds, &mut acts.d)?;
     dev.stream.memcpy_htod(&bs, &mut acts.bsums)?;
     acts.holds = Some((GgmlType::Q8_K, n_tok, n));
-    let mut out: CudaSlice<f32> = dev.stream.alloc_zeros(n_tok * rows)?;
-    ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::One)?;
-    let got = dev.stream.clone_dtoh(&out)?;
-    ops::matmul(dev, &m, &acts, n_tok, &mut out, RowsPerWarp::Four)?;
-    let got4 = dev.stream.clone_dtoh(&out)?;
-    let mut variants_agree = bits(&got) == bits(&got4);
-    // Token 0 alone through the one-token matvec and the tiled kernel.
-    for v in [RowsPerWarp::One, RowsPerWarp::Tiled] {
-        let mut acts1 = Acts::new(dev, n)?;
-        let q0 = dev.stream.clone_dtoh(&acts.qs.slice(0..n))?;
-        let d0 = dev
-            .stream
-            .clone_dtoh(&acts.d.slice(0..acts_blocks(&acts, n)))?;
-        let b0 = dev.stream.clone_dtoh(&acts.bsums.slice(0..n / 16))?;
-        dev.stream.memcpy_htod(&q0, &mut acts1.qs)?;
-        dev.stream.memcpy_htod(&d0, &mut acts1.d)?;
-        dev.stream.memcpy_htod(&b0, &mut acts1.bsums)?;
-        acts1.holds = acts.holds.map(|(ty, _, n)| (ty, 1, n));
-        let mut o1: CudaSlice<f32> = dev.stream.alloc_zeros(rows)?;
-        ops::matmul(dev, &m, &acts1, 1, &mut o1, v)?;
-        variants_agree &= bits(&dev.stream.clone_dtoh(&o1)?) == bits(&got[..rows]);
-    }
+    let (got, variants_agree) = run_variants(dev, &m, &acts, n_tok)?;
     let (rbw, rba) = (nb * 144, nb * 292);
     let mut want = Vec::new();
     let mut mags = Vec::new();
