@@ -121,11 +121,13 @@ pub enum SpeculativeArg {
     /// Plain decoding (the default).
     #[default]
     Off,
-    /// Drafts from the sequence's own context (prompt lookup); the output
-    /// is the same as plain decoding's, token for token.
+    /// Drafts from the sequence's own context (prompt lookup), the
+    /// tenant's recent outputs and what a request's grammar forces; the
+    /// output is the same as plain decoding's, token for token.
     Lookup,
-    /// Prompt lookup where the measured pass costs and each sequence's
-    /// acceptance say it pays (the same output again).
+    /// Lookup drafts where the measured pass costs and each sequence's
+    /// acceptance say they pay, grammar drafts always (the same output
+    /// again).
     Auto,
 }
 

@@ -305,6 +305,56 @@ impl ConstraintState {
     pub(crate) fn consume(&mut self, token: u32) -> Result<(), EngineError> {
         self.matcher()?.consume_token(token).map_err(failed)
     }
+
+    /// The text the grammar forces next, whatever is sampled (a JSON
+    /// key's tail, `": "`, closing brackets): a draft for speculation
+    /// (see [`ConstraintState::forced`]). Empty when nothing is forced, the
+    /// matcher is lent, or it failed.
+    pub(crate) fn forced_bytes(&mut self) -> Vec<u8> {
+        match self.matcher.as_mut() {
+            Some(m) if !m.is_error() && !m.is_stopped() => m.compute_ff_bytes(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The longest prefix of `tokens` the grammar accepts from its current
+    /// state, without advancing it (0 when the matcher is lent or failed).
+    pub(crate) fn valid_prefix(&mut self, tokens: &[u32]) -> usize {
+        match self.matcher.as_mut() {
+            Some(m) if !m.is_error() => m.validate_tokens(tokens).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Tokens the grammar forces next, at most `max`: [`forced_bytes`]
+    /// tokenized by the model's own tokenizer, less the last token (the
+    /// model may write a longer token that also covers what follows), cut
+    /// to the prefix the grammar accepts. A draft, verified like any other:
+    /// the model may still spell the forced text with other tokens.
+    ///
+    /// [`forced_bytes`]: ConstraintState::forced_bytes
+    pub(crate) fn forced(&mut self, tok: &fak_tokenizer::Tokenizer, max: usize) -> Vec<u32> {
+        let bytes = self.forced_bytes();
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            // A forced run that ends inside a character: its whole
+            // characters.
+            Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let opts = fak_tokenizer::EncodeOptions {
+            special: fak_tokenizer::SpecialTokens::Plain,
+            add: fak_tokenizer::AddSpecial::Never,
+        };
+        let mut ids = tok.encode(text, opts);
+        ids.pop();
+        ids.truncate(max);
+        let n = self.valid_prefix(&ids);
+        ids.truncate(n);
+        ids
+    }
 }
 
 /// A matcher in its error state as the engine's error: it must fail its

@@ -335,4 +335,8 @@ pub struct EngineStats {
     pub spec_fleet_draft_tokens: u64,
     /// Of those, the ones accepted.
     pub spec_fleet_accepted_tokens: u64,
+    /// Draft tokens a grammar forced (constrained requests).
+    pub spec_grammar_draft_tokens: u64,
+    /// Of those, the ones accepted.
+    pub spec_grammar_accepted_tokens: u64,
 }

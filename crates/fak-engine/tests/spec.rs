@@ -1,21 +1,24 @@
-//! Speculative decoding is exact: with prompt-lookup drafts, every
-//! request's token ids, the logits (as bytes) each token was sampled from,
-//! its text and its finish are those of plain decoding, greedy or seeded,
-//! with penalties and stop strings, alone or in a batch of 8; and drafts
-//! are really accepted (fewer passes), so the comparison is not vacuous.
+//! Speculative decoding is exact: with prompt-lookup, prediction, fleet
+//! and grammar drafts, every request's token ids, the logits (as bytes)
+//! each token was sampled from, its log-probabilities, its text and its
+//! finish are those of plain decoding, greedy or seeded, with penalties,
+//! stop strings and grammars, alone or in a batch of 8, in sessions across
+//! a fork and an exact eviction; and drafts are really accepted (fewer
+//! passes), so the comparison is not vacuous.
 
 use std::collections::HashMap;
 
 use fak_engine::{
-    Engine, EngineConfig, Event, FinishReason, LookupParams, PagedKvConfig, PrefixCache, Request,
-    RequestId, SamplingParams, SpecMode, Speculation, Speculative, StopAt, StopRules, Usage,
+    Constraint, Context, Engine, EngineConfig, EngineStats, Event, EvictMode, FinishReason,
+    Logprobs, LookupParams, PagedKvConfig, PrefixCache, Request, RequestId, SamplingParams,
+    SpecMode, Speculation, Speculative, StepLogprobs, StopAt, StopRules, Tenant, Usage,
 };
 use fak_model::KvType;
 use fak_tokenizer::EncodeOptions;
 
 mod common;
 
-use common::{bytes, ids, model, tok};
+use common::{bytes, chat, ids, model, tok};
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -40,6 +43,7 @@ fn config() -> EngineConfig {
 struct Out {
     tokens: Vec<u32>,
     logits: Vec<Vec<u8>>,
+    logprobs: Vec<Option<StepLogprobs>>,
     text: String,
     finish: Option<FinishReason>,
     usage: Usage,
@@ -48,8 +52,25 @@ struct Out {
 /// Runs `reqs` together to the end; the outputs in order, and the
 /// engine's passes, accepted draft tokens and draft tokens.
 fn run(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, u64, u64, u64) {
+    let (got, stats) = run_stats(spec, reqs);
+    (
+        got,
+        stats.passes,
+        stats.spec_accepted_tokens,
+        stats.spec_draft_tokens,
+    )
+}
+
+/// [`run`] on a new engine, with all its counters.
+fn run_stats(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, EngineStats) {
     let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
     e.set_speculative(spec);
+    let got = run_on(&mut e, reqs);
+    (got, e.stats())
+}
+
+/// Runs `reqs` together to the end on `e`; the outputs in order.
+fn run_on(e: &mut Engine<'_>, reqs: &[Request]) -> Vec<Out> {
     let ids: Vec<RequestId> = reqs
         .iter()
         .map(|r| e.add(r.clone()).expect("add"))
@@ -69,8 +90,14 @@ fn run(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, u64, u64, u64) {
         for ev in events {
             let o = outs.entry(ev.id()).or_default();
             match ev {
-                Event::Token { token, text, .. } => {
+                Event::Token {
+                    token,
+                    text,
+                    logprobs,
+                    ..
+                } => {
                     o.tokens.push(token);
+                    o.logprobs.push(logprobs);
                     o.text.push_str(&text);
                 }
                 Event::Finished {
@@ -88,17 +115,9 @@ fn run(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, u64, u64, u64) {
             }
         }
     }
-    let stats = e.stats();
-    let got = ids
-        .iter()
+    ids.iter()
         .map(|id| outs.remove(id).expect("an output"))
-        .collect();
-    (
-        got,
-        stats.passes,
-        stats.spec_accepted_tokens,
-        stats.spec_draft_tokens,
-    )
+        .collect()
 }
 
 fn text_ids(text: &str) -> Vec<u32> {
@@ -143,6 +162,10 @@ fn assert_same(plain: &[Out], spec: &[Out], what: &str) {
     for (i, (p, s)) in plain.iter().zip(spec).enumerate() {
         assert_eq!(p.tokens, s.tokens, "{what}: request {i}'s ids differ");
         assert!(p.logits == s.logits, "{what}: request {i}'s logits differ");
+        assert_eq!(
+            p.logprobs, s.logprobs,
+            "{what}: request {i}'s logprobs differ"
+        );
         assert_eq!(p.text, s.text, "{what}: request {i}'s text differs");
         assert_eq!(p.finish, s.finish, "{what}: request {i}'s finish differs");
     }
@@ -373,4 +396,143 @@ fn fleet_drafts_come_from_the_same_tenant_only_and_are_exact() {
         "tenant 1's second request drafted nothing from its fleet"
     );
     assert_eq!(outs[2].1, 0, "tenant 2 drafted from tenant 1's outputs");
+}
+
+#[test]
+fn logprobs_requests_verify_exactly() {
+    let mut reqs = Vec::new();
+    for (k, sampling) in [SamplingParams::greedy(), sampled(5, 0.0, 0.0)]
+        .into_iter()
+        .enumerate()
+    {
+        reqs.push(Request {
+            logprobs: Logprobs::Top(3 + k),
+            ..request(repetitive(), 40, sampling, &[])
+        });
+    }
+    let (plain, _) = run_stats(Speculative::Off, &reqs);
+    let (spec, stats) = run_stats(lookup(), &reqs);
+    assert_same(&plain, &spec, "logprobs");
+    assert!(plain[0].logprobs.iter().all(Option::is_some));
+    assert!(
+        stats.spec_accepted_tokens > 0,
+        "no draft token was accepted"
+    );
+}
+
+const SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "function_name": {"type": "string", "enum": ["read_file", "write_file", "list_directory"]},
+    "arguments": {
+      "type": "object",
+      "properties": {
+        "path": {"type": "string", "maxLength": 24},
+        "recursive": {"type": "boolean"}
+      },
+      "required": ["path", "recursive"],
+      "additionalProperties": false
+    }
+  },
+  "required": ["function_name", "arguments"],
+  "additionalProperties": false
+}"#;
+
+#[test]
+fn constrained_requests_draft_from_their_grammar_and_stay_exact() {
+    let prompt = chat("Call a tool to list the files under src, as JSON.");
+    let schema = |sampling| Request {
+        constraint: Some(Constraint::JsonSchema(SCHEMA.into())),
+        ..request(prompt.clone(), 80, sampling, &[])
+    };
+    let top_p = SamplingParams {
+        temperature: 0.9,
+        top_p: 0.9,
+        seed: 11,
+        ..SamplingParams::greedy()
+    };
+    let reqs = [
+        schema(SamplingParams::greedy()),
+        schema(sampled(1, 0.0, 0.0)),
+        schema(top_p),
+        Request {
+            logprobs: Logprobs::Top(2),
+            ..schema(sampled(2, 0.0, 0.0))
+        },
+        request(repetitive(), 32, SamplingParams::greedy(), &[]),
+    ];
+    let (plain, plain_stats) = run_stats(Speculative::Off, &reqs);
+    for (what, how) in [
+        ("lookup", lookup()),
+        ("auto", Speculative::Auto(LookupParams::default())),
+    ] {
+        let (spec, stats) = run_stats(how, &reqs);
+        assert_same(&plain, &spec, what);
+        assert!(
+            stats.spec_grammar_accepted_tokens > 0,
+            "{what}: no grammar-forced token was accepted"
+        );
+        // Alone, the greedy one takes fewer passes than plain decoding.
+        let (alone, alone_stats) = run_stats(how, &reqs[..1]);
+        assert_same(&plain[..1], &alone, what);
+        let (_, plain_alone) = run_stats(Speculative::Off, &reqs[..1]);
+        assert!(
+            alone_stats.passes < plain_alone.passes,
+            "{what}: {} passes with drafts, {} without",
+            alone_stats.passes,
+            plain_alone.passes
+        );
+    }
+    assert_eq!(plain_stats.spec_draft_tokens, 0);
+    for (i, o) in plain[..4].iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(&o.text)
+            .unwrap_or_else(|e| panic!("request {i}: {e}: {:?}", o.text));
+        assert!(v["function_name"].is_string(), "request {i}: {v}");
+        assert!(v["arguments"]["recursive"].is_boolean(), "request {i}: {v}");
+    }
+}
+
+#[test]
+fn session_turns_across_a_fork_and_an_exact_eviction_are_plain_decoding() {
+    // Each engine runs the same turns; the outputs and the sessions'
+    // tokens must agree turn by turn.
+    let turns = |spec: Speculative| {
+        let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
+        e.set_speculative(spec);
+        let s = e.create_session(Tenant(3));
+        let turn = |e: &mut Engine<'_>, session, prompt: Vec<u32>, sampling| {
+            let r = Request {
+                context: Context::Session(session),
+                tenant: Tenant(3),
+                ..request(prompt, 32, sampling, &[])
+            };
+            run_on(e, &[r]).remove(0)
+        };
+        let mut outs = vec![turn(&mut e, s, repetitive(), SamplingParams::greedy())];
+        let f = e.fork_session(s).expect("fork");
+        outs.push(turn(
+            &mut e,
+            f,
+            text_ids("def scale("),
+            sampled(4, 0.0, 0.0),
+        ));
+        // An exact eviction of a span of the first prompt, then a turn.
+        e.evict_session(s, 8..20, EvictMode::Exact).expect("evict");
+        outs.push(turn(
+            &mut e,
+            s,
+            text_ids("def scale("),
+            SamplingParams::greedy(),
+        ));
+        let tokens = [s, f].map(|x| e.session_tokens(x).expect("tokens").to_vec());
+        (outs, tokens, e.stats())
+    };
+    let (plain, plain_tokens, _) = turns(Speculative::Off);
+    let (spec, spec_tokens, stats) = turns(lookup());
+    assert_same(&plain, &spec, "session turns");
+    assert_eq!(plain_tokens, spec_tokens, "the sessions' tokens differ");
+    assert!(
+        stats.spec_accepted_tokens > 0,
+        "no draft token was accepted"
+    );
 }

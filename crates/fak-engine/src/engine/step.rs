@@ -59,6 +59,8 @@ enum DraftSource {
     Lookup,
     /// The tenant's recent outputs (the fleet index).
     Fleet,
+    /// Text the request's grammar forces next.
+    Grammar,
 }
 
 /// A constrained request's token: drawn from the raw logits and checked
@@ -159,8 +161,9 @@ struct Picked {
     error: Option<EngineError>,
     /// A verified draft: the tokens sampled, one per row, up to and
     /// including the first that differs from the draft (already taken by
-    /// the sampler, in order, as plain decoding takes them).
-    verified: Vec<u32>,
+    /// the sampler and the grammar, in order, as plain decoding takes
+    /// them), each with its log-probabilities when the request asked.
+    verified: Vec<(u32, Option<StepLogprobs>)>,
     /// The rows after a mismatch are not sampled.
     verify_done: bool,
 }
@@ -170,7 +173,8 @@ struct Picked {
 enum Drawn {
     /// Not yet: [`Engine::accept`] passes it to the sampler.
     Pending,
-    /// Taken when it was sampled (a verified draft's rows).
+    /// Taken when it was sampled (a verified draft's rows), by the
+    /// sampler and by the grammar.
     Taken,
 }
 
@@ -494,10 +498,11 @@ impl Engine<'_> {
     }
 
     /// Draft tokens for a decoding request (at most `room`), and where
-    /// they came from: the request's prediction first, then prompt lookup
-    /// when the engine drafts. None when the request opted out or decodes
-    /// plainly (a grammar, log-probabilities, a session), and never more
-    /// than it may still generate after the token this pass samples anyway.
+    /// they came from: the request's prediction first, then what its
+    /// grammar forces, then prompt lookup and the fleet index when the
+    /// engine drafts (for a constrained request cut to what its grammar
+    /// accepts). None when the request opted out, and never more than it
+    /// may still generate after the token this pass samples anyway.
     fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
         let none = (Vec::new(), None);
         let mut lookup = self.spec.lookup();
@@ -521,15 +526,13 @@ impl Engine<'_> {
                 l.acceptance.idle();
             }
         }
-        let Some(l) = self.slots[slot as usize].live.as_ref() else {
+        let grammar = self.spec != crate::spec::Speculative::Off;
+        let Some(l) = self.slots[slot as usize].live.as_mut() else {
             return none;
         };
         let spec = &l.req.speculation;
         if spec.mode == SpecMode::Off
-            || (lookup.is_none() && spec.prediction.is_empty())
-            || l.constraint.is_some()
-            || l.req.logprobs != Logprobs::Off
-            || l.req.context != Context::Fresh
+            || (lookup.is_none() && spec.prediction.is_empty() && !grammar)
         {
             return none;
         }
@@ -554,6 +557,13 @@ impl Engine<'_> {
         {
             return (d.to_vec(), Some(DraftSource::Prediction { start }));
         }
+        // The grammar has already taken the unfed token (it was accepted).
+        if let (true, Some(c), Some(tok)) = (grammar, l.constraint.as_mut(), self.tok) {
+            let d = c.forced(tok, k);
+            if !d.is_empty() {
+                return (d, Some(DraftSource::Grammar));
+            }
+        }
         let Some(params) = lookup.filter(|p| p.max_draft > 0) else {
             return none;
         };
@@ -561,15 +571,21 @@ impl Engine<'_> {
             max_draft: params.max_draft.min(max),
             ..params
         };
-        let d = crate::spec::prompt_lookup(ctx, p);
-        if !d.is_empty() {
-            return (d.to_vec(), Some(DraftSource::Lookup));
-        }
-        let d = self.fleet_index.draft(l.req.tenant, ctx, p);
-        if d.is_empty() {
+        let (d, source) = match crate::spec::prompt_lookup(ctx, p) {
+            [] => (
+                self.fleet_index.draft(l.req.tenant, ctx, p),
+                DraftSource::Fleet,
+            ),
+            d => (d, DraftSource::Lookup),
+        };
+        let n = match l.constraint.as_mut() {
+            Some(c) => c.valid_prefix(d),
+            None => d.len(),
+        };
+        if n == 0 {
             return none;
         }
-        (d.to_vec(), Some(DraftSource::Fleet))
+        (d[..n].to_vec(), Some(source))
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -597,6 +613,7 @@ impl Engine<'_> {
         let slots = &mut self.slots;
         let masked = &mut self.masked;
         let stats = &mut self.stats;
+        let tok = self.tok;
         let rows: Vec<Rows> = plan
             .iter()
             .map(|i| {
@@ -630,22 +647,69 @@ impl Engine<'_> {
                 if item.verify.is_some() {
                     // Row j is the distribution after ids[j]; it is sampled
                     // only while every earlier row's token equalled the draft
-                    // token after it (rows come in order). The sampler takes
-                    // each token at once, as plain decoding's steps would
-                    // before the next draw.
+                    // token after it (rows come in order). The sampler and
+                    // the grammar take each token at once, as plain
+                    // decoding's steps would before the next draw.
                     if out.verify_done {
                         return;
                     }
                     on_logits(id, logits);
-                    match live.sampler.sample(logits) {
-                        Some(t) => {
-                            live.sampler.accept(t);
-                            out.verified.push(t);
-                            if item.ids.get(j + 1) != Some(&t) {
-                                out.verify_done = true;
-                            }
+                    let check = Check::for_request(&live.req.sampling, live.req.logprobs);
+                    let drawn = match live.constraint.as_mut() {
+                        None => Ok(live.sampler.sample(logits)),
+                        Some(c) => {
+                            let t0 = std::time::Instant::now();
+                            let r = sample_constrained(
+                                c,
+                                &mut live.sampler,
+                                check,
+                                logits,
+                                masked,
+                                stats,
+                            );
+                            stats.constraint_mask_time += t0.elapsed();
+                            r
                         }
-                        None => out.verify_done = true,
+                    };
+                    let t = match drawn {
+                        Ok(Some(t)) => t,
+                        Ok(None) => {
+                            out.verify_done = true;
+                            return;
+                        }
+                        Err(e) => {
+                            out.error = Some(e);
+                            out.verify_done = true;
+                            return;
+                        }
+                    };
+                    live.sampler.accept(t);
+                    let lp = match live.req.logprobs {
+                        Logprobs::Top(n) => {
+                            let l = if live.constraint.is_some() {
+                                &masked[..]
+                            } else {
+                                logits
+                            };
+                            Some(logprobs(l, t, n))
+                        }
+                        Logprobs::Off => None,
+                    };
+                    out.verified.push((t, lp));
+                    if item.ids.get(j + 1) != Some(&t) {
+                        out.verify_done = true;
+                    }
+                    // A token that ends the request is never consumed; one
+                    // the grammar takes is, before the next row's mask.
+                    let ends =
+                        tok.is_some_and(|k| k.is_eog(t)) || live.req.stop.token_ids.contains(&t);
+                    if let (false, Some(c)) = (ends, live.constraint.as_mut()) {
+                        if let Err(e) = c.consume(t) {
+                            // Plain decoding fails here without emitting t.
+                            out.verified.pop();
+                            out.error = Some(e);
+                            out.verify_done = true;
+                        }
                     }
                     return;
                 }
@@ -716,7 +780,9 @@ impl Engine<'_> {
         }
         let mut jobs = Vec::new();
         for (k, item) in plan.iter().enumerate() {
-            if item.logits != LogitsWanted::Yes {
+            // A verified draft's rows are masked one after another, each
+            // after the grammar took the token before.
+            if item.logits != LogitsWanted::Yes || item.verify.is_some() {
                 continue;
             }
             let state = self
@@ -818,7 +884,8 @@ impl Engine<'_> {
         let slot = item.slot;
         let tokens = picked.verified;
         if tokens.is_empty() {
-            return self.fail(slot, EngineError::NoLogits, events);
+            let e = picked.error.unwrap_or(EngineError::NoLogits);
+            return self.fail(slot, e, events);
         }
         let (drafted, kept) = (item.ids.len() - 1, tokens.len() - 1);
         self.stats.spec_drafts += 1;
@@ -837,19 +904,28 @@ impl Engine<'_> {
                     self.stats.spec_fleet_draft_tokens += drafted as u64;
                     self.stats.spec_fleet_accepted_tokens += kept as u64;
                 }
+                Some(DraftSource::Grammar) => {
+                    self.stats.spec_grammar_draft_tokens += drafted as u64;
+                    self.stats.spec_grammar_accepted_tokens += kept as u64;
+                }
                 None => {}
             }
         }
         self.seqs.truncate(item.seq, before + tokens.len())?;
         let generation = self.slots[slot as usize].generation;
-        for t in tokens {
-            self.accept_drawn(slot, t, None, events, Drawn::Taken)?;
+        for (t, lp) in tokens {
+            self.accept_drawn(slot, t, lp, events, Drawn::Taken)?;
             let entry = &self.slots[slot as usize];
             if entry.generation != generation || entry.live.is_none() {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
+        // The grammar failed on the last token sampled: as plain decoding
+        // would, after every token before it.
+        match picked.error {
+            Some(e) => self.fail(slot, e, events),
+            None => Ok(()),
+        }
     }
 
     /// A sampled token: stop rules, text, and the next step's input.
@@ -890,7 +966,7 @@ impl Engine<'_> {
             live.unfed = Some(token);
             return self.finish(slot, FinishReason::StopToken(token), events);
         }
-        if let Some(c) = live.constraint.as_mut() {
+        if let (Drawn::Pending, Some(c)) = (drawn, live.constraint.as_mut()) {
             if let Err(e) = c.consume(token) {
                 return self.fail(slot, e, events);
             }
