@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use fak_engine::{
-    generate, generate_many, BatchMode, CtxLimit, GenerateParams, ManyParams, SamplingParams,
-    StopAt,
+    generate_drafted, generate_many, BatchMode, CtxLimit, GenerateParams, ManyParams,
+    SamplingParams, StopAt,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -42,9 +42,12 @@ pub struct GenerateArgs {
     #[arg(long, value_enum, default_value_t = KvTypeArg::F16)]
     kv_type: KvTypeArg,
     /// Speculative decoding: `lookup` verifies tokens drafted from the
-    /// sequence's own context, several per pass; the output is the same.
+    /// sequence's own context, `draft` a draft model's, several per pass;
+    /// the output is the same.
     #[arg(long, value_enum, default_value_t = crate::SpeculativeArg::Off)]
     speculative: crate::SpeculativeArg,
+    #[command(flatten)]
+    draft: crate::DraftArgs,
     /// Tokens per KV block (with --prompts-json; default 64).
     #[arg(long)]
     block_size: Option<usize>,
@@ -115,7 +118,16 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("reading prompt file {}", f.display()))?,
         _ => bail!("give exactly one of --prompt, --prompt-file or --prompts-json"),
     };
+    let draft_params = a.draft.params(a.speculative)?;
     let (model, tok) = a.model.load()?;
+    let draft_model = match &a.draft.draft_model {
+        Some(p) => Some(load_draft(p, a.model.threads)?),
+        None => None,
+    };
+    let drafting = draft_model.as_ref().map(|m| fak_engine::Drafting {
+        model: m,
+        params: draft_params,
+    });
     let prompt_ids = tok.encode(&text, fak_tokenizer::EncodeOptions::default());
     if prompt_ids.is_empty() {
         bail!("the prompt tokenizes to nothing; give some text");
@@ -129,14 +141,21 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
         }
     };
     let gen = if a.json {
-        generate(&model, &tok, &prompt_ids, &params, on_logits, |_| {
-            ControlFlow::Continue(())
-        })?
+        generate_drafted(
+            &model,
+            drafting,
+            &tok,
+            &prompt_ids,
+            &params,
+            on_logits,
+            |_| ControlFlow::Continue(()),
+        )?
     } else {
         let mut lock = std::io::stdout().lock();
         let mut failed = None;
-        let g = generate(
+        let g = generate_drafted(
             &model,
+            drafting,
             &tok,
             &prompt_ids,
             &params,
@@ -161,6 +180,9 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
         if a.logits_digest {
             obj["logits_digest"] = json!(hex(&digest.finalize()));
         }
+        if a.speculative != crate::SpeculativeArg::Off {
+            obj["speculation"] = speculation_json(&gen.stats);
+        }
         outln!("{obj}")?;
     }
     eprintln!(
@@ -169,7 +191,68 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
         gen.generated_ids.len(),
         dt
     );
+    if a.speculative != crate::SpeculativeArg::Off {
+        eprintln!("fak: {}", speculation_line(&gen.stats));
+    }
     Ok(())
+}
+
+/// What speculation did: forward passes, draft tokens and those accepted,
+/// in all and per source.
+pub(crate) fn speculation_json(s: &fak_engine::EngineStats) -> serde_json::Value {
+    let rate = |acc: u64, d: u64| if d == 0 { 0.0 } else { acc as f64 / d as f64 };
+    let other = |x: u64, fleet: u64, grammar: u64, model: u64| x - fleet - grammar - model;
+    json!({
+        "forward_passes": s.passes,
+        "draft_tokens": s.spec_draft_tokens,
+        "accepted_tokens": s.spec_accepted_tokens,
+        "acceptance": rate(s.spec_accepted_tokens, s.spec_draft_tokens),
+        "by_source": {
+            "lookup_or_prediction": {
+                "draft_tokens": other(s.spec_draft_tokens, s.spec_fleet_draft_tokens,
+                    s.spec_grammar_draft_tokens, s.spec_model_draft_tokens),
+                "accepted_tokens": other(s.spec_accepted_tokens, s.spec_fleet_accepted_tokens,
+                    s.spec_grammar_accepted_tokens, s.spec_model_accepted_tokens),
+            },
+            "fleet": {"draft_tokens": s.spec_fleet_draft_tokens,
+                "accepted_tokens": s.spec_fleet_accepted_tokens},
+            "grammar": {"draft_tokens": s.spec_grammar_draft_tokens,
+                "accepted_tokens": s.spec_grammar_accepted_tokens},
+            "draft_model": {"draft_tokens": s.spec_model_draft_tokens,
+                "accepted_tokens": s.spec_model_accepted_tokens,
+                "passes": s.draft_model_passes,
+                "seconds": s.draft_model_time.as_secs_f64()},
+        },
+    })
+}
+
+/// [`speculation_json`] as one line for stderr.
+fn speculation_line(s: &fak_engine::EngineStats) -> String {
+    let pct = |acc: u64, d: u64| {
+        if d == 0 {
+            0.0
+        } else {
+            100.0 * acc as f64 / d as f64
+        }
+    };
+    let mut line = format!(
+        "speculation: {} forward passes; {} of {} draft tokens accepted ({:.0}%)",
+        s.passes,
+        s.spec_accepted_tokens,
+        s.spec_draft_tokens,
+        pct(s.spec_accepted_tokens, s.spec_draft_tokens)
+    );
+    if s.draft_model_passes > 0 {
+        line.push_str(&format!(
+            "; draft model: {} of {} ({:.0}%) in {} passes, {:.2} s",
+            s.spec_model_accepted_tokens,
+            s.spec_model_draft_tokens,
+            pct(s.spec_model_accepted_tokens, s.spec_model_draft_tokens),
+            s.draft_model_passes,
+            s.draft_model_time.as_secs_f64()
+        ));
+    }
+    line
 }
 
 /// `--prompts-json`: several prompts through [`generate_many`].
@@ -185,7 +268,12 @@ fn run_many(a: &GenerateArgs, gen: GenerateParams) -> anyhow::Result<()> {
     if texts.is_empty() {
         bail!("{}: the prompt list is empty", path.display());
     }
+    let draft_params = a.draft.params(a.speculative)?;
     let (model, tok) = a.model.load()?;
+    let draft_model = match &a.draft.draft_model {
+        Some(p) => Some(load_draft(p, a.model.threads)?),
+        None => None,
+    };
     let mut prompts = Vec::with_capacity(texts.len());
     for (i, t) in texts.iter().enumerate() {
         let ids = tok.encode(t, fak_tokenizer::EncodeOptions::default());
@@ -202,6 +290,10 @@ fn run_many(a: &GenerateArgs, gen: GenerateParams) -> anyhow::Result<()> {
         },
         block_size: a.block_size.unwrap_or(fak_engine::DEFAULT_BLOCK_SIZE),
         max_batch_tokens: a.max_batch_tokens.unwrap_or(512),
+        draft: draft_model.as_ref().map(|m| fak_engine::Drafting {
+            model: m,
+            params: draft_params,
+        }),
     };
     let t0 = Instant::now();
     let mut hashers: Vec<Sha256> = prompts.iter().map(|_| Sha256::new()).collect();
@@ -220,6 +312,9 @@ fn run_many(a: &GenerateArgs, gen: GenerateParams) -> anyhow::Result<()> {
                 if a.logits_digest {
                     obj["logits_digest"] = json!(hex(&h.finalize()));
                 }
+                if a.speculative != crate::SpeculativeArg::Off {
+                    obj["speculation"] = speculation_json(&g.stats);
+                }
                 obj
             })
             .collect();
@@ -236,6 +331,19 @@ fn run_many(a: &GenerateArgs, gen: GenerateParams) -> anyhow::Result<()> {
         mode
     );
     Ok(())
+}
+
+/// Loads a draft model on the target's thread count.
+pub(crate) fn load_draft(
+    path: &std::path::Path,
+    threads: Option<usize>,
+) -> anyhow::Result<fak_model::Model> {
+    let mut m = fak_model::Model::load(path)
+        .with_context(|| format!("loading --draft-model {}", path.display()))?;
+    if let Some(t) = threads {
+        m.set_threads(t).with_context(|| format!("--threads {t}"))?;
+    }
+    Ok(m)
 }
 
 /// Feeds `logits` into `h` as little-endian f32 bytes.

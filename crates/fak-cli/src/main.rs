@@ -115,6 +115,53 @@ impl From<KvTypeArg> for fak_model::KvType {
     }
 }
 
+/// A draft model for `--speculative draft|auto`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DraftArgs {
+    /// A smaller GGUF of the same vocabulary that drafts tokens for the
+    /// model to verify (`--speculative draft`, or `auto`). A vocabulary
+    /// that differs is refused at load.
+    #[arg(long)]
+    pub draft_model: Option<PathBuf>,
+    /// Most tokens the draft model drafts per sequence per step.
+    #[arg(long, default_value_t = fak_engine::DraftParams::default().max_draft)]
+    pub draft_max: usize,
+    /// The draft model stops at a token it gives less than this
+    /// probability.
+    #[arg(long, default_value_t = fak_engine::DraftParams::default().p_min)]
+    pub draft_p_min: f32,
+}
+
+impl DraftArgs {
+    /// The draft settings, checked against `--speculative`.
+    pub fn params(&self, spec: SpeculativeArg) -> anyhow::Result<fak_engine::DraftParams> {
+        match (spec, &self.draft_model) {
+            (SpeculativeArg::Draft, None) => {
+                anyhow::bail!("--speculative draft needs --draft-model")
+            }
+            (SpeculativeArg::Off | SpeculativeArg::Lookup, Some(_)) => {
+                anyhow::bail!("--draft-model drafts only with --speculative draft or auto")
+            }
+            _ => {}
+        }
+        if let Some(p) = &self.draft_model {
+            if !p.exists() {
+                anyhow::bail!("--draft-model {}: no such file", p.display());
+            }
+        }
+        if self.draft_max == 0 {
+            anyhow::bail!("--draft-max must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.draft_p_min) {
+            anyhow::bail!("--draft-p-min must be within 0..=1");
+        }
+        Ok(fak_engine::DraftParams {
+            max_draft: self.draft_max,
+            p_min: self.draft_p_min,
+        })
+    }
+}
+
 /// `--speculative` values: whether decoding verifies drafted tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SpeculativeArg {
@@ -126,9 +173,13 @@ pub enum SpeculativeArg {
     /// output is the same as plain decoding's, token for token.
     Lookup,
     /// Lookup drafts where the measured pass costs and each sequence's
-    /// acceptance say they pay, grammar drafts always (the same output
-    /// again).
+    /// acceptance say they pay, then the draft model's (with
+    /// --draft-model) where they pay; grammar drafts always (the same
+    /// output again).
     Auto,
+    /// The draft model's drafts (--draft-model), and what a request's
+    /// grammar forces (the same output again).
+    Draft,
 }
 
 impl From<SpeculativeArg> for fak_engine::Speculative {
@@ -141,6 +192,7 @@ impl From<SpeculativeArg> for fak_engine::Speculative {
             SpeculativeArg::Auto => {
                 fak_engine::Speculative::Auto(fak_engine::LookupParams::default())
             }
+            SpeculativeArg::Draft => fak_engine::Speculative::Draft,
         }
     }
 }

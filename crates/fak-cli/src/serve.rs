@@ -76,6 +76,8 @@ pub struct ServeArgs {
     /// sequence's own context, several per pass; every output is the same.
     #[arg(long, value_enum, default_value_t = crate::SpeculativeArg::Off)]
     speculative: crate::SpeculativeArg,
+    #[command(flatten)]
+    draft: crate::DraftArgs,
     /// Sliding-window layers' rows (gemma3's local layers): drop the blocks
     /// outside the window, or keep every row (more memory; the same
     /// results). Models without windows are unaffected.
@@ -162,7 +164,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     if names.iter().any(String::is_empty) {
         bail!("--served-model-name: a name is empty");
     }
+    let draft = a.draft.params(a.speculative)?;
     let cfg = fak_server::ServerConfig {
+        draft_model: a.draft.draft_model,
+        draft,
         host: a.host,
         port: a.port,
         threads: a.threads,

@@ -769,3 +769,48 @@ fn bench_peak_reports_a_rate_and_an_isa_independent_checksum() {
     assert!(f32_sums.iter().all(|s| *s == f32_sums[0]), "{f32_sums:?}");
     assert_clean_error(&fak(&["bench", "peak", "--rounds", "0"]), "--rounds");
 }
+
+#[test]
+fn a_draft_model_changes_nothing_but_the_passes() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let d = model("smollm2-135m-instruct-q4_1.gguf");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "-m",
+            &m,
+            "-p",
+            "The three primary colours are",
+            "-n",
+            "32",
+            "--json",
+            "--logits-digest",
+        ];
+        args.extend_from_slice(extra);
+        let o = fak(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).expect("json")
+    };
+    let plain = run(&[]);
+    let drafted = run(&["--speculative", "draft", "--draft-model", &d]);
+    assert_eq!(plain["generated_ids"], drafted["generated_ids"]);
+    assert_eq!(plain["logits_digest"], drafted["logits_digest"]);
+    let s = &drafted["speculation"];
+    let accepted = s["by_source"]["draft_model"]["accepted_tokens"]
+        .as_u64()
+        .expect("accepted");
+    assert!(accepted > 0, "{s}");
+    assert!(s["forward_passes"].as_u64() < Some(32), "{s}");
+
+    let p = ["generate", "-m", &m, "-p", "x"];
+    let with = |extra: &[&'static str]| [&p[..], extra].concat();
+    assert_clean_error(
+        &fak(&with(&["--speculative", "draft"])),
+        "needs --draft-model",
+    );
+    let lookup = [&p[..], &["--speculative", "lookup", "--draft-model", &d]].concat();
+    assert_clean_error(&fak(&lookup), "--speculative draft or auto");
+    let qwen = model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let other = [&p[..], &["--speculative", "draft", "--draft-model", &qwen]].concat();
+    assert_clean_error(&fak(&other), "cannot draft for this model");
+}

@@ -103,6 +103,9 @@ pub struct Generation {
     pub text: String,
     /// Why it stopped.
     pub finish: FinishReason,
+    /// The engine's counters at the end (forward passes, draft tokens and
+    /// those accepted); for a batch, the whole batch's.
+    pub stats: crate::EngineStats,
 }
 
 /// One sequence with its own KV store.
@@ -200,6 +203,40 @@ pub fn generate(
     tok: &Tokenizer,
     prompt_ids: &[u32],
     params: &GenerateParams,
+    on_logits: impl FnMut(&[f32]),
+    on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<Generation, EngineError> {
+    generate_drafted(model, None, tok, prompt_ids, params, on_logits, on_text)
+}
+
+/// A draft model and how it drafts ([`Engine::set_draft_model`]).
+#[derive(Clone, Copy)]
+pub struct Drafting<'a> {
+    pub model: &'a Model,
+    pub params: crate::DraftParams,
+}
+
+impl std::fmt::Debug for Drafting<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drafting")
+            .field("model", &self.model.config().arch)
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+/// [`generate`] with a draft model for [`crate::Speculative::Draft`] and
+/// [`crate::Speculative::Auto`] (the output is the same).
+///
+/// # Errors
+///
+/// As [`generate`]; [`EngineError::DraftVocabMismatch`].
+pub fn generate_drafted(
+    model: &Model,
+    draft: Option<Drafting<'_>>,
+    tok: &Tokenizer,
+    prompt_ids: &[u32],
+    params: &GenerateParams,
     mut on_logits: impl FnMut(&[f32]),
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Generation, EngineError> {
@@ -208,6 +245,7 @@ pub fn generate(
         generated_ids: Vec::new(),
         text: String::new(),
         finish: FinishReason::Length,
+        stats: crate::EngineStats::default(),
     };
     if prompt_ids.is_empty() {
         return Err(EngineError::EmptyPrompt);
@@ -224,6 +262,9 @@ pub fn generate(
     let cfg = EngineConfig::for_requests(1, n_ctx, params.kv_type, PrefixCache::Off);
     let mut engine = Engine::new(model, Some(tok), cfg)?;
     engine.set_speculative(params.speculative);
+    if let Some(d) = draft {
+        engine.set_draft_model(d.model, d.params)?;
+    }
     engine.add(params.request(prompt_ids.to_vec()))?;
     while engine.has_work() {
         let mut flow = ControlFlow::Continue(());
@@ -252,6 +293,7 @@ pub fn generate(
             break;
         }
     }
+    out.stats = engine.stats();
     Ok(out)
 }
 

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod constraint;
+mod drafter;
 mod engine;
 mod fleet;
 mod generate;
@@ -23,6 +24,7 @@ mod seqs;
 mod spec;
 
 pub use constraint::Constraint;
+pub use drafter::DraftParams;
 #[cfg(feature = "fault-injection")]
 pub use engine::MaskFault;
 pub use engine::{
@@ -32,7 +34,8 @@ pub use engine::{
 pub use fak_kv::{PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
 pub use generate::{
-    check_context, generate, request_context, CtxLimit, GenerateParams, Generation, Sequence,
+    check_context, generate, generate_drafted, request_context, CtxLimit, Drafting, GenerateParams,
+    Generation, Sequence,
 };
 pub use many::{generate_many, BatchMode, ManyParams};
 pub use paged::{
@@ -160,6 +163,9 @@ pub enum EngineError {
         needed_from: usize,
         first_kept: usize,
     },
+    /// The draft model's vocabulary is not the target's.
+    #[error("the draft model cannot draft for this model: {0}")]
+    DraftVocabMismatch(String),
     /// An eviction span that is empty or not inside the sequence.
     #[error("span {start}..{end} is empty or not inside a sequence of {len} tokens")]
     BadSpan {

@@ -34,7 +34,7 @@ pub enum BatchMode {
 
 /// Options of [`generate_many`].
 #[derive(Debug, Clone, Copy)]
-pub struct ManyParams {
+pub struct ManyParams<'a> {
     /// Per-prompt generation settings (every prompt gets its own sampler
     /// seeded with `sampling.seed`).
     pub gen: GenerateParams,
@@ -44,6 +44,8 @@ pub struct ManyParams {
     pub block_size: usize,
     /// Most tokens in one forward call.
     pub max_batch_tokens: usize,
+    /// A draft model (for [`crate::Speculative::Draft`] and `Auto`).
+    pub draft: Option<crate::Drafting<'a>>,
 }
 
 /// Generates a continuation of every prompt. `on_logits(i, logits)` sees
@@ -72,6 +74,7 @@ pub fn generate_many(
             generated_ids: Vec::new(),
             text: String::new(),
             finish: FinishReason::Length,
+            stats: crate::EngineStats::default(),
         })
         .collect();
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
@@ -118,6 +121,9 @@ pub fn generate_many(
     };
     let mut engine = Engine::new(model, Some(tok), cfg)?;
     engine.set_speculative(params.gen.speculative);
+    if let Some(d) = params.draft {
+        engine.set_draft_model(d.model, d.params)?;
+    }
     let groups: Vec<Vec<usize>> = match params.mode {
         BatchMode::Together => vec![(0..prompts.len()).collect()],
         BatchMode::Alone => (0..prompts.len()).map(|i| vec![i]).collect(),
@@ -151,6 +157,10 @@ pub fn generate_many(
                 }
             },
         )?;
+    }
+    let stats = engine.stats();
+    for g in &mut out {
+        g.stats = stats;
     }
     Ok(out)
 }

@@ -339,4 +339,15 @@ pub struct EngineStats {
     pub spec_grammar_draft_tokens: u64,
     /// Of those, the ones accepted.
     pub spec_grammar_accepted_tokens: u64,
+    /// Draft tokens the draft model proposed.
+    pub spec_model_draft_tokens: u64,
+    /// Of those, the ones accepted.
+    pub spec_model_accepted_tokens: u64,
+    /// The draft model's forward passes.
+    pub draft_model_passes: u64,
+    /// Time in them.
+    pub draft_model_time: Duration,
+    /// Steps whose model drafts failed (the draft pool ran out): their
+    /// mirrors were dropped, and those steps verified no model draft.
+    pub draft_model_failures: u64,
 }

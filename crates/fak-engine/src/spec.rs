@@ -29,16 +29,21 @@ pub enum Speculative {
     /// Prompt lookup where it pays: each sequence's draft length follows
     /// its measured acceptance, and a sequence drafts only while
     /// `drafting_pays` says so for the step's batch, by the pass costs
-    /// the engine measures (`PassCost`).
+    /// the engine measures (`PassCost`). With a draft model, it drafts
+    /// for the sequences lookup finds nothing for, where
+    /// `model_drafting_pays` says so.
     Auto(LookupParams),
+    /// The draft model only (`Engine::set_draft_model`), for every
+    /// decoding sequence; requests' predictions and grammars still draft.
+    Draft,
 }
 
 impl Speculative {
     /// The lookup parameters, unless speculation is off.
     pub fn lookup(self) -> Option<LookupParams> {
         match self {
-            Speculative::Off => None,
             Speculative::Lookup(p) | Speculative::Auto(p) => Some(p),
+            Speculative::Off | Speculative::Draft => None,
         }
     }
 }
@@ -97,6 +102,30 @@ impl PassCost {
 pub fn drafting_pays(a: f64, b: f64, batch: usize, rate: f64) -> bool {
     let m = batch.max(1) as f64;
     rate > 1.5 * b * m / (a + b * m)
+}
+
+/// Whether a sequence whose draft-model drafts are accepted at rate
+/// `rate` should draft in a decode step of `batch` sequences, for target
+/// pass costs `a + b·n` and a draft cost of `c` seconds per drafted token
+/// (`None` until measured: try it).
+///
+/// A plain step makes `m` tokens in `T = a + b·m`. Drafting `k` tokens for
+/// one sequence costs `k` more target rows and the draft model's work,
+/// `k·(b + c)`, and gains `r·k` tokens worth `T/m` each. It pays when
+/// `r > m·(b + c) / T`; a margin of 1.2 keeps noise on the side of plain
+/// decoding.
+///
+/// ```text
+///   a cheap draft model, memory-bound target (b, c ≪ a): pays at low rates
+///   a draft model near the target's cost, or a compute-bound step: never
+/// ```
+pub fn model_drafting_pays(target: (f64, f64), c: Option<f64>, batch: usize, rate: f64) -> bool {
+    let Some(c) = c else {
+        return true;
+    };
+    let (a, b) = target;
+    let m = batch.max(1) as f64;
+    rate > 1.2 * m * (b + c) / (a + b * m)
 }
 
 /// A sequence's draft acceptance, an exponentially weighted rate that

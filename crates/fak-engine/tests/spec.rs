@@ -7,18 +7,20 @@
 //! passes), so the comparison is not vacuous.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use fak_engine::{
-    Constraint, Context, Engine, EngineConfig, EngineStats, Event, EvictMode, FinishReason,
-    Logprobs, LookupParams, PagedKvConfig, PrefixCache, Request, RequestId, SamplingParams,
-    SpecMode, Speculation, Speculative, StepLogprobs, StopAt, StopRules, Tenant, Usage,
+    Constraint, Context, DraftParams, Engine, EngineConfig, EngineError, EngineStats, Event,
+    EvictMode, FinishReason, Logprobs, LookupParams, PagedKvConfig, PrefixCache, Request,
+    RequestId, SamplingParams, SpecMode, Speculation, Speculative, StepLogprobs, StopAt, StopRules,
+    Tenant, Usage,
 };
-use fak_model::KvType;
+use fak_model::{KvType, Model};
 use fak_tokenizer::EncodeOptions;
 
 mod common;
 
-use common::{bytes, chat, ids, model, tok};
+use common::{bytes, chat, ids, load_model, model, tok};
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -63,10 +65,35 @@ fn run(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, u64, u64, u64) {
 
 /// [`run`] on a new engine, with all its counters.
 fn run_stats(spec: Speculative, reqs: &[Request]) -> (Vec<Out>, EngineStats) {
-    let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
-    e.set_speculative(spec);
+    run_drafted(spec, None, reqs)
+}
+
+/// [`run_stats`] with a draft model, if given.
+fn run_drafted(
+    spec: Speculative,
+    draft: Option<&'static Model>,
+    reqs: &[Request],
+) -> (Vec<Out>, EngineStats) {
+    let mut e = engine(spec, draft);
     let got = run_on(&mut e, reqs);
     (got, e.stats())
+}
+
+fn engine(spec: Speculative, draft: Option<&'static Model>) -> Engine<'static> {
+    let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
+    e.set_speculative(spec);
+    if let Some(d) = draft {
+        e.set_draft_model(d, DraftParams::default())
+            .expect("draft model");
+    }
+    e
+}
+
+/// SmolLM2-135M Q4_1: the same vocabulary as [`model`], other weights, so
+/// its drafts are often but not always the target's tokens.
+fn draft_model() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| load_model("smollm2-135m-instruct-q4_1.gguf"))
 }
 
 /// Runs `reqs` together to the end on `e`; the outputs in order.
@@ -496,9 +523,8 @@ fn constrained_requests_draft_from_their_grammar_and_stay_exact() {
 fn session_turns_across_a_fork_and_an_exact_eviction_are_plain_decoding() {
     // Each engine runs the same turns; the outputs and the sessions'
     // tokens must agree turn by turn.
-    let turns = |spec: Speculative| {
-        let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
-        e.set_speculative(spec);
+    let turns = |spec: Speculative, draft: Option<&'static Model>| {
+        let mut e = engine(spec, draft);
         let s = e.create_session(Tenant(3));
         let turn = |e: &mut Engine<'_>, session, prompt: Vec<u32>, sampling| {
             let r = Request {
@@ -527,12 +553,90 @@ fn session_turns_across_a_fork_and_an_exact_eviction_are_plain_decoding() {
         let tokens = [s, f].map(|x| e.session_tokens(x).expect("tokens").to_vec());
         (outs, tokens, e.stats())
     };
-    let (plain, plain_tokens, _) = turns(Speculative::Off);
-    let (spec, spec_tokens, stats) = turns(lookup());
+    let (plain, plain_tokens, _) = turns(Speculative::Off, None);
+    let (spec, spec_tokens, stats) = turns(lookup(), None);
     assert_same(&plain, &spec, "session turns");
     assert_eq!(plain_tokens, spec_tokens, "the sessions' tokens differ");
     assert!(
         stats.spec_accepted_tokens > 0,
         "no draft token was accepted"
+    );
+    let (spec, spec_tokens, stats) = turns(Speculative::Draft, Some(draft_model()));
+    assert_same(&plain, &spec, "session turns, draft model");
+    assert_eq!(plain_tokens, spec_tokens, "the sessions' tokens differ");
+    assert!(
+        stats.spec_model_accepted_tokens > 0,
+        "no draft-model token was accepted"
+    );
+}
+
+#[test]
+fn draft_model_drafts_in_a_batch_of_8_are_plain_decoding() {
+    let mut reqs = vec![
+        request(story(), 40, SamplingParams::greedy(), &[]),
+        request(story(), 40, sampled(7, 0.0, 0.0), &[]),
+        request(story(), 40, sampled(3, 0.5, 0.3), &[]),
+        request(repetitive(), 40, SamplingParams::greedy(), &[]),
+        request(repetitive(), 5, SamplingParams::greedy(), &[]),
+        Request {
+            logprobs: Logprobs::Top(2),
+            ..request(story(), 24, SamplingParams::greedy(), &[])
+        },
+        Request {
+            constraint: Some(Constraint::JsonSchema(SCHEMA.into())),
+            ..request(chat("Call a tool, as JSON."), 60, sampled(2, 0.0, 0.0), &[])
+        },
+    ];
+    let mut quiet = request(story(), 24, SamplingParams::greedy(), &[]);
+    quiet.speculation.mode = SpecMode::Off;
+    reqs.push(quiet);
+    let (plain, _) = run_stats(Speculative::Off, &reqs);
+    for (what, how) in [
+        ("draft", Speculative::Draft),
+        ("auto", Speculative::Auto(LookupParams::default())),
+    ] {
+        let (spec, stats) = run_drafted(how, Some(draft_model()), &reqs);
+        assert_same(&plain, &spec, what);
+        let (drafted, accepted) = (
+            stats.spec_model_draft_tokens,
+            stats.spec_model_accepted_tokens,
+        );
+        eprintln!("{what}: draft model drafted {drafted}, accepted {accepted}");
+        assert!(
+            stats.draft_model_failures == 0,
+            "{what}: the draft pool ran out"
+        );
+        if how == Speculative::Draft {
+            // (Auto weighs a draft model as costly as the target against
+            // lookup and may rightly leave it idle.)
+            assert!(accepted > 0, "{what}: no draft-model token was accepted");
+            assert!(
+                drafted > accepted,
+                "{what}: every draft-model token was accepted"
+            );
+        }
+    }
+    // Alone, greedy: fewer target passes than plain decoding.
+    let (_, plain_alone) = run_stats(Speculative::Off, &reqs[..1]);
+    let (alone, stats) = run_drafted(Speculative::Draft, Some(draft_model()), &reqs[..1]);
+    assert_same(&plain[..1], &alone, "alone");
+    assert!(
+        stats.passes < plain_alone.passes,
+        "{} passes with a draft model, {} without",
+        stats.passes,
+        plain_alone.passes
+    );
+}
+
+#[test]
+fn a_draft_model_of_another_vocabulary_is_refused() {
+    static QWEN: OnceLock<Model> = OnceLock::new();
+    let qwen = QWEN.get_or_init(|| load_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"));
+    let mut e = Engine::new(model(), Some(tok()), config()).expect("engine");
+    let r = e.set_draft_model(qwen, DraftParams::default());
+    assert!(
+        matches!(r, Err(EngineError::DraftVocabMismatch(_))),
+        "{:?}",
+        r.err()
     );
 }

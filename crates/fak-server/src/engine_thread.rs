@@ -257,6 +257,19 @@ fn load(
     Ok((model, tok, template, ecfg))
 }
 
+/// The draft model, on the target's thread count.
+fn load_draft(cfg: &ServerConfig) -> Result<Option<Model>, String> {
+    let Some(path) = &cfg.draft_model else {
+        return Ok(None);
+    };
+    let mut m = Model::load(path).map_err(|e| format!("loading {}: {e}", path.display()))?;
+    if let Some(t) = cfg.threads {
+        m.set_threads(t)
+            .map_err(|e| format!("--threads {t}: {e}"))?;
+    }
+    Ok(Some(m))
+}
+
 struct Track {
     tx: mpsc::UnboundedSender<Event>,
     arrived: Instant,
@@ -276,6 +289,13 @@ fn engine_main(
             return;
         }
     };
+    let draft = match load_draft(&cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
     let tok = Arc::new(tok);
     let mut engine = match Engine::new(&model, Some(tok.as_ref()), ecfg) {
         Ok(e) => e,
@@ -285,6 +305,12 @@ fn engine_main(
         }
     };
     engine.set_speculative(cfg.speculative);
+    if let Some(d) = &draft {
+        if let Err(e) = engine.set_draft_model(d, cfg.draft) {
+            let _ = loaded.send(Err(format!("--draft-model: {e}")));
+            return;
+        }
+    }
     metrics
         .cache_config
         .get_or_create(&CacheConfig {

@@ -99,6 +99,9 @@ pub struct ServerConfig {
     pub stored: StoredLimits,
     /// Whether decoding verifies drafted tokens (the output is the same).
     pub speculative: fak_engine::Speculative,
+    /// A draft model (a GGUF of the same vocabulary) and how it drafts.
+    pub draft_model: Option<PathBuf>,
+    pub draft: fak_engine::DraftParams,
 }
 
 impl ServerConfig {
@@ -129,6 +132,8 @@ impl ServerConfig {
             session_ttl: None,
             stored: StoredLimits::default(),
             speculative: fak_engine::Speculative::Off,
+            draft_model: None,
+            draft: fak_engine::DraftParams::default(),
         }
     }
 

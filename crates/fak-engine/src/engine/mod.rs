@@ -192,6 +192,8 @@ struct Live {
     pred: PredictionState,
     /// How often its prompt-lookup drafts were accepted.
     acceptance: crate::spec::Acceptance,
+    /// How often its draft model's drafts were accepted.
+    model_acceptance: crate::spec::Acceptance,
 }
 
 /// A request's progress through its prediction (see
@@ -248,6 +250,8 @@ pub struct Engine<'m> {
     pass_cost: crate::spec::PassCost,
     /// Recent outputs per tenant, a draft source.
     fleet_index: crate::spec::FleetIndex,
+    /// The draft model, when one is set.
+    drafter: Option<crate::drafter::Drafter<'m>>,
 }
 
 impl<'m> Engine<'m> {
@@ -297,17 +301,44 @@ impl<'m> Engine<'m> {
             spec_context: Vec::new(),
             pass_cost: crate::spec::PassCost::default(),
             fleet_index: crate::spec::FleetIndex::default(),
+            drafter: None,
         })
     }
 
     /// Turns speculative decoding on or off from the next step on. With
     /// drafts, a sequence's ids, logits and events are the same as plain
     /// decoding's: each verified position is sampled from the model's own
-    /// logits with the request's sampler, and a draft token is kept only
-    /// while it equals the sampled one (see `step.rs`). Requests with a
-    /// grammar, log-probabilities or a session decode plainly.
+    /// logits with the request's sampler (and grammar), and a draft token
+    /// is kept only while it equals the sampled one (see `step.rs`).
     pub fn set_speculative(&mut self, spec: crate::spec::Speculative) {
         self.spec = spec;
+    }
+
+    /// Sets a draft model, used by [`Speculative::Draft`] and
+    /// [`Speculative::Auto`]: a second model of the same vocabulary whose
+    /// greedy continuations the target verifies (see the `drafter`
+    /// module). Its KV pool has as many blocks as the target's.
+    ///
+    /// [`Speculative::Draft`]: crate::Speculative::Draft
+    /// [`Speculative::Auto`]: crate::Speculative::Auto
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::DraftVocabMismatch`] when the vocabularies differ;
+    /// [`EngineError::Kv`] for unusable sizes.
+    pub fn set_draft_model(
+        &mut self,
+        draft: &'m Model,
+        params: crate::DraftParams,
+    ) -> Result<(), EngineError> {
+        self.drafter = Some(crate::drafter::Drafter::new(
+            self.model,
+            draft,
+            params,
+            self.cfg.kv,
+            self.cfg.token_budget,
+        )?);
+        Ok(())
     }
 
     /// Changes where constrained requests' masks are computed, from the
@@ -344,6 +375,12 @@ impl<'m> Engine<'m> {
                 p.used as f64 / p.capacity as f64
             },
             forward: self.seqs.forward_times(),
+            draft_model_passes: self.drafter.as_ref().map_or(0, |d| d.counters.passes),
+            draft_model_time: self
+                .drafter
+                .as_ref()
+                .map_or_else(Default::default, |d| d.counters.time),
+            draft_model_failures: self.drafter.as_ref().map_or(0, |d| d.counters.failures),
             ..self.stats
         }
     }
@@ -445,6 +482,7 @@ impl<'m> Engine<'m> {
             ticket: 0,
             pred: PredictionState::default(),
             acceptance: crate::spec::Acceptance::default(),
+            model_acceptance: crate::spec::Acceptance::default(),
             req,
         };
         let slot = match self.free_slots.pop() {

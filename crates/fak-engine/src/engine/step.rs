@@ -61,6 +61,8 @@ enum DraftSource {
     Fleet,
     /// Text the request's grammar forces next.
     Grammar,
+    /// The draft model.
+    Model,
 }
 
 /// A constrained request's token: drawn from the raw logits and checked
@@ -423,14 +425,21 @@ impl Engine<'_> {
             let take = n.min(cap);
             // Tokens of the budget left for drafts, after one per decode.
             let mut spare = cap - take;
-            for k in 0..take {
-                let slot = decoding[(start + k) % n];
-                let (draft, source) = if spare > 0 {
+            let chosen: Vec<u32> = (0..take).map(|k| decoding[(start + k) % n]).collect();
+            let mut drafts = Vec::with_capacity(take);
+            for &slot in &chosen {
+                let d = if spare > 0 {
                     self.draft(slot, spare, take)
                 } else {
                     (Vec::new(), None)
                 };
-                spare -= draft.len();
+                spare -= d.0.len();
+                drafts.push(d);
+            }
+            if spare > 0 && self.drafter.is_some() {
+                self.model_drafts(&chosen, &mut drafts, spare);
+            }
+            for (slot, (draft, source)) in chosen.into_iter().zip(drafts) {
                 budget -= draft.len();
                 if let Some(l) = self.slots[slot as usize].live.as_ref() {
                     if let (Some(seq), Some(t)) = (l.seq, l.unfed) {
@@ -586,6 +595,99 @@ impl Engine<'_> {
             return none;
         }
         (d[..n].to_vec(), Some(source))
+    }
+
+    /// Draft-model drafts for the chosen decoding requests that have no
+    /// draft yet, within `spare` tokens: all of them in the same few draft
+    /// passes. [`Speculative::Auto`] drafts for a sequence only while
+    /// [`model_drafting_pays`] says so at its acceptance.
+    ///
+    /// [`Speculative::Auto`]: crate::spec::Speculative::Auto
+    /// [`model_drafting_pays`]: crate::spec::model_drafting_pays
+    fn model_drafts(
+        &mut self,
+        chosen: &[u32],
+        drafts: &mut [(Vec<u32>, Option<DraftSource>)],
+        mut spare: usize,
+    ) {
+        let auto = match self.spec {
+            crate::spec::Speculative::Draft => false,
+            crate::spec::Speculative::Auto(_) => true,
+            _ => return,
+        };
+        let Some(drafter) = self.drafter.as_mut() else {
+            return;
+        };
+        let batch = chosen.len();
+        let target = self.pass_cost.fit();
+        let cost = drafter.cost.per_token();
+        let max_draft = drafter.params.max_draft;
+        let mut jobs = Vec::new();
+        let mut at = Vec::new();
+        for (k, &slot) in chosen.iter().enumerate() {
+            if spare == 0 {
+                break;
+            }
+            if drafts.get(k).is_none_or(|d| !d.0.is_empty()) {
+                continue;
+            }
+            let generation = self.slots[slot as usize].generation;
+            let Some(l) = self.slots[slot as usize].live.as_mut() else {
+                continue;
+            };
+            if l.req.speculation.mode == SpecMode::Off {
+                continue;
+            }
+            let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
+                continue;
+            };
+            if auto {
+                let rate = l.model_acceptance.rate();
+                let pays =
+                    target.is_none_or(|t| crate::spec::model_drafting_pays(t, cost, batch, rate));
+                if !pays {
+                    l.model_acceptance.idle();
+                    continue;
+                }
+            }
+            let left = l.req.max_tokens.saturating_sub(l.generated.len() + 1);
+            let max = l.model_acceptance.draft_len(max_draft).min(left).min(spare);
+            let Ok(context) = self.seqs.tokens(seq) else {
+                continue;
+            };
+            if max == 0 {
+                continue;
+            }
+            spare -= max;
+            jobs.push(crate::drafter::DraftJob {
+                slot,
+                generation,
+                tenant: l.req.tenant,
+                context,
+                unfed,
+                max,
+                out: Vec::new(),
+            });
+            at.push(k);
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        drafter.draft(&mut jobs);
+        for (job, k) in jobs.into_iter().zip(at) {
+            let mut d = job.out;
+            let constraint = self.slots[job.slot as usize]
+                .live
+                .as_mut()
+                .and_then(|l| l.constraint.as_mut());
+            if let Some(c) = constraint {
+                let n = c.valid_prefix(&d);
+                d.truncate(n);
+            }
+            if let (false, Some(slot)) = (d.is_empty(), drafts.get_mut(k)) {
+                *slot = (d, Some(DraftSource::Model));
+            }
+        }
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -908,6 +1010,11 @@ impl Engine<'_> {
                     self.stats.spec_grammar_draft_tokens += drafted as u64;
                     self.stats.spec_grammar_accepted_tokens += kept as u64;
                 }
+                Some(DraftSource::Model) => {
+                    l.model_acceptance.record(drafted, kept);
+                    self.stats.spec_model_draft_tokens += drafted as u64;
+                    self.stats.spec_model_accepted_tokens += kept as u64;
+                }
                 None => {}
             }
         }
@@ -1088,6 +1195,9 @@ impl Engine<'_> {
         };
         entry.generation = entry.generation.wrapping_add(1);
         self.free_slots.push(slot);
+        if let Some(d) = self.drafter.as_mut() {
+            d.release(slot);
+        }
         match live.req.context {
             Context::Fresh => {
                 if let Some(seq) = live.seq {

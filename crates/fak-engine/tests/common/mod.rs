@@ -30,6 +30,21 @@ pub fn model() -> &'static Model {
     })
 }
 
+/// A model from `models/` (`scripts/fetch-models.sh`), on 2 threads.
+pub fn load_model(file: &str) -> Model {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../models")
+        .join(file);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    let mut m = Model::load(&p).expect("load");
+    m.set_threads(2).expect("threads");
+    m
+}
+
 /// [`model`]'s tokenizer.
 pub fn tok() -> &'static Tokenizer {
     static T: OnceLock<Tokenizer> = OnceLock::new();
