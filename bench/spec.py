@@ -1,25 +1,35 @@
 """Speculative decoding, fak against llama-server, in one run.
 
-Workloads (each one chat request at a time, greedy):
+Workloads (chat requests one at a time, greedy):
 
 * ``edit``: a source file in the prompt, "rename X to Y and output the whole
   file": the answer re-emits the file with a few changed lines;
 * ``edit+prediction``: the same request with OpenAI's ``prediction`` set to
   the original file (fak only; llama-server has no Predicted Outputs);
-* ``chat``: a natural-language answer (drafts rarely hit).
+* ``tools``: five tool-call turns of ``bench/tools_workload.py`` (one per
+  scenario) with ``tool_choice: required``, so the call is held to its
+  schema (fak drafts what the grammar forces);
+* ``chat``: a natural-language answer (drafts rarely hit);
+* ``fleet``: six agents of one fleet (one tenant) in turn, the same tools
+  and scenario, each its own task under ``tool_choice: auto``: later
+  agents' answers resemble earlier ones (fak's fleet index drafts them).
 
 Configurations, each a fresh server, alternated ``--reps`` times in one
 run: fak ``--speculative off|lookup|auto`` and llama-server plain,
-``--spec-type ngram-simple`` and ``--spec-type ngram-mod``.
+``--spec-type ngram-simple`` and ``--spec-type ngram-mod``; with
+``--draft-model``, also fak ``--speculative draft`` and llama-server
+``-md`` with that model.
 
-For every request: wall seconds, completion tokens, tokens/s, and the
-SHA-256 of the answer's text (every fak configuration must print the same
-digest as fak plain: speculation is exact; the exit status is 1 if one
-does not). The report (``--out``, JSON) has every request and, per
-workload and configuration, the median tokens/s and its ratio to fak plain
-on the same request without a prediction.
+For every workload run: wall seconds, completion tokens, tokens/s, the
+SHA-256 of the answers (text and tool calls; every fak configuration must
+print the same digest as fak plain: speculation is exact; the exit status
+is 1 if one does not), and for fak the draft tokens verified and accepted
+(``/metrics``, before and after). The report (``--out``, JSON) has every
+run and, per workload and configuration, the median tokens/s and its ratio
+to fak plain on the same requests without a prediction.
 
-    bench/spec.sh --model models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --reps 3
+    bench/spec.sh --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+        --draft-model models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --reps 3
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from harness import start_engine  # noqa: E402
+from tools_workload import SYSTEM, make_task  # noqa: E402
 
 # The file the edit workload re-emits: a real source file of this project
 # (stable across runs: the script pins the text it read in the report).
@@ -61,7 +72,27 @@ def edit_source() -> str:
     return "\n".join(lines) + "\n"
 
 
+def draft_configs(draft: Path) -> dict[str, tuple[str, list[str]]]:
+    """The draft-model configurations for ``draft``."""
+    return {
+        "fak-draft": ("fak", ["--speculative", "draft", "--draft-model", str(draft)]),
+        # llama.cpp's draft model with its defaults (up to 3 tokens).
+        "llama-draft": ("llama-server", ["-md", str(draft), "--spec-type", "draft-simple"]),
+    }
+
+
+def tool_turn(i: int, choice: str) -> dict:
+    task = make_task(1, i)
+    return {
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.user}],
+        "tools": task.tools,
+        "tool_choice": choice,
+        "max_tokens": 160,
+    }
+
+
 def workloads(source: str) -> dict[str, dict]:
+    """Each workload: its requests (``bodies``), run in order."""
     edit_msgs = [
         {
             "role": "user",
@@ -75,15 +106,63 @@ def workloads(source: str) -> dict[str, dict]:
             "content": "Explain in a few paragraphs why the sky is blue, for a curious ten-year-old.",
         }
     ]
+    prediction = {"type": "content", "content": "```python\n" + source + "```"}
     return {
-        "edit": {"messages": edit_msgs, "max_tokens": 768},
+        "edit": {"bodies": [{"messages": edit_msgs, "max_tokens": 768}]},
         "edit+prediction": {
-            "messages": edit_msgs,
-            "max_tokens": 768,
-            "prediction": {"type": "content", "content": "```python\n" + source + "```"},
+            "bodies": [{"messages": edit_msgs, "max_tokens": 768, "prediction": prediction}],
             "fak_only": True,
         },
-        "chat": {"messages": chat_msgs, "max_tokens": 256},
+        "tools": {"bodies": [tool_turn(i, "required") for i in range(5)]},
+        "chat": {"bodies": [{"messages": chat_msgs, "max_tokens": 256}]},
+        # Scenario i % 5 == 0 (weather) for every agent.
+        "fleet": {"bodies": [tool_turn(5 * k, "auto") for k in range(6)]},
+    }
+
+
+def spec_counters(url: str) -> dict[str, float]:
+    """fak's speculation counters (``/metrics``; empty for a peer)."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        for name in ("num_draft_tokens", "num_accepted_tokens"):
+            if line.startswith(f"vllm:spec_decode_{name}_total"):
+                out[name] = float(line.split()[-1])
+    return out
+
+
+def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
+    """Runs ``bodies`` in order: the totals and one digest over every
+    answer."""
+    before = spec_counters(url)
+    h = hashlib.sha256()
+    secs, n, accepted, rejected = 0.0, 0, 0, 0
+    finish = []
+    for b in bodies:
+        r = ask(url, {**b, "model": "m", "temperature": 0, "user": tenant})
+        secs += r["seconds"]
+        n += r["completion_tokens"]
+        h.update(r["answer"].encode())
+        accepted += r["accepted_prediction_tokens"] or 0
+        rejected += r["rejected_prediction_tokens"] or 0
+        finish.append(r["finish_reason"])
+    after = spec_counters(url)
+    drafted = {k: after[k] - before.get(k, 0.0) for k in after}
+    return {
+        "requests": len(bodies),
+        "seconds": secs,
+        "completion_tokens": n,
+        "tokens_per_s": n / secs if secs > 0 else 0.0,
+        "sha256": h.hexdigest(),
+        "accepted_prediction_tokens": accepted,
+        "rejected_prediction_tokens": rejected,
+        "draft_tokens": drafted.get("num_draft_tokens"),
+        "accepted_draft_tokens": drafted.get("num_accepted_tokens"),
+        "finish_reasons": finish,
     }
 
 
@@ -97,7 +176,9 @@ def ask(url: str, body: dict) -> dict:
     with urllib.request.urlopen(req, timeout=1800) as r:
         out = json.loads(r.read())
     secs = time.perf_counter() - t
-    text = out["choices"][0]["message"]["content"] or ""
+    msg = out["choices"][0]["message"]
+    calls = [(c["function"]["name"], c["function"]["arguments"]) for c in msg.get("tool_calls") or []]
+    answer = json.dumps([msg.get("content") or "", calls])
     usage = out.get("usage", {})
     details = usage.get("completion_tokens_details") or {}
     n = usage.get("completion_tokens", 0)
@@ -105,7 +186,7 @@ def ask(url: str, body: dict) -> dict:
         "seconds": secs,
         "completion_tokens": n,
         "tokens_per_s": n / secs if secs > 0 else 0.0,
-        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "answer": answer,
         "accepted_prediction_tokens": details.get("accepted_prediction_tokens"),
         "rejected_prediction_tokens": details.get("rejected_prediction_tokens"),
         "finish_reason": out["choices"][0].get("finish_reason"),
@@ -122,18 +203,21 @@ def summarize(rows: list[dict]) -> dict:
         b = statistics.median(base) if base else None
         plain = {r["sha256"] for r in rows if r["workload"] == plain_wl and r["config"] == "fak-off"}
         out[wl] = {}
-        for cfg in CONFIGS:
+        for cfg in dict.fromkeys(r["config"] for r in rows):
             mine = [r for r in rows if r["workload"] == wl and r["config"] == cfg]
             if not mine:
                 continue
             med = statistics.median(r["tokens_per_s"] for r in mine)
             digests = sorted({r["sha256"] for r in mine})
+            drafted = [r.get("draft_tokens") for r in mine if r.get("draft_tokens")]
+            kept = [r.get("accepted_draft_tokens") or 0 for r in mine if r.get("draft_tokens")]
             out[wl][cfg] = {
                 "median_tokens_per_s": med,
                 "vs_fak_off_plain": med / b if b else None,
                 "runs": len(mine),
                 "sha256": digests,
                 "same_as_fak_off": (set(digests) == plain) if cfg.startswith("fak") and plain else None,
+                "acceptance": sum(kept) / sum(drafted) if drafted else None,
             }
     return out
 
@@ -144,37 +228,48 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=4096)
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--draft-model", type=Path, default=None)
+    ap.add_argument("--configs", default=None, help="comma-separated (default: all)")
+    ap.add_argument("--workloads", default=None, help="comma-separated (default: all)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     source = edit_source()
     wls = workloads(source)
-    configs = [c for c in a.configs.split(",") if c]
+    known = dict(CONFIGS)
+    if a.draft_model:
+        known.update(draft_configs(a.draft_model))
+    configs = [c for c in (a.configs or ",".join(known)).split(",") if c]
     for c in configs:
-        if c not in CONFIGS:
-            print(f"spec.py: unknown configuration {c} (known: {', '.join(CONFIGS)})", file=sys.stderr)
+        if c not in known:
+            print(f"spec.py: unknown configuration {c} (known: {', '.join(known)})", file=sys.stderr)
             return 2
+    if a.workloads:
+        pick = [w for w in a.workloads.split(",") if w]
+        if any(w not in wls for w in pick):
+            print(f"spec.py: unknown workload in {a.workloads} (known: {', '.join(wls)})", file=sys.stderr)
+            return 2
+        wls = {w: wls[w] for w in pick}
     rows = []
     log = tempfile.TemporaryFile()
     for rep in range(a.reps):
         for cfg in configs:
-            kind, extra = CONFIGS[cfg]
+            kind, extra = known[cfg]
             proc, url = start_engine(kind, a.model, a.ctx, a.threads, log, tuple(extra))
             try:
                 for wl, w in wls.items():
                     if w.get("fak_only") and kind != "fak":
                         continue
-                    body = {k: v for k, v in w.items() if k != "fak_only"}
                     # Each workload its own tenant (`user`), so fak's fleet
                     # index of recent outputs does not draft one workload's
                     # answer from another's.
-                    body.update({"model": "m", "temperature": 0, "user": f"spec-bench-{wl}"})
-                    r = ask(url, body)
+                    r = run_workload(url, w["bodies"], f"spec-bench-{wl}")
                     r.update({"rep": rep, "config": cfg, "workload": wl})
                     rows.append(r)
+                    acc = ""
+                    if r["draft_tokens"]:
+                        acc = f"  drafts {r['accepted_draft_tokens']:.0f}/{r['draft_tokens']:.0f} accepted"
                     print(f"rep {rep} {cfg:20} {wl:16} {r['completion_tokens']:4} tok {r['seconds']:7.2f} s "
-                          f"{r['tokens_per_s']:7.2f} tok/s  {r['sha256'][:12]}"
-                          + (f"  accepted {r['accepted_prediction_tokens']}" if r["accepted_prediction_tokens"] else ""),
+                          f"{r['tokens_per_s']:7.2f} tok/s  {r['sha256'][:12]}{acc}",
                           file=sys.stderr, flush=True)
             finally:
                 proc.terminate()
@@ -185,6 +280,7 @@ def main() -> int:
     summary = summarize(rows)
     report = {
         "model": str(a.model.name),
+        "draft_model": a.draft_model.name if a.draft_model else None,
         "threads": a.threads,
         "reps": a.reps,
         "cpu": platform.processor() or platform.machine(),
@@ -200,7 +296,8 @@ def main() -> int:
         for cfg, s in per.items():
             vs = f"{s['vs_fak_off_plain']:.2f}x" if s["vs_fak_off_plain"] else "-"
             same = {True: "same ids as fak-off", False: "DIFFERENT from fak-off", None: ""}[s["same_as_fak_off"]]
-            print(f"{wl:16} {cfg:20} {s['median_tokens_per_s']:7.2f} tok/s  {vs:>6}  {same}")
+            acc = f"  acceptance {s['acceptance']:.0%}" if s["acceptance"] is not None else ""
+            print(f"{wl:16} {cfg:20} {s['median_tokens_per_s']:7.2f} tok/s  {vs:>6}  {same}{acc}")
     bad = [(wl, c) for wl, per in summary.items() for c, s in per.items() if s["same_as_fak_off"] is False]
     return 1 if bad else 0
 

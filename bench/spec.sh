@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Speculative decoding, fak (off / lookup / auto, and Predicted Outputs)
-# against llama-server (plain, ngram-simple, ngram-mod), alternated in one
+# Speculative decoding, fak (off / lookup / auto / draft, Predicted Outputs)
+# against llama-server (plain, ngram-simple, ngram-mod, -md), alternated in one
 # run: bench/spec.py's docstring says what runs.
 #   bench/spec.sh --model models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --reps 3 --out report.json
 set -euo pipefail

@@ -38,9 +38,37 @@ class TestSummary(unittest.TestCase):
     def test_workloads_have_the_file(self):
         src = spec.edit_source()
         w = spec.workloads(src)
-        self.assertIn(src, w["edit"]["messages"][0]["content"])
-        self.assertIn(src, w["edit+prediction"]["prediction"]["content"])
+        self.assertIn(src, w["edit"]["bodies"][0]["messages"][0]["content"])
+        self.assertIn(src, w["edit+prediction"]["bodies"][0]["prediction"]["content"])
         self.assertTrue(w["edit+prediction"]["fak_only"])
+
+    def test_tool_and_fleet_workloads(self):
+        w = spec.workloads(spec.edit_source())
+        tools = w["tools"]["bodies"]
+        self.assertEqual(len(tools), 5)
+        self.assertTrue(all(b["tool_choice"] == "required" and b["tools"] for b in tools))
+        # One scenario per turn: five different tool sets.
+        names = {b["tools"][0]["function"]["name"] for b in tools}
+        self.assertEqual(len(names), 5)
+        fleet = w["fleet"]["bodies"]
+        self.assertEqual(len(fleet), 6)
+        self.assertEqual({b["tools"][0]["function"]["name"] for b in fleet}, {"get_weather"})
+        self.assertEqual(len({b["messages"][1]["content"] for b in fleet}), 6, "each agent its own task")
+
+    def test_acceptance_per_configuration(self):
+        rows = [
+            {**row("fak-off", "chat", 10.0, "a"), "draft_tokens": None},
+            {**row("fak-lookup", "chat", 12.0, "a"), "draft_tokens": 40.0, "accepted_draft_tokens": 10.0},
+            {**row("fak-lookup", "chat", 12.0, "a"), "draft_tokens": 60.0, "accepted_draft_tokens": 40.0},
+        ]
+        s = spec.summarize(rows)
+        self.assertAlmostEqual(s["chat"]["fak-lookup"]["acceptance"], 0.5)
+        self.assertIsNone(s["chat"]["fak-off"]["acceptance"])
+
+    def test_draft_configs_name_the_model(self):
+        d = spec.draft_configs(Path("models/d.gguf"))
+        self.assertIn("models/d.gguf", d["fak-draft"][1])
+        self.assertIn("-md", d["llama-draft"][1])
 
 
 if __name__ == "__main__":
