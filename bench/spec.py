@@ -8,7 +8,7 @@ Workloads (chat requests one at a time, greedy):
   the original file (fak only; llama-server has no Predicted Outputs);
 * ``tools``: five tool-call turns of ``bench/tools_workload.py`` (one per
   scenario) with ``tool_choice: required``, so the call is held to its
-  schema (fak drafts what the grammar forces);
+  schema (fak drafts what the grammar forces; fak only);
 * ``chat``: a natural-language answer (drafts rarely hit);
 * ``fleet``: six agents of one fleet (one tenant) in turn, the same tools
   and scenario, each its own task under ``tool_choice: auto``: later
@@ -113,7 +113,10 @@ def workloads(source: str) -> dict[str, dict]:
             "bodies": [{"messages": edit_msgs, "max_tokens": 768, "prediction": prediction}],
             "fak_only": True,
         },
-        "tools": {"bodies": [tool_turn(i, "required") for i in range(5)]},
+        # fak only: llama-server's `tool_choice: required` on this template
+        # ran every turn to max_tokens without a call (its tok/s would
+        # time other text).
+        "tools": {"bodies": [tool_turn(i, "required") for i in range(5)], "fak_only": True},
         "chat": {"bodies": [{"messages": chat_msgs, "max_tokens": 256}]},
         # Scenario i % 5 == 0 (weather) for every agent.
         "fleet": {"bodies": [tool_turn(5 * k, "auto") for k in range(6)]},

@@ -339,10 +339,18 @@ const PREDICTION_MAX_NGRAM: usize = 8;
 /// The draft a request's prediction proposes after `context` (the
 /// sequence's tokens so far, ending with the token this pass feeds): the
 /// tokens of `prediction` that follow the longest suffix of `context` (up
-/// to 8 tokens, at least 1) found in it, at most `max_draft`. Of several
-/// occurrences of that suffix, the first one ending at or after `cursor`
-/// (where the output is expected to continue: just after the last
-/// accepted prediction token) wins, else the first one.
+/// to 8 tokens, at least 1) found in it. Of several occurrences of that
+/// suffix, the first one ending at or after `cursor` (where the output is
+/// expected to continue: just after the last accepted prediction token)
+/// wins, else the first one.
+///
+/// The draft's length follows the evidence: `max_draft` where the match
+/// continues the last accepted stretch (it ends at `cursor` or one past
+/// it), else twice the matched length at most. Right after an edit the
+/// output and the prediction differ, and a one-token match elsewhere in
+/// the prediction is as likely chance as realignment; a long rejected
+/// draft costs its rows in the verifying pass, which a compute-bound
+/// step pays in full.
 ///
 /// Returns the draft's start in `prediction` with the draft, or `None`.
 ///
@@ -374,7 +382,13 @@ pub fn prediction_draft<'p>(
             .or(first);
         if let Some(i) = at {
             let from = i + n;
-            let to = (from + max_draft).min(prediction.len());
+            let aligned = from == cursor || from == cursor + 1;
+            let k = if aligned {
+                max_draft
+            } else {
+                max_draft.min(2 * n)
+            };
+            let to = (from + k).min(prediction.len());
             return Some((from, &prediction[from..to]));
         }
     }
@@ -461,6 +475,21 @@ mod tests {
         assert_eq!(
             prediction_draft(&[9, 1], &pred, 0, 3),
             Some((6, &pred[6..9]))
+        );
+        // A one-token match away from the cursor drafts 2 tokens; the same
+        // match continuing the accepted stretch drafts them all.
+        let long = [4, 1, 2, 3, 5, 6, 7, 8, 9, 10];
+        assert_eq!(
+            prediction_draft(&[0, 4], &long, 5, 8),
+            Some((1, &long[1..3]))
+        );
+        assert_eq!(
+            prediction_draft(&[0, 4], &long, 1, 8),
+            Some((1, &long[1..9]))
+        );
+        assert_eq!(
+            prediction_draft(&[0, 4], &long, 0, 8),
+            Some((1, &long[1..9]))
         );
         // Nothing after the match, no match, or no room: no draft.
         assert_eq!(prediction_draft(&[7, 8], &pred, 0, 3), None);

@@ -112,11 +112,13 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod events;
 mod manager;
 mod pool;
 mod radix;
 
 pub use error::KvError;
+pub use events::{block_hash, KvEvent};
 pub use manager::KvManager;
 
 /// Index of a physical block, `0..n_blocks`.

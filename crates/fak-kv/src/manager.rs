@@ -727,6 +727,19 @@ impl KvManager {
         Ok(())
     }
 
+    /// Starts logging what the prefix index holds, for a KV-aware router
+    /// (see [`KvEvent`]): the first events say nothing is held, then store
+    /// what is already published.
+    pub fn enable_events(&mut self) {
+        self.index.enable_events();
+    }
+
+    /// The events since the last call, oldest first (none unless
+    /// [`KvManager::enable_events`] was called).
+    pub fn take_events(&mut self) -> Vec<crate::KvEvent> {
+        self.index.take_events()
+    }
+
     /// Counts of free, used and cached blocks (they sum to the capacity).
     pub fn stats(&self) -> PoolStats {
         PoolStats {

@@ -32,7 +32,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::{BlockId, Tenant};
+use crate::events::{block_hash, EventLog};
+use crate::{BlockId, KvEvent, Tenant};
 
 /// Index of a node in the slab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,6 +59,9 @@ struct Node {
     parent: Place,
     /// The block's tokens (also the node's key in `parent`'s children).
     key: Box<[u32]>,
+    /// The chained hash of the path's tokens up to this node's end
+    /// ([`block_hash`]).
+    hash: u64,
     children: Children,
 }
 
@@ -71,6 +75,8 @@ pub(crate) struct PrefixIndex {
     roots: BTreeMap<Tenant, Children>,
     /// Per block id: the node that publishes it.
     block_node: Vec<Option<NodeId>>,
+    /// Blocks published and unpublished, when a router listens.
+    events: Option<EventLog>,
 }
 
 impl PrefixIndex {
@@ -81,6 +87,66 @@ impl PrefixIndex {
             free_nodes: Vec::new(),
             roots: BTreeMap::new(),
             block_node: vec![None; capacity],
+            events: None,
+        }
+    }
+
+    /// Starts the event log (its first event: nothing is held), unless
+    /// it runs.
+    pub(crate) fn enable_events(&mut self) {
+        if self.events.is_none() {
+            self.events = Some(EventLog::new());
+            // What is already published is stored now, root first.
+            let mut order: Vec<NodeId> = Vec::new();
+            let mut stack: Vec<NodeId> = self
+                .roots
+                .values()
+                .flat_map(|c| c.values().copied())
+                .collect();
+            while let Some(n) = stack.pop() {
+                order.push(n);
+                if let Some(node) = self.node(n) {
+                    stack.extend(node.children.values().copied());
+                }
+            }
+            for n in order {
+                self.log_stored(n);
+            }
+        }
+    }
+
+    /// The events since the last call (none when the log is off).
+    pub(crate) fn take_events(&mut self) -> Vec<KvEvent> {
+        self.events.as_mut().map(EventLog::take).unwrap_or_default()
+    }
+
+    /// The hash of the node at `at` (`None` for a root).
+    fn hash_at(&self, at: Place) -> Option<u64> {
+        match at {
+            Place::Root(_) => None,
+            Place::Node(n) => self.node(n).map(|node| node.hash),
+        }
+    }
+
+    /// Logs `n`'s block as stored, if it has one.
+    fn log_stored(&mut self, n: NodeId) {
+        let Some(node) = self.node(n) else { return };
+        if node.block.is_none() {
+            return;
+        }
+        let (hash, parent) = (node.hash, self.hash_at(node.parent));
+        if let (Some(log), Some(node)) = (
+            self.events.as_mut(),
+            self.nodes.get(n.0 as usize).and_then(Option::as_ref),
+        ) {
+            log.stored(hash, parent, &node.key);
+        }
+    }
+
+    /// Logs a block of hash `hash` as removed.
+    fn log_removed(&mut self, hash: u64) {
+        if let Some(log) = self.events.as_mut() {
+            log.removed(hash);
         }
     }
 
@@ -154,6 +220,9 @@ impl PrefixIndex {
         if let Some(slot) = self.block_node.get_mut(b.0 as usize) {
             *slot = None;
         }
+        if let Some(h) = self.node(n).map(|node| node.hash) {
+            self.log_removed(h);
+        }
         Some(b)
     }
 
@@ -169,6 +238,7 @@ impl PrefixIndex {
         if let Some(slot) = self.block_node.get_mut(block.0 as usize) {
             *slot = Some(n);
         }
+        self.log_stored(n);
     }
 
     /// The node that publishes `b`, if any.
@@ -197,6 +267,7 @@ impl PrefixIndex {
             block,
             parent: at,
             key: key.into(),
+            hash: block_hash(self.hash_at(at), key),
             children: Children::new(),
         };
         let id = match self.free_nodes.pop() {
@@ -223,6 +294,7 @@ impl PrefixIndex {
         if let Some(slot) = block.and_then(|b| self.block_node.get_mut(b.0 as usize)) {
             *slot = Some(id);
         }
+        self.log_stored(id);
         id
     }
 
@@ -246,6 +318,7 @@ impl PrefixIndex {
                     *slot = None;
                 }
                 removed.push(b);
+                self.log_removed(node.hash);
             }
             stack.extend(node.children.into_values());
         }

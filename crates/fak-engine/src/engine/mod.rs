@@ -207,6 +207,8 @@ struct PredictionState {
     accepted: usize,
     /// Prediction tokens verification rejected.
     rejected: usize,
+    /// How often its drafts were accepted (their length follows it).
+    acceptance: crate::spec::Acceptance,
 }
 
 struct Slot {

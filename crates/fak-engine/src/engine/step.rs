@@ -560,7 +560,11 @@ impl Engine<'_> {
         ctx.clear();
         ctx.extend_from_slice(tokens);
         ctx.push(unfed);
-        let k = crate::spec::PREDICTION_MAX_DRAFT.min(max);
+        let k = l
+            .pred
+            .acceptance
+            .draft_len(crate::spec::PREDICTION_MAX_DRAFT)
+            .min(max);
         if let Some((start, d)) =
             crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
         {
@@ -568,7 +572,7 @@ impl Engine<'_> {
         }
         // The grammar has already taken the unfed token (it was accepted).
         if let (true, Some(c), Some(tok)) = (grammar, l.constraint.as_mut(), self.tok) {
-            let d = c.forced(tok, k);
+            let d = c.forced(tok, crate::spec::PREDICTION_MAX_DRAFT.min(max));
             if !d.is_empty() {
                 return (d, Some(DraftSource::Grammar));
             }
@@ -999,6 +1003,7 @@ impl Engine<'_> {
                     l.pred.accepted += kept;
                     l.pred.rejected += drafted - kept;
                     l.pred.cursor = start + kept;
+                    l.pred.acceptance.record(drafted, kept);
                 }
                 Some(DraftSource::Lookup) => l.acceptance.record(drafted, kept),
                 Some(DraftSource::Fleet) => {
