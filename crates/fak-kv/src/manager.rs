@@ -728,7 +728,7 @@ impl KvManager {
     }
 
     /// Starts logging what the prefix index holds, for a KV-aware router
-    /// (see [`KvEvent`]): the first events say nothing is held, then store
+    /// (see [`crate::KvEvent`]): the first events say nothing is held, then store
     /// what is already published.
     pub fn enable_events(&mut self) {
         self.index.enable_events();
