@@ -122,6 +122,9 @@ pub struct Params {
     /// Where the roofline's machine figures come from (each run reports
     /// its MODELED bound per phase and the achieved fraction).
     pub machine: MachineSpec,
+    /// Whether decode verifies drafted tokens (the generated ids are the
+    /// same; the report gives the acceptance).
+    pub speculative: fak_engine::Speculative,
 }
 
 /// Measurements of one run.
@@ -138,6 +141,10 @@ pub struct RunResult {
     pub forward_passes: u64,
     pub peak_rss_mb: f64,
     pub generated_sha256: String,
+    /// Draft tokens verified, and those accepted (speculative decoding;
+    /// 0 when off).
+    pub draft_tokens: u64,
+    pub accepted_draft_tokens: u64,
     pub status: String,
     /// Measured time per phase (forward-pass clocks).
     pub phases: crate::phases::Phases,
@@ -259,6 +266,8 @@ pub struct FleetReport {
     pub kv_type: &'static str,
     pub block_size: usize,
     pub token_budget: usize,
+    /// `off`, `lookup` or `auto`.
+    pub speculative: &'static str,
     pub token_stream: &'static str,
     /// The measured machine figures the runs' rooflines rest on.
     pub machine: Machine,
@@ -320,6 +329,7 @@ fn run_shape(
             Reuse::None => PrefixCache::Off,
         },
         tenant: Tenant(0),
+        speculative: p.speculative,
     };
     // The clock starts once the fleet exists (KV allocated), as the peer's
     // starts after its context is created.
@@ -385,6 +395,8 @@ fn run_shape(
         forward_passes: c.passes,
         peak_rss_mb: peak_rss_mb(),
         generated_sha256: hex(&h.finalize()),
+        draft_tokens: c.draft_tokens,
+        accepted_draft_tokens: c.accepted_draft_tokens,
         status: "ok".into(),
         phases: crate::phases::Phases::new(&c.forward, wall_s),
         roofline: None,
@@ -454,6 +466,12 @@ pub fn run(p: &Params) -> Result<FleetReport> {
         kv_type: p.kv_type.name(),
         block_size: p.block_size,
         token_budget: p.budget,
+        speculative: match p.speculative {
+            fak_engine::Speculative::Off => "off",
+            fak_engine::Speculative::Lookup(_) => "lookup",
+            fak_engine::Speculative::Auto(_) => "auto",
+            fak_engine::Speculative::Draft => "draft",
+        },
         token_stream: TOKEN_STREAM,
         machine,
         runs,
@@ -483,6 +501,15 @@ impl FleetReport {
                 r.result.ttft_ms_p95
             );
             let _ = writeln!(out, "      {}", r.result.phases.line());
+            if r.result.draft_tokens > 0 {
+                let _ = writeln!(
+                    out,
+                    "      speculation: {} of {} draft tokens accepted ({:.0}%)",
+                    r.result.accepted_draft_tokens,
+                    r.result.draft_tokens,
+                    100.0 * r.result.accepted_draft_tokens as f64 / r.result.draft_tokens as f64
+                );
+            }
             if let Some(rl) = &r.result.roofline {
                 let a = &rl.achieved_fraction;
                 let _ = writeln!(

@@ -46,6 +46,7 @@ fn bad_params_fail_before_loading_the_model() {
         block_size: 256,
         kv_type: fak_model::KvType::F16,
         machine: Default::default(),
+        speculative: fak_engine::Speculative::Off,
     })
     .unwrap_err();
     assert!(matches!(e, Error::Params(_)), "{e:?}");
@@ -66,6 +67,7 @@ fn bad_params_fail_before_loading_the_model() {
         block_size: 256,
         kv_type: fak_model::KvType::F16,
         machine: Default::default(),
+        speculative: fak_engine::Speculative::Off,
     })
     .unwrap_err();
     assert!(matches!(e, Error::Params(_)), "{e:?}");
@@ -229,6 +231,7 @@ fn fleet_reports_its_roofline_and_achieved_fraction() {
         block_size: 256,
         kv_type: fak_model::KvType::F16,
         machine: Default::default(),
+        speculative: fak_engine::Speculative::Off,
     })
     .expect("fleet run");
     let v = serde_json::to_value(&r).expect("json");
@@ -271,4 +274,48 @@ fn fleet_reports_its_roofline_and_achieved_fraction() {
         assert!(rl["achieved_rates"][k].as_f64().expect("rate") > 0.0, "{k}");
     }
     assert!(r.table().contains("achieved fraction of the roofline"));
+}
+
+/// `--speculative lookup` on a fleet: the same generated ids as plain
+/// decoding, and the report counts the drafts and the accepted ones.
+#[test]
+fn a_speculative_fleet_run_generates_the_same_ids_and_reports_acceptance() {
+    let run = |speculative| {
+        fleet::run(&fleet::Params {
+            model: ModelSpec {
+                path: model_path(),
+                threads: Some(2),
+            },
+            workloads: fleet::Workloads::One(Workload {
+                prefix: 32,
+                turns: 3,
+                agents: 2,
+                decode: 24,
+                result: 4,
+            }),
+            ablation: false,
+            budget: 512,
+            block_size: 256,
+            kv_type: fak_model::KvType::F16,
+            machine: Default::default(),
+            speculative,
+        })
+        .expect("fleet run")
+    };
+    let off = run(fak_engine::Speculative::Off);
+    let on = run(fak_engine::Speculative::Lookup(
+        fak_engine::LookupParams::default(),
+    ));
+    let (a, b) = (&off.runs[0].result, &on.runs[0].result);
+    assert_eq!(a.generated_sha256, b.generated_sha256);
+    assert_eq!((a.draft_tokens, off.speculative), (0, "off"));
+    assert_eq!(on.speculative, "lookup");
+    assert!(
+        b.draft_tokens > 0 && b.accepted_draft_tokens <= b.draft_tokens,
+        "{} drafted, {} accepted",
+        b.draft_tokens,
+        b.accepted_draft_tokens
+    );
+    assert!(b.accepted_draft_tokens > 0, "no draft accepted");
+    assert!(on.table().contains("draft tokens accepted"));
 }

@@ -300,6 +300,10 @@ struct BenchFleetArgs {
     kv_type: KvTypeArg,
     #[command(flatten)]
     machine: crate::project::MachineArgs,
+    /// Speculative decoding of the agents' turns (`lookup`, `auto`): the
+    /// generated ids are the same; the report gives the acceptance.
+    #[arg(long, value_enum, default_value_t = crate::SpeculativeArg::Off)]
+    speculative: crate::SpeculativeArg,
     /// Print one JSON report on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -450,6 +454,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 block_size: f.block_size,
                 kv_type: f.kv_type.into(),
                 machine: f.machine.spec(),
+                speculative: match f.speculative {
+                    crate::SpeculativeArg::Draft => {
+                        bail!("fak bench fleet runs no draft model: --speculative off, lookup or auto")
+                    }
+                    s => s.into(),
+                },
             })?;
             print(&r, f.json, Json::Pretty, fleet::FleetReport::table)
         }

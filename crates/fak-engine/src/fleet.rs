@@ -57,6 +57,8 @@ pub struct FleetConfig {
     pub prefix_cache: PrefixCache,
     /// Cache namespace of this fleet's sequences.
     pub tenant: Tenant,
+    /// Whether decode verifies drafted tokens (the output is the same).
+    pub speculative: crate::Speculative,
 }
 
 /// Something that happened during a [`Fleet::step`].
@@ -96,6 +98,10 @@ pub struct FleetCounters {
     pub prefix_evaluations: u64,
     /// Time inside the forward passes, by phase and pass kind.
     pub forward: fak_model::ForwardTimes,
+    /// Draft tokens verified (speculative decoding).
+    pub draft_tokens: u64,
+    /// Of those, the ones accepted.
+    pub accepted_draft_tokens: u64,
 }
 
 /// A fleet of agents over one model and one paged KV cache; driven by a
@@ -118,7 +124,7 @@ impl<'m> Fleet<'m> {
     ///
     /// [`EngineError::Kv`] for unusable cache sizes.
     pub fn new(model: &'m Model, cfg: FleetConfig) -> Result<Fleet<'m>, EngineError> {
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             model,
             None,
             EngineConfig {
@@ -134,6 +140,7 @@ impl<'m> Fleet<'m> {
                 mask: crate::MaskMode::default(),
             },
         )?;
+        engine.set_speculative(cfg.speculative);
         Ok(Fleet {
             engine,
             agents: Vec::new(),
@@ -154,6 +161,8 @@ impl<'m> Fleet<'m> {
             tokens_reused: self.tokens_reused,
             prefix_evaluations: self.prefix_evaluations,
             forward: s.forward,
+            draft_tokens: s.spec_draft_tokens,
+            accepted_draft_tokens: s.spec_accepted_tokens,
         }
     }
 

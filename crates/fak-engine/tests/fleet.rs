@@ -14,6 +14,7 @@ use common::{ids, model};
 
 fn config(budget: usize, prefix_cache: PrefixCache) -> FleetConfig {
     FleetConfig {
+        speculative: fak_engine::Speculative::Off,
         kv: PagedKvConfig {
             block_size: 4,
             n_blocks: 256,
