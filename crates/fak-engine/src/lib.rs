@@ -31,7 +31,7 @@ pub use engine::{
     Engine, EngineConfig, MaskMode, PrefillMix, Residency, SessionBlocks, DEFAULT_TOKEN_BUDGET,
     SERIAL_PREFILL,
 };
-pub use fak_kv::{PoolStats, Tenant};
+pub use fak_kv::{block_hash, KvEvent, PoolStats, Tenant};
 pub use fleet::{AgentId, Fleet, FleetConfig, FleetCounters, FleetEvent};
 pub use generate::{
     check_context, generate, generate_drafted, request_context, CtxLimit, Drafting, GenerateParams,

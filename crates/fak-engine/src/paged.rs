@@ -296,6 +296,17 @@ impl PagedKv {
         self.block_size
     }
 
+    /// Starts logging which prefixes the first layer group holds, for a
+    /// KV-aware router ([`KvManager::enable_events`]).
+    pub fn enable_events(&mut self) {
+        self.groups[0].mgr.enable_events();
+    }
+
+    /// The prefix events since the last call ([`KvManager::take_events`]).
+    pub fn take_events(&mut self) -> Vec<fak_kv::KvEvent> {
+        self.groups[0].mgr.take_events()
+    }
+
     /// Pool occupancy of the first layer group: it holds a block wherever
     /// another group does, so admission and preemption count its blocks.
     pub fn stats(&self) -> PoolStats {

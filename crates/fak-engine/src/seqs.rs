@@ -143,6 +143,16 @@ impl Sequences {
         &self.kv
     }
 
+    /// Starts logging the prefixes the cache holds ([`PagedKv::enable_events`]).
+    pub fn enable_kv_events(&mut self) {
+        self.kv.enable_events();
+    }
+
+    /// The prefix events since the last call.
+    pub fn take_kv_events(&mut self) -> Vec<fak_kv::KvEvent> {
+        self.kv.take_events()
+    }
+
     /// Time inside the forward passes so far, by phase and pass kind.
     pub fn forward_times(&self) -> ForwardTimes {
         *self.ws.times()

@@ -343,6 +343,21 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
+    /// Starts logging which prefixes the KV cache holds, for a KV-aware
+    /// router (vLLM's KV-cache events; see [`fak_kv::KvEvent`]): a block is
+    /// stored when its prefix becomes findable (published) and removed when
+    /// the pool evicts it. The draft model's cache never reports.
+    pub fn enable_kv_events(&mut self) {
+        self.seqs.enable_kv_events();
+    }
+
+    /// The prefix events since the last call, oldest first (none unless
+    /// [`Engine::enable_kv_events`] was called). The engine thread drains
+    /// them after each step and hands them on; nothing slow happens here.
+    pub fn take_kv_events(&mut self) -> Vec<fak_kv::KvEvent> {
+        self.seqs.take_kv_events()
+    }
+
     /// Changes where constrained requests' masks are computed, from the
     /// next step on (no mask is in flight between steps).
     pub fn set_mask_mode(&mut self, mode: MaskMode) {

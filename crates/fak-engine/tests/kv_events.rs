@@ -1,0 +1,135 @@
+//! The engine's prefix events ([`Engine::enable_kv_events`]): a finished
+//! request's full blocks are stored root first, each hash chained over the
+//! tokens (prompt and generated) it holds; a second tenant with the same
+//! tokens adds no event; blocks the pool evicts are removed, only after
+//! they were stored; and an engine without the log reports nothing.
+
+use std::collections::HashSet;
+
+use fak_engine::{
+    block_hash, Engine, EngineConfig, Event, KvEvent, PagedKvConfig, PrefixCache, Request, StopAt,
+    StopRules, Tenant,
+};
+use fak_model::KvType;
+
+mod common;
+
+use common::{ids, model, tok};
+
+const BS: usize = 16;
+
+fn config(n_blocks: usize) -> EngineConfig {
+    EngineConfig {
+        kv: PagedKvConfig {
+            block_size: BS,
+            n_blocks,
+            kv_type: KvType::F16,
+            window: fak_engine::KvWindow::Drop,
+        },
+        token_budget: 256,
+        max_running: 8,
+        max_waiting: None,
+        n_ctx: 512,
+        prefix_cache: PrefixCache::On,
+        prefill: fak_engine::SERIAL_PREFILL,
+        mask: fak_engine::MaskMode::default(),
+    }
+}
+
+/// Runs one greedy request of `n` tokens to its end; the tokens the
+/// sequence held (the prompt and every generated token but the last).
+fn run(e: &mut Engine<'_>, tenant: u64, prompt: Vec<u32>, n: usize) -> Vec<u32> {
+    let id = e
+        .add(Request {
+            tenant: Tenant(tenant),
+            stop: StopRules {
+                eog: StopAt::Never,
+                ..StopRules::default()
+            },
+            ..Request::greedy(prompt.clone(), n)
+        })
+        .expect("add");
+    let mut out = Vec::new();
+    while e.has_work() {
+        for ev in e.step().expect("step") {
+            match ev {
+                Event::Token { id: i, token, .. } if i == id => out.push(token),
+                Event::Failed { error, .. } => panic!("{error}"),
+                _ => {}
+            }
+        }
+    }
+    out.pop();
+    [prompt, out].concat()
+}
+
+/// Replays `events` into `live`, checking that each store's parent is
+/// known and each removal was stored.
+fn replay(live: &mut HashSet<u64>, events: Vec<KvEvent>) {
+    for e in events {
+        match e {
+            KvEvent::Stored {
+                hash,
+                parent,
+                tokens,
+            } => {
+                assert_eq!(tokens.len(), BS);
+                assert!(parent.is_none_or(|p| live.contains(&p)), "orphan store");
+                assert_eq!(block_hash(parent, &tokens), hash);
+                assert!(live.insert(hash), "stored twice");
+            }
+            KvEvent::Removed { hash } => assert!(live.remove(&hash), "removed unknown"),
+            KvEvent::Cleared => live.clear(),
+        }
+    }
+}
+
+/// The chained hashes of `tokens`' full blocks.
+fn chain(tokens: &[u32]) -> Vec<u64> {
+    let mut parent = None;
+    tokens
+        .chunks_exact(BS)
+        .map(|key| {
+            let h = block_hash(parent, key);
+            parent = Some(h);
+            h
+        })
+        .collect()
+}
+
+#[test]
+fn finished_prefixes_are_stored_once_and_evicted_ones_removed() {
+    let mut e = Engine::new(model(), Some(tok()), config(12)).expect("engine");
+    e.enable_kv_events();
+    let mut live = HashSet::new();
+    let first = e.take_kv_events();
+    assert_eq!(first, [KvEvent::Cleared]);
+
+    let held = run(&mut e, 0, ids(1, 70), 6);
+    replay(&mut live, e.take_kv_events());
+    let want: HashSet<u64> = chain(&held).into_iter().collect();
+    assert_eq!(want.len(), held.len() / BS);
+    assert_eq!(live, want, "the finished request's full blocks");
+
+    // The same tokens for another tenant: its own blocks, no new event.
+    assert_eq!(run(&mut e, 1, ids(1, 70), 6), held);
+    assert!(e.take_kv_events().is_empty());
+
+    // Other prompts fill the 12-block pool: cached chains are evicted.
+    let mut removed = 0;
+    for k in 0..4 {
+        run(&mut e, 0, ids(100 + k, 70), 6);
+        let ev = e.take_kv_events();
+        removed += ev
+            .iter()
+            .filter(|x| matches!(x, KvEvent::Removed { .. }))
+            .count();
+        replay(&mut live, ev);
+    }
+    assert!(removed > 0, "nothing was evicted");
+
+    // Without the log: nothing.
+    let mut quiet = Engine::new(model(), Some(tok()), config(12)).expect("engine");
+    run(&mut quiet, 0, ids(1, 70), 6);
+    assert!(quiet.take_kv_events().is_empty());
+}
