@@ -139,6 +139,35 @@ fn completions_text_and_token_ids() {
     }
 }
 
+/// vLLM's render endpoints (what vllm-router's `kv_aware` asks a replica):
+/// the ids the request would run, without running it.
+#[test]
+fn render_gives_the_prompt_ids_a_request_runs() {
+    let s = shared();
+    let body = chat_body("Name three rivers.", 2);
+    let r = s.post("/v1/chat/completions/render", &body).ok();
+    assert_eq!(r["features"], Value::Null);
+    let ids = r["token_ids"].as_array().expect("token_ids").clone();
+    assert!(!ids.is_empty());
+    let v = s.post("/v1/chat/completions", &body).ok();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(ids.len() as u64));
+    // The same checks as the request itself.
+    let mut empty = body.clone();
+    empty["messages"] = json!([]);
+    let bad = s.post("/v1/chat/completions/render", &empty);
+    assert_error(&bad, 400, "render without messages");
+    // Completions: one item per prompt, the text's ids.
+    let prompt = "Once upon a time";
+    let r = s
+        .post(
+            "/v1/completions/render",
+            &json!({"prompt": prompt, "max_tokens": 1}),
+        )
+        .ok();
+    let t = s.post("/tokenize", &json!({"content": prompt})).ok();
+    assert_eq!(r, json!([{"token_ids": t["tokens"], "features": null}]));
+}
+
 #[test]
 fn models_health_tokenize_detokenize() {
     let s = shared();

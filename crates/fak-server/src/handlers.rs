@@ -34,7 +34,9 @@ pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     let api = Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/chat/completions/render", post(render_chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/completions/render", post(render_completion))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
@@ -261,12 +263,8 @@ pub(crate) async fn submit(
     }
 }
 
-async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
-    let Call {
-        caller: c,
-        body: r,
-        model,
-    } = call;
+/// The engine request of a chat completion, and its tools.
+fn chat_engine_request(c: &Caller, r: &ChatRequest) -> Result<(Request, Option<Tools>), ApiError> {
     if r.messages.is_empty() {
         return Err(ApiError::bad_param(
             "messages",
@@ -297,6 +295,16 @@ async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
         };
         req.speculation.prediction = c.loaded.tok.encode(&text, plain);
     }
+    Ok((req, tools))
+}
+
+async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
+    let Call {
+        caller: c,
+        body: r,
+        model,
+    } = call;
+    let (req, tools) = chat_engine_request(&c, &r)?;
     let shape = Shape {
         kind: Kind::Chat,
         stream: r.common.stream,
@@ -309,12 +317,8 @@ async fn chat(call: Call<ChatRequest>) -> Result<Response, ApiError> {
     respond(&c.loaded, shape, rx).await
 }
 
-async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError> {
-    let Call {
-        caller: c,
-        body: r,
-        model,
-    } = call;
+/// The engine request of a completion.
+fn completion_engine_request(c: &Caller, r: CompletionRequest) -> Result<Request, ApiError> {
     let l = &c.loaded;
     if r.best_of.is_some_and(|b| b != 1) {
         return Err(ApiError::bad_param("best_of", "best_of must be 1"));
@@ -340,7 +344,15 @@ async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError
         }
     };
     let logprobs = api::completion_logprobs(r.logprobs)?;
-    let req = prepare(l, c.key, &r.common, ids, logprobs, OutputLimit::Strict)?;
+    prepare(l, c.key, &r.common, ids, logprobs, OutputLimit::Strict)
+}
+
+async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError> {
+    let Call {
+        caller: c,
+        body: r,
+        model,
+    } = call;
     let shape = Shape {
         kind: Kind::Completion,
         stream: r.common.stream,
@@ -349,8 +361,26 @@ async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError
         session: None,
         tools: None,
     };
+    let req = completion_engine_request(&c, r)?;
     let rx = submit(&c.st, req, c.arrived, None).await?;
-    respond(l, shape, rx).await
+    respond(&c.loaded, shape, rx).await
+}
+
+/// `POST /v1/chat/completions/render` (vLLM's): the token ids the engine
+/// would run for this chat completion, rendered and checked exactly as
+/// `/v1/chat/completions` does, without running it. A KV-aware router
+/// (vllm-router's `kv_aware`) matches them against the blocks a replica
+/// reports holding.
+async fn render_chat(call: Call<ChatRequest>) -> Result<Json<Value>, ApiError> {
+    let (req, _) = chat_engine_request(&call.caller, &call.body)?;
+    Ok(Json(json!({"token_ids": req.prompt, "features": null})))
+}
+
+/// `POST /v1/completions/render` (vLLM's): a list with one item per
+/// prompt, as [`render_chat`].
+async fn render_completion(call: Call<CompletionRequest>) -> Result<Json<Value>, ApiError> {
+    let req = completion_engine_request(&call.caller, call.body)?;
+    Ok(Json(json!([{"token_ids": req.prompt, "features": null}])))
 }
 
 /// Answers from a request's events in `shape`, as a stream or as one JSON
