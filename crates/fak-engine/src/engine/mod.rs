@@ -192,6 +192,8 @@ struct Live {
     pred: PredictionState,
     /// How often its prompt-lookup drafts were accepted.
     acceptance: crate::spec::Acceptance,
+    /// How often its fleet-index drafts were accepted.
+    fleet_acceptance: crate::spec::Acceptance,
     /// How often its draft model's drafts were accepted.
     model_acceptance: crate::spec::Acceptance,
 }
@@ -499,6 +501,7 @@ impl<'m> Engine<'m> {
             ticket: 0,
             pred: PredictionState::default(),
             acceptance: crate::spec::Acceptance::default(),
+            fleet_acceptance: crate::spec::Acceptance::default(),
             model_acceptance: crate::spec::Acceptance::default(),
             req,
         };

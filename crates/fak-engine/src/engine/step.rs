@@ -514,25 +514,30 @@ impl Engine<'_> {
     /// may still generate after the token this pass samples anyway.
     fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
         let none = (Vec::new(), None);
-        let mut lookup = self.spec.lookup();
-        if let (crate::spec::Speculative::Auto(p), Some(lp), Some(l)) = (
-            self.spec,
-            lookup.as_mut(),
-            self.slots[slot as usize].live.as_mut(),
-        ) {
-            // Lookup drafts only where they pay, as long as this sequence's
-            // acceptance says; a sequence left out drifts back to be tried
-            // again.
-            let rate = l.acceptance.rate();
-            let pays = match self.pass_cost.fit() {
-                Some((a, b)) => crate::spec::drafting_pays(a, b, batch, rate),
-                None => true,
-            };
-            if pays {
-                lp.max_draft = l.acceptance.draft_len(p.max_draft);
-            } else {
-                lp.max_draft = 0;
-                l.acceptance.idle();
+        let lookup = self.spec.lookup();
+        // Draft lengths of prompt lookup and of the fleet index, each scored
+        // on its own acceptance: with `auto`, a source drafts only where it
+        // pays, as long as its acceptance says; one left out drifts back to
+        // be tried again.
+        let (mut own, mut fleet) = (0, 0);
+        if let (Some(p), Some(l)) = (lookup, self.slots[slot as usize].live.as_mut()) {
+            (own, fleet) = (p.max_draft, p.max_draft);
+            if let crate::spec::Speculative::Auto(_) = self.spec {
+                let fit = self.pass_cost.fit();
+                for (acc, len) in [
+                    (&mut l.acceptance, &mut own),
+                    (&mut l.fleet_acceptance, &mut fleet),
+                ] {
+                    let rate = acc.rate();
+                    let pays =
+                        fit.is_none_or(|(a, b)| crate::spec::drafting_pays(a, b, batch, rate));
+                    if pays {
+                        *len = acc.draft_len(p.max_draft);
+                    } else {
+                        *len = 0;
+                        acc.idle();
+                    }
+                }
             }
         }
         let grammar = self.spec != crate::spec::Speculative::Off;
@@ -577,18 +582,24 @@ impl Engine<'_> {
                 return (d, Some(DraftSource::Grammar));
             }
         }
-        let Some(params) = lookup.filter(|p| p.max_draft > 0) else {
+        let Some(params) = lookup else {
             return none;
         };
-        let p = crate::spec::LookupParams {
-            max_draft: params.max_draft.min(max),
+        let with = |n: usize| crate::spec::LookupParams {
+            max_draft: n.min(max),
             ..params
         };
-        let (d, source) = match crate::spec::prompt_lookup(ctx, p) {
-            [] => (
-                self.fleet_index.draft(l.req.tenant, ctx, p),
+        let found: &[u32] = if own > 0 {
+            crate::spec::prompt_lookup(ctx, with(own))
+        } else {
+            &[]
+        };
+        let (d, source) = match found {
+            [] if fleet > 0 => (
+                self.fleet_index.draft(l.req.tenant, ctx, with(fleet)),
                 DraftSource::Fleet,
             ),
+            [] => return none,
             d => (d, DraftSource::Lookup),
         };
         let n = match l.constraint.as_mut() {
@@ -1007,7 +1018,7 @@ impl Engine<'_> {
                 }
                 Some(DraftSource::Lookup) => l.acceptance.record(drafted, kept),
                 Some(DraftSource::Fleet) => {
-                    l.acceptance.record(drafted, kept);
+                    l.fleet_acceptance.record(drafted, kept);
                     self.stats.spec_fleet_draft_tokens += drafted as u64;
                     self.stats.spec_fleet_accepted_tokens += kept as u64;
                 }
