@@ -310,7 +310,7 @@ impl ConstraintState {
     /// key's tail, `": "`, closing brackets): a draft for speculation
     /// (see [`ConstraintState::forced`]). Empty when nothing is forced, the
     /// matcher is lent, or it failed.
-    pub(crate) fn forced_bytes(&mut self) -> Vec<u8> {
+    fn forced_bytes(&mut self) -> Vec<u8> {
         match self.matcher.as_mut() {
             Some(m) if !m.is_error() && !m.is_stopped() => m.compute_ff_bytes(),
             _ => Vec::new(),

@@ -216,9 +216,6 @@ impl<'m> Drafter<'m> {
         {
             self.release(job.slot);
         }
-        let mut full = Vec::with_capacity(job.context.len() + 1);
-        full.extend_from_slice(job.context);
-        full.push(job.unfed);
         let seq = match self.mirrors.get(&job.slot) {
             Some(m) => m.seq,
             None => {
@@ -230,21 +227,25 @@ impl<'m> Drafter<'m> {
                         seq,
                     },
                 );
+                let full = [job.context, &[job.unfed]].concat();
                 self.seqs.attach_prefix(seq, &full)?;
                 seq
             }
         };
+        // The shared prefix of the mirror and the context; the unfed token
+        // is always fed (its logits give the first draft token).
         let held = self.seqs.tokens(seq)?;
         let common = held
             .iter()
-            .zip(&full)
+            .zip(job.context)
             .take_while(|(a, b)| a == b)
-            .count()
-            .min(full.len() - 1);
+            .count();
         if common < held.len() {
             self.seqs.truncate(seq, common)?;
         }
-        Ok((seq, full[common..].to_vec()))
+        let mut feed = job.context[common..].to_vec();
+        feed.push(job.unfed);
+        Ok((seq, feed))
     }
 
     /// Fills every job's `out` with up to `max` drafted tokens, the

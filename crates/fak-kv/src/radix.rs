@@ -128,19 +128,20 @@ impl PrefixIndex {
         }
     }
 
-    /// Logs `n`'s block as stored, if it has one.
+    /// Logs `n`'s block as stored, if it has one (and the log runs).
     fn log_stored(&mut self, n: NodeId) {
-        let Some(node) = self.node(n) else { return };
-        if node.block.is_none() {
+        let Some(log) = self.events.as_mut() else {
             return;
-        }
-        let (hash, parent) = (node.hash, self.hash_at(node.parent));
-        if let (Some(log), Some(node)) = (
-            self.events.as_mut(),
-            self.nodes.get(n.0 as usize).and_then(Option::as_ref),
-        ) {
-            log.stored(hash, parent, &node.key);
-        }
+        };
+        let node = |id: NodeId| self.nodes.get(id.0 as usize).and_then(Option::as_ref);
+        let Some(at) = node(n).filter(|x| x.block.is_some()) else {
+            return;
+        };
+        let parent = match at.parent {
+            Place::Root(_) => None,
+            Place::Node(p) => node(p).map(|x| x.hash),
+        };
+        log.stored(at.hash, parent, &at.key);
     }
 
     /// Logs a block of hash `hash` as removed.

@@ -154,6 +154,26 @@ fn settle(
     }
 }
 
+/// The log-probabilities of `token` a request asked for: from the masked
+/// logits for a constrained request (which with log-probabilities always
+/// masks, leaving them in `masked`), else from the raw ones.
+fn step_logprobs(
+    live: &super::Live,
+    masked: &[f32],
+    logits: &[f32],
+    token: u32,
+) -> Option<StepLogprobs> {
+    let Logprobs::Top(n) = live.req.logprobs else {
+        return None;
+    };
+    let l = if live.constraint.is_some() {
+        masked
+    } else {
+        logits
+    };
+    Some(logprobs(l, token, n))
+}
+
 /// What the sampler made of an item's logits.
 #[derive(Default)]
 struct Picked {
@@ -801,17 +821,7 @@ impl Engine<'_> {
                         }
                     };
                     live.sampler.accept(t);
-                    let lp = match live.req.logprobs {
-                        Logprobs::Top(n) => {
-                            let l = if live.constraint.is_some() {
-                                &masked[..]
-                            } else {
-                                logits
-                            };
-                            Some(logprobs(l, t, n))
-                        }
-                        Logprobs::Off => None,
-                    };
+                    let lp = step_logprobs(live, masked, logits, t);
                     out.verified.push((t, lp));
                     if item.ids.get(j + 1) != Some(&t) {
                         out.verify_done = true;
@@ -867,15 +877,7 @@ impl Engine<'_> {
                     }
                 };
                 out.token = token;
-                if let (Logprobs::Top(n), Some(t)) = (live.req.logprobs, token) {
-                    // A constrained request with logprobs always masks.
-                    let l = if live.constraint.is_some() {
-                        &masked[..]
-                    } else {
-                        logits
-                    };
-                    out.logprobs = Some(logprobs(l, t, n));
-                }
+                out.logprobs = token.and_then(|t| step_logprobs(live, masked, logits, t));
             });
         if let Some(p) = waiting.take() {
             // No logits came (a failed pass): the matchers still go back.

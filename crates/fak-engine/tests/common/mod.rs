@@ -16,18 +16,7 @@ use fak_tokenizer::{ChatMessage, ChatTemplate, EncodeOptions, Tokenizer};
 /// SmolLM2-135M-Instruct Q8_0 (`scripts/fetch-models.sh`), on 2 threads.
 pub fn model() -> &'static Model {
     static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/smollm2-135m-instruct-q8_0.gguf");
-        assert!(
-            p.exists(),
-            "{} is missing: run scripts/fetch-models.sh",
-            p.display()
-        );
-        let mut m = Model::load(&p).expect("load");
-        m.set_threads(2).expect("threads");
-        m
-    })
+    M.get_or_init(|| load_model("smollm2-135m-instruct-q8_0.gguf"))
 }
 
 /// A model from `models/` (`scripts/fetch-models.sh`), on 2 threads.
