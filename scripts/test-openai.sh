@@ -2,7 +2,9 @@
 # The official clients against `fak serve`: `openai` (chat, completions,
 # tools, structured outputs, the Responses API), `anthropic` (the Messages
 # API) and `openai-agents` (an agent with a function tool over the Responses
-# API); the tests are tests/openai/test_*.py.
+# API); `pyzmq` reading `--kv-events`, and `vllm-router` in front of two
+# replicas (kv_aware routing by fak's events; sessions and stored responses
+# under consistent_hash); the tests are tests/openai/test_*.py.
 #
 #   scripts/test-openai.sh            # extra args go to python -m unittest
 #

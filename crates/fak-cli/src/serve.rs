@@ -112,6 +112,16 @@ pub struct ServeArgs {
     /// Seconds an unused stored response is kept.
     #[arg(long, default_value_t = fak_server::DEFAULT_STORED_TTL.as_secs())]
     response_ttl: u64,
+    /// Publish KV-cache events (vLLM's format: BlockStored, BlockRemoved,
+    /// AllBlocksCleared) on this ZMQ endpoint, for a KV-aware router such
+    /// as vllm-router's `kv_aware` policy (`tcp://*:5557`). They carry
+    /// every cached prompt's tokens: bind where only the router reaches.
+    #[arg(long, value_name = "ENDPOINT")]
+    kv_events: Option<String>,
+    /// Answer replay requests (a subscriber that missed batches asks for
+    /// them from a sequence number) on this ZMQ endpoint (`tcp://*:5558`).
+    #[arg(long, value_name = "ENDPOINT", requires = "kv_events")]
+    kv_events_replay: Option<String>,
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
@@ -198,6 +208,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             max_per_tenant: a.max_stored_responses,
             ttl: std::time::Duration::from_secs(a.response_ttl),
         },
+        kv_events: a.kv_events.map(|endpoint| fak_server::KvEventsConfig {
+            endpoint,
+            replay: a.kv_events_replay,
+        }),
         ..fak_server::ServerConfig::new(a.model)
     };
     fak_server::run(cfg)?;

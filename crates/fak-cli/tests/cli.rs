@@ -303,6 +303,17 @@ fn usage_errors_are_one_line() {
         "q3_zz",
     ]);
     assert_clean_error(&o, "q3_zz");
+    // A KV-event endpoint that cannot be bound fails at start, in one line.
+    let o = fak(&[
+        "serve",
+        "-m",
+        &model("smollm2-135m-instruct-q8_0.gguf"),
+        "--port",
+        "0",
+        "--kv-events",
+        "nonsense",
+    ]);
+    assert_clean_error(&o, "--kv-events nonsense");
     // Argument-parsing errors: clap's message in one line with a hint,
     // exit 2 (they used to print clap's multi-line usage).
     let m = model("smollm2-135m-instruct-q8_0.gguf");
@@ -322,6 +333,10 @@ fn usage_errors_are_one_line() {
         (&["tokenize", "-m", &m, "-t", "2", "x"], "'-t'"),
         (&["bench", "evict", "-m", &m, "--at", "x"], "--at"),
         (&["bench"], "subcommand"),
+        (
+            &["serve", "-m", &m, "--kv-events-replay", "tcp://127.0.0.1:1"],
+            "--kv-events",
+        ),
     ] {
         let o = fak(args);
         assert_clean_error(&o, needle);

@@ -302,6 +302,11 @@ impl PagedKv {
         self.groups[0].mgr.enable_events();
     }
 
+    /// Starts the event log over ([`KvManager::restart_events`]).
+    pub fn restart_events(&mut self) {
+        self.groups[0].mgr.restart_events();
+    }
+
     /// The prefix events since the last call ([`KvManager::take_events`]).
     pub fn take_events(&mut self) -> Vec<fak_kv::KvEvent> {
         self.groups[0].mgr.take_events()

@@ -148,6 +148,11 @@ impl Sequences {
         self.kv.enable_events();
     }
 
+    /// Starts the prefix event log over ([`PagedKv::restart_events`]).
+    pub fn restart_kv_events(&mut self) {
+        self.kv.restart_events();
+    }
+
     /// The prefix events since the last call.
     pub fn take_kv_events(&mut self) -> Vec<fak_kv::KvEvent> {
         self.kv.take_events()

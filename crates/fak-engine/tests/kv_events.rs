@@ -2,7 +2,8 @@
 //! request's full blocks are stored root first, each hash chained over the
 //! tokens (prompt and generated) it holds; a second tenant with the same
 //! tokens adds no event; blocks the pool evicts are removed, only after
-//! they were stored; and an engine without the log reports nothing.
+//! they were stored; an engine without the log reports nothing; and a
+//! restarted log makes a consumer that lost events whole again.
 
 use std::collections::HashSet;
 
@@ -132,4 +133,41 @@ fn finished_prefixes_are_stored_once_and_evicted_ones_removed() {
     let mut quiet = Engine::new(model(), Some(tok()), config(12)).expect("engine");
     run(&mut quiet, 0, ids(1, 70), 6);
     assert!(quiet.take_kv_events().is_empty());
+}
+
+#[test]
+fn a_restarted_log_makes_a_consumer_that_lost_events_whole() {
+    let mut e = Engine::new(model(), Some(tok()), config(12)).expect("engine");
+    e.enable_kv_events();
+    // `truth` sees every event; `lagging` misses a stretch of them.
+    let mut truth = HashSet::new();
+    let mut lagging = HashSet::new();
+    let start = e.take_kv_events();
+    replay(&mut truth, start.clone());
+    replay(&mut lagging, start);
+    run(&mut e, 0, ids(1, 70), 6);
+    let first = e.take_kv_events();
+    replay(&mut truth, first.clone());
+    replay(&mut lagging, first);
+    // Lost: a store and the evictions other prompts force.
+    for k in 0..3 {
+        run(&mut e, 0, ids(100 + k, 70), 6);
+        replay(&mut truth, e.take_kv_events());
+    }
+    assert_ne!(lagging, truth, "nothing was lost");
+    // Events not yet taken when the log restarts are covered by it.
+    run(&mut e, 0, ids(200, 70), 6);
+    e.restart_kv_events();
+    let again = e.take_kv_events();
+    assert_eq!(again.first(), Some(&KvEvent::Cleared));
+    replay(&mut lagging, again);
+    // What the engine holds now: everything `truth` had, and the last
+    // request's chain (and no block the last request evicted).
+    let mut check = HashSet::new();
+    e.restart_kv_events();
+    replay(&mut check, e.take_kv_events());
+    assert_eq!(lagging, check);
+    assert!(chain(&run(&mut e, 0, ids(200, 70), 6))
+        .iter()
+        .all(|h| lagging.contains(h)));
 }

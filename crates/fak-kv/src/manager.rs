@@ -734,6 +734,14 @@ impl KvManager {
         self.index.enable_events();
     }
 
+    /// Starts the event log over (enabling it if it was off): the events
+    /// not yet taken are dropped, and the next ones say nothing is held,
+    /// then store everything published. A consumer that lost events is
+    /// whole again after them.
+    pub fn restart_events(&mut self) {
+        self.index.restart_events();
+    }
+
     /// The events since the last call, oldest first (none unless
     /// [`KvManager::enable_events`] was called).
     pub fn take_events(&mut self) -> Vec<crate::KvEvent> {

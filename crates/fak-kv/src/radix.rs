@@ -115,6 +115,13 @@ impl PrefixIndex {
         }
     }
 
+    /// Starts the log over: its pending events are dropped, and it says
+    /// again that nothing is held, then stores every published block.
+    pub(crate) fn restart_events(&mut self) {
+        self.events = None;
+        self.enable_events();
+    }
+
     /// The events since the last call (none when the log is off).
     pub(crate) fn take_events(&mut self) -> Vec<KvEvent> {
         self.events.as_mut().map(EventLog::take).unwrap_or_default()

@@ -11,6 +11,7 @@
 //!     a request whose event channel closed (client gone) → engine.cancel
 //!     engine.step() → route events; observe TTFT / ITL / e2e / queue time
 //!     gauges and counters ← engine.stats()
+//!     --kv-events: prefix events → the publisher's queue (never waits)
 //!   }
 //! ```
 
@@ -29,6 +30,7 @@ use fak_model::{KvType, Model};
 use fak_tokenizer::{ChatTemplate, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::kv_events::EventSink;
 use crate::metrics::{set_counter, CacheConfig, Metrics};
 use crate::ServerConfig;
 
@@ -179,12 +181,13 @@ impl EngineHandle {
 pub fn spawn(
     cfg: ServerConfig,
     metrics: Arc<Metrics>,
+    sink: Option<EventSink>,
 ) -> (EngineHandle, oneshot::Receiver<Result<Loaded, String>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let (ltx, lrx) = oneshot::channel();
     let thread = std::thread::Builder::new()
         .name("fak-engine".into())
-        .spawn(move || engine_main(cfg, metrics, rx, ltx))
+        .spawn(move || engine_main(cfg, metrics, sink, rx, ltx))
         .ok();
     let handle = EngineHandle {
         tx,
@@ -279,6 +282,7 @@ struct Track {
 fn engine_main(
     cfg: ServerConfig,
     metrics: Arc<Metrics>,
+    mut sink: Option<EventSink>,
     mut rx: mpsc::UnboundedReceiver<Command>,
     loaded: oneshot::Sender<Result<Loaded, String>>,
 ) {
@@ -325,6 +329,11 @@ fn engine_main(
         n_blocks: ecfg.kv.n_blocks,
         block_size: ecfg.kv.block_size,
     };
+    if let Some(s) = &mut sink {
+        // The first batch (seq 0) says the replica holds nothing.
+        engine.enable_kv_events();
+        s.flush(&mut engine);
+    }
     if loaded.send(Ok(info)).is_err() {
         return;
     }
@@ -370,6 +379,9 @@ fn engine_main(
                 },
                 Command::Session { op, reply } => {
                     let _ = reply.send(session_op(&mut engine, op));
+                    if let Some(s) = &mut sink {
+                        s.flush(&mut engine);
+                    }
                 }
                 Command::Shutdown => stop = true,
             }
@@ -407,8 +419,12 @@ fn engine_main(
             }
         };
         // Before any event goes out: a client that has its answer sees
-        // gauges and counters that include this step.
+        // gauges and counters that include this step, and a router the
+        // prefixes it left behind.
         publish(&engine, &metrics);
+        if let Some(s) = &mut sink {
+            s.flush(&mut engine);
+        }
         let now = Instant::now();
         for ev in events {
             let id = ev.id();

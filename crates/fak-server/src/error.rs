@@ -27,6 +27,9 @@ pub enum ServerError {
     /// The state directory cannot be used.
     #[error("--state-dir {}: {}", .0.display(), .1)]
     State(std::path::PathBuf, #[source] std::io::Error),
+    /// The KV-cache event sockets cannot be bound.
+    #[error(transparent)]
+    KvEvents(#[from] crate::kv_events::BindError),
     /// I/O of the runtime.
     #[error(transparent)]
     Io(#[from] std::io::Error),

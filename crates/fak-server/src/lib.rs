@@ -22,6 +22,7 @@ mod api;
 mod engine_thread;
 mod error;
 mod handlers;
+mod kv_events;
 mod metrics;
 mod oai_responses;
 mod outcome;
@@ -37,6 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use error::ServerError;
+pub use kv_events::{BindError as KvEventsBindError, KvEventsConfig};
 pub use state::AnyModel;
 pub use stored::{StoredLimits, DEFAULT_MAX_STORED, DEFAULT_STORED_TTL};
 
@@ -102,6 +104,8 @@ pub struct ServerConfig {
     /// A draft model (a GGUF of the same vocabulary) and how it drafts.
     pub draft_model: Option<PathBuf>,
     pub draft: fak_engine::DraftParams,
+    /// Where the KV-cache events go (`--kv-events`); `None`: not published.
+    pub kv_events: Option<KvEventsConfig>,
 }
 
 impl ServerConfig {
@@ -134,6 +138,7 @@ impl ServerConfig {
             speculative: fak_engine::Speculative::Off,
             draft_model: None,
             draft: fak_engine::DraftParams::default(),
+            kv_events: None,
         }
     }
 
@@ -192,7 +197,11 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
         None => None,
     };
     let metrics = Arc::new(metrics::Metrics::new());
-    let (engine, loaded) = engine_thread::spawn(cfg.clone(), metrics.clone());
+    let sink = match &cfg.kv_events {
+        Some(k) => Some(kv_events::start(k, metrics.clone()).map_err(ServerError::KvEvents)?),
+        None => None,
+    };
+    let (engine, loaded) = engine_thread::spawn(cfg.clone(), metrics.clone(), sink);
     let state = state::AppState::new(cfg.clone(), engine.clone(), metrics, store);
     let app = handlers::router(state.clone());
     eprintln!(

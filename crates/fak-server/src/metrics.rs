@@ -50,6 +50,10 @@ pub struct Metrics {
     pub spec_drafts: Counter,
     pub spec_draft_tokens: Counter,
     pub spec_accepted_tokens: Counter,
+    pub kv_events_batches: Counter,
+    pub kv_events_dropped: Counter,
+    pub kv_events_restarts: Counter,
+    pub kv_events_replays: Counter,
     pub success: Family<Reason, Counter>,
     pub ttft: Histogram,
     pub itl: Histogram,
@@ -79,6 +83,10 @@ impl Metrics {
         let spec_drafts = Counter::default();
         let spec_draft_tokens = Counter::default();
         let spec_accepted_tokens = Counter::default();
+        let kv_events_batches = Counter::default();
+        let kv_events_dropped = Counter::default();
+        let kv_events_restarts = Counter::default();
+        let kv_events_replays = Counter::default();
         let success = Family::<Reason, Counter>::default();
         // 1 ms .. ~65 s.
         let secs = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
@@ -179,6 +187,28 @@ impl Metrics {
             spec_accepted_tokens.clone(),
         );
         r.register(
+            "fak:kv_events_batches",
+            "KV-cache event batches published (--kv-events)",
+            kv_events_batches.clone(),
+        );
+        r.register(
+            "fak:kv_events_dropped",
+            "KV-cache events dropped because the publisher's queue was full (the event log \
+             restarts after a drop, so subscribers are whole again)",
+            kv_events_dropped.clone(),
+        );
+        r.register(
+            "fak:kv_events_restarts",
+            "Times the KV-cache event log restarted after a drop (AllBlocksCleared, then every \
+             held prefix again)",
+            kv_events_restarts.clone(),
+        );
+        r.register(
+            "fak:kv_events_replays",
+            "Replay requests answered (--kv-events-replay)",
+            kv_events_replays.clone(),
+        );
+        r.register(
             "vllm:request_success",
             "Requests finished, by reason",
             success.clone(),
@@ -223,6 +253,10 @@ impl Metrics {
             spec_drafts,
             spec_draft_tokens,
             spec_accepted_tokens,
+            kv_events_batches,
+            kv_events_dropped,
+            kv_events_restarts,
+            kv_events_replays,
             success,
             ttft,
             itl,

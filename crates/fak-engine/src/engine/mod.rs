@@ -353,6 +353,14 @@ impl<'m> Engine<'m> {
         self.seqs.enable_kv_events();
     }
 
+    /// Starts the prefix events over: the ones not yet taken are dropped,
+    /// and the next ones say the cache holds nothing, then store every
+    /// published block. The engine thread calls it after it had to drop
+    /// events, so that a router's index is whole again.
+    pub fn restart_kv_events(&mut self) {
+        self.seqs.restart_kv_events();
+    }
+
     /// The prefix events since the last call, oldest first (none unless
     /// [`Engine::enable_kv_events`] was called). The engine thread drains
     /// them after each step and hands them on; nothing slow happens here.

@@ -205,9 +205,14 @@ pub fn limit_error(max: usize) -> ApiError {
     ))
 }
 
-/// The same 404 for an unknown id and another tenant's.
+/// The same 404 for an unknown id and another tenant's. A session lives
+/// on the replica that created it, so behind a router the message says how
+/// its calls reach that replica.
 pub fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("no session '{id}'"))
+    ApiError::not_found(format!(
+        "no session '{id}' on this server (a session lives on the replica that created it: \
+         behind a router, send every call for it with the same x-session-id header)"
+    ))
 }
 
 impl Registry {
