@@ -517,8 +517,10 @@ mod tests {
             metrics: metrics.clone(),
             restart: false,
         };
-        let mut src = Fake::default();
-        src.pending = vec![stored(1, None, 1)];
+        let mut src = Fake {
+            pending: vec![stored(1, None, 1)],
+            restarts: 0,
+        };
         sink.flush(&mut src);
         // The queue holds one batch: the next is dropped and counted.
         src.pending = vec![stored(2, Some(1), 2), KvEvent::Removed { hash: 9 }];
