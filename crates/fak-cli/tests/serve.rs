@@ -166,6 +166,31 @@ fn render_gives_the_prompt_ids_a_request_runs() {
         .ok();
     let t = s.post("/tokenize", &json!({"content": prompt})).ok();
     assert_eq!(r, json!([{"token_ids": t["tokens"], "features": null}]));
+    // Responses: instructions and input are the chat's system and user
+    // messages, so the ids are the same as the chat request's.
+    let resp = json!({
+        "model": NAME,
+        "instructions": "Be brief.",
+        "input": "Name three rivers.",
+        "max_output_tokens": 2,
+        "store": false,
+    });
+    let r = s.post("/v1/responses/render", &resp).ok();
+    let chat = json!({
+        "model": NAME,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Name three rivers."},
+        ],
+        "max_tokens": 2,
+    });
+    let c = s.post("/v1/chat/completions/render", &chat).ok();
+    assert_eq!(r["token_ids"], c["token_ids"]);
+    let v = s.post("/v1/responses", &resp).ok();
+    assert_eq!(
+        v["usage"]["input_tokens"].as_u64(),
+        r["token_ids"].as_array().map(|a| a.len() as u64)
+    );
 }
 
 #[test]

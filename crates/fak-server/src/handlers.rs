@@ -41,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/v1/responses", post(crate::oai_responses::create))
+        .route("/v1/responses/render", post(crate::oai_responses::render))
         .merge(crate::oai_responses::routes())
         .merge(crate::anthropic::routes())
         .merge(crate::sessions::routes());

@@ -352,13 +352,20 @@ fn response_format(text: Option<&TextOptions>) -> Option<Value> {
     }
 }
 
-/// `POST /v1/responses`.
-pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> {
-    let Call {
-        caller: c,
-        body: r,
-        model,
-    } = call;
+/// A request translated for the engine, with what its answer needs.
+struct Prepared {
+    req: fak_engine::Request,
+    parsed_tools: Option<crate::tools::Tools>,
+    custom: Vec<String>,
+    conversation: Vec<ToolMessage>,
+    snapshot: Option<(fak_engine::SessionId, Vec<u32>)>,
+    previous: Option<String>,
+    store: bool,
+}
+
+/// Translates a Responses request into one engine request (the stored
+/// conversation it continues, then the new input).
+fn prepare(c: &Caller, r: &ResponsesRequest) -> Result<Prepared, ApiError> {
     if r.background {
         return Err(bad(
             "background",
@@ -419,8 +426,43 @@ pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> 
         logprobs: fak_engine::Logprobs::Off,
         limit: OutputLimit::Ceiling,
     };
-    let (mut req, parsed_tools) =
+    let (req, parsed_tools) =
         chat_request(&c.loaded, c.key, input).map_err(|e| rename_param(e, "messages", "input"))?;
+    Ok(Prepared {
+        req,
+        parsed_tools,
+        custom,
+        conversation,
+        snapshot,
+        previous,
+        store,
+    })
+}
+
+/// `POST /v1/responses/render` (vLLM's): the prompt's token ids, as the
+/// engine would see them, for a router that matches them against the
+/// replicas' cached prefixes.
+pub async fn render(call: Call<ResponsesRequest>) -> Result<Json<Value>, ApiError> {
+    let p = prepare(&call.caller, &call.body)?;
+    Ok(Json(json!({"token_ids": p.req.prompt, "features": null})))
+}
+
+/// `POST /v1/responses`.
+pub async fn create(call: Call<ResponsesRequest>) -> Result<Response, ApiError> {
+    let Call {
+        caller: c,
+        body: r,
+        model,
+    } = call;
+    let Prepared {
+        mut req,
+        parsed_tools,
+        custom,
+        conversation,
+        snapshot,
+        previous,
+        store,
+    } = prepare(&c, &r)?;
     let scratch = snapshot::place(&c.st, &mut req, snapshot.as_ref(), store).await;
     let tenant = req.tenant;
     let rendered = parsed_tools
