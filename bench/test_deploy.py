@@ -29,7 +29,7 @@ DEPLOY = ROOT / "deploy"
 SERVE_FLAGS = {
     "--model", "-m", "--host", "--port", "--threads", "-t", "--ctx", "--kv-mem", "--api-key",
     "--api-key-file", "--max-waiting", "--max-running", "--served-model-name", "--max-body-bytes",
-    "--kv-type",
+    "--kv-type", "--block-size", "--kv-events", "--kv-events-replay",
 }
 
 
@@ -245,7 +245,9 @@ class TestManifests(unittest.TestCase):
     def test_kinds(self):
         self.assertEqual(
             sorted(self.objs),
-            ["Deployment/fak-serve", "HTTPRoute/fak-smollm2", "InferencePool/fak-smollm2", "Service/fak-serve"],
+            ["Deployment/fak-serve", "Deployment/vllm-router", "HTTPRoute/fak-smollm2",
+             "InferencePool/fak-smollm2", "NetworkPolicy/fak-replica-kv-events", "Service/fak-replica",
+             "Service/fak-serve", "Service/vllm-router", "StatefulSet/fak-replica"],
         )
 
     def test_deployment(self):
@@ -308,6 +310,11 @@ class TestManifests(unittest.TestCase):
         self.assertEqual(refs, [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "fak-smollm2"}])
 
     def test_flags_against_fak_help(self):
+        self.check_flags_against_fak_help(self.ctr)
+        replica = self.objs["StatefulSet/fak-replica"]["spec"]["template"]["spec"]["containers"][0]
+        self.check_flags_against_fak_help(replica)
+
+    def check_flags_against_fak_help(self, ctr):
         fak = ROOT / "target" / "release" / "fak"
         if not fak.exists():
             self.skipTest("target/release/fak not built")
@@ -317,9 +324,74 @@ class TestManifests(unittest.TestCase):
             self.skipTest(f"fak serve --help failed: {e}")
         if p.returncode != 0 or "--model" not in p.stdout:
             self.skipTest("this fak build has no serve command")
-        for a in self.ctr["args"][1:]:
+        for a in ctr["args"][1:]:
             if str(a).startswith("--"):
                 self.assertIn(str(a), p.stdout, f"fak serve --help does not list {a}")
+
+
+class TestRouterManifest(unittest.TestCase):
+    """deploy/vllm-router.yaml: the router's static flags name the
+    replicas' stable addresses, their event ports, block size and model
+    name exactly as the replicas run them."""
+
+    @classmethod
+    def setUpClass(cls):
+        objs = manifests()
+        cls.sts = objs["StatefulSet/fak-replica"]
+        cls.headless = objs["Service/fak-replica"]
+        cls.router = objs["Deployment/vllm-router"]
+        cls.policy = objs["NetworkPolicy/fak-replica-kv-events"]
+        cls.fak = cls.sts["spec"]["template"]["spec"]["containers"][0]
+        cls.fak_args = [str(a) for a in cls.fak["args"]]
+        cls.r_args = [str(a) for a in cls.router["spec"]["template"]["spec"]["containers"][0]["args"]]
+
+    def values(self, flag: str) -> list[str]:
+        """Every value of `flag` (a flag may repeat, and take several values)."""
+        out, take = [], False
+        for a in self.r_args:
+            if a.startswith("--"):
+                take = a == flag
+            elif take:
+                out.append(a)
+        return out
+
+    def test_replicas_have_stable_names(self):
+        self.assertEqual(self.sts["spec"]["serviceName"], self.headless["metadata"]["name"])
+        self.assertEqual(self.headless["spec"]["clusterIP"], "None")
+        self.assertEqual(self.fak_args[0], "serve")
+        for a in self.fak_args[1:]:
+            if a.startswith("-"):
+                self.assertIn(a, SERVE_FLAGS)
+
+    def test_router_flags_match_the_replicas(self):
+        n = int(self.sts["spec"]["replicas"])
+        name, svc = self.sts["metadata"]["name"], self.headless["metadata"]["name"]
+        port = flag_value(self.fak_args, "--port")
+        hosts = [f"{name}-{i}.{svc}" for i in range(n)]
+        workers = [f"http://{h}:{port}" for h in hosts]
+        self.assertEqual(self.values("--worker-urls"), workers)
+        ev_port = flag_value(self.fak_args, "--kv-events").rsplit(":", 1)[1]
+        rp_port = flag_value(self.fak_args, "--kv-events-replay").rsplit(":", 1)[1]
+        self.assertEqual(self.values("--kv-event-source"), [f"{w}=tcp://{h}:{ev_port}" for w, h in zip(workers, hosts)])
+        self.assertEqual(self.values("--kv-event-replay-source"), [f"{w}=tcp://{h}:{rp_port}" for w, h in zip(workers, hosts)])
+        self.assertEqual(self.values("--kv-event-block-size"), [flag_value(self.fak_args, "--block-size")])
+        self.assertEqual(self.values("--kv-event-model"), [flag_value(self.fak_args, "--served-model-name")])
+        self.assertEqual(self.values("--policy"), ["kv_aware"])
+        ports = {p["name"]: p["containerPort"] for p in self.fak["ports"]}
+        self.assertEqual(str(ports["kv-events"]), ev_port)
+        self.assertEqual(str(ports["kv-replay"]), rp_port)
+        self.assertEqual(str(ports["http"]), port)
+
+    def test_only_the_router_reaches_the_events(self):
+        spec = self.policy["spec"]
+        self.assertEqual(spec["podSelector"]["matchLabels"], self.sts["spec"]["selector"]["matchLabels"])
+        router_labels = self.router["spec"]["template"]["metadata"]["labels"]
+        for rule in spec["ingress"]:
+            rule_ports = {int(p["port"]) for p in rule["ports"]}
+            if rule_ports & {5557, 5558}:
+                self.assertEqual(len(rule["from"]), 1)
+                for k, v in rule["from"][0]["podSelector"]["matchLabels"].items():
+                    self.assertEqual(router_labels.get(k), v)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 //! request's full blocks are stored root first, each hash chained over the
 //! tokens (prompt and generated) it holds; a second tenant with the same
 //! tokens adds no event; blocks the pool evicts are removed, only after
-//! they were stored; an engine without the log reports nothing; and a
-//! restarted log makes a consumer that lost events whole again.
+//! they were stored; an engine without the log reports nothing; a
+//! restarted log makes a consumer that lost events whole again; and across
+//! a session's life (turns, publish, fork, exact eviction, free, then
+//! eviction under pressure) a consumer of the events holds exactly what
+//! the index holds.
 
 use std::collections::HashSet;
 
@@ -170,4 +173,64 @@ fn a_restarted_log_makes_a_consumer_that_lost_events_whole() {
     assert!(chain(&run(&mut e, 0, ids(200, 70), 6))
         .iter()
         .all(|h| lagging.contains(h)));
+}
+
+/// Takes the pending events into `live`, then checks `live` against what
+/// the index holds (a restarted log's snapshot) and goes on from that.
+fn check_whole(e: &mut Engine<'_>, live: &mut HashSet<u64>, step: &str) {
+    replay(live, e.take_kv_events());
+    e.restart_kv_events();
+    let mut truth = HashSet::new();
+    replay(&mut truth, e.take_kv_events());
+    assert_eq!(*live, truth, "after {step}");
+}
+
+#[test]
+fn every_session_step_keeps_a_consumer_whole() {
+    use fak_engine::{Context, EvictMode};
+    let mut e = Engine::new(model(), Some(tok()), config(14)).expect("engine");
+    e.enable_kv_events();
+    let mut live = HashSet::new();
+    check_whole(&mut e, &mut live, "start");
+    let turn = |e: &mut Engine<'_>, s, prompt: Vec<u32>| {
+        let id = e
+            .add(Request {
+                context: Context::Session(s),
+                tenant: Tenant(0),
+                stop: StopRules {
+                    eog: StopAt::Never,
+                    ..StopRules::default()
+                },
+                ..Request::greedy(prompt, 4)
+            })
+            .expect("add");
+        while e.has_work() {
+            for ev in e.step().expect("step") {
+                if let Event::Failed { id: i, error } = ev {
+                    assert_ne!(i, id, "{error}");
+                }
+            }
+        }
+    };
+    let s = e.create_session(Tenant(0));
+    turn(&mut e, s, ids(1, 40));
+    check_whole(&mut e, &mut live, "a session turn");
+    e.publish_session(s).expect("publish");
+    check_whole(&mut e, &mut live, "publish");
+    assert!(!live.is_empty(), "publishing stored nothing");
+    let f = e.fork_session(s).expect("fork");
+    turn(&mut e, f, ids(2, 20));
+    check_whole(&mut e, &mut live, "a fork's turn");
+    e.evict_session(s, 4..20, EvictMode::Exact).expect("evict");
+    check_whole(&mut e, &mut live, "an exact eviction");
+    e.publish_session(s).expect("publish");
+    check_whole(&mut e, &mut live, "publishing the evicted session");
+    e.free_session(f).expect("free");
+    e.free_session(s).expect("free");
+    check_whole(&mut e, &mut live, "freeing both");
+    // Pressure: the cached prefixes are evicted (least recently used).
+    for k in 0..4 {
+        run(&mut e, 0, ids(300 + k, 70), 6);
+        check_whole(&mut e, &mut live, "pressure");
+    }
 }
