@@ -29,6 +29,8 @@ pub enum GgmlType {
     Q5_K = 13,
     Q6_K = 14,
     Q8_K = 15,
+    IQ4_NL = 20,
+    IQ4_XS = 23,
     I8 = 24,
     I16 = 25,
     I32 = 26,
@@ -42,7 +44,7 @@ pub const QK_K: usize = 256;
 
 impl GgmlType {
     /// All known types, in id order.
-    pub const ALL: [GgmlType; 20] = [
+    pub const ALL: [GgmlType; 22] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -57,6 +59,8 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
         GgmlType::I8,
         GgmlType::I16,
         GgmlType::I32,
@@ -80,8 +84,8 @@ impl GgmlType {
         use GgmlType::*;
         match self {
             F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32,
-            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => QK_K,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL => 32,
+            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => QK_K,
         }
     }
 
@@ -105,6 +109,8 @@ impl GgmlType {
             Q5_K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
             Q6_K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2,
             Q8_K => 4 + QK_K + QK_K / 16 * 2,
+            IQ4_NL => 2 + 16,
+            IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
         }
     }
 
@@ -141,6 +147,8 @@ impl GgmlType {
             Q5_K => "q5_k",
             Q6_K => "q6_k",
             Q8_K => "q8_k",
+            IQ4_NL => "iq4_nl",
+            IQ4_XS => "iq4_xs",
             I8 => "i8",
             I16 => "i16",
             I32 => "i32",
@@ -175,6 +183,8 @@ mod tests {
         assert_eq!(GgmlType::Q8_K.type_size(), 292);
         assert_eq!(GgmlType::Q2_K.type_size(), 84);
         assert_eq!(GgmlType::Q3_K.type_size(), 110);
+        assert_eq!(GgmlType::IQ4_NL.type_size(), 18);
+        assert_eq!(GgmlType::IQ4_XS.type_size(), 136);
         assert_eq!(GgmlType::Q5_0.type_size(), 22);
         assert_eq!(GgmlType::Q5_1.type_size(), 24);
     }

@@ -9,13 +9,17 @@
 //!   Q4_1, Q5_1                     x = q as f32 * d + m
 //!   Q4_K, Q5_K                     x = (d * sc as f32) * q as f32 - (dmin * m as f32)
 //!   Q6_K                           x = (d * sc as f32) * q as f32
+//!   Q2_K                           x = (d * (sc & 15) as f32) * q as f32 - (dmin * (sc >> 4) as f32)
+//!   Q3_K                           x = (d * (s - 32) as f32) * q as f32
+//!   IQ4_NL                         x = d * L[q] as f32
+//!   IQ4_XS                         x = (d * (ls - 32) as f32) * L[q] as f32
 //! ```
 
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    get_scale_min_k4, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
+    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::{bf16_to_f32, f16_to_f32};
@@ -25,7 +29,22 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         ty,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | Q4_K | Q5_K | Q6_K | Q8_K
+        F32 | F16
+            | BF16
+            | Q4_0
+            | Q4_1
+            | Q5_0
+            | Q5_1
+            | Q8_0
+            | Q8_1
+            | Q2_K
+            | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | Q8_K
+            | IQ4_NL
+            | IQ4_XS
     )
 }
 
@@ -35,8 +54,8 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 ///   them (whole blocks, little-endian, any alignment).
 /// * `dst`: `[n]` output values, `n` a multiple of `ty.block_size()`.
 ///
-/// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K,
-/// Q5_K, Q6_K, Q8_K. Results are bit-identical to ggml's dequantizers
+/// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS. Results are bit-identical to ggml's dequantizers
 /// (Q8_1 has none in ggml; it decodes as `d * q` like Q8_0).
 ///
 /// # Errors
@@ -75,6 +94,10 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q5_K => each_block(src, dst, dequant_q5_k),
         GgmlType::Q6_K => each_block(src, dst, dequant_q6_k),
         GgmlType::Q8_K => each_block(src, dst, dequant_q8_k),
+        GgmlType::Q2_K => each_block(src, dst, dequant_q2_k),
+        GgmlType::Q3_K => each_block(src, dst, dequant_q3_k),
+        GgmlType::IQ4_NL => each_block(src, dst, dequant_iq4_nl),
+        GgmlType::IQ4_XS => each_block(src, dst, dequant_iq4_xs),
         _ => {
             return Err(KernelError::Unsupported {
                 op: Op::Dequantize,
@@ -221,6 +244,67 @@ fn dequant_q6_k(b: &[u8; BlockQ6_K::BYTES], y: &mut [f32; 256]) {
         let ds = d * f32::from(sc);
         for (y, &q) in y.iter_mut().zip(q) {
             *y = ds * f32::from(q);
+        }
+    }
+}
+
+/// One Q2_K block: `b` its encoded bytes, `y` its values in element order.
+fn dequant_q2_k(b: &[u8; BlockQ2_K::BYTES], y: &mut [f32; 256]) {
+    let b = BlockQ2_K::from_bytes(b);
+    let (d, dmin) = (f16_to_f32(b.d), f16_to_f32(b.dmin));
+    let q = b.quants();
+    for ((y, q), &sc) in y
+        .chunks_exact_mut(16)
+        .zip(q.chunks_exact(16))
+        .zip(&b.scales)
+    {
+        let dl = d * f32::from(sc & 0x0F);
+        let ml = dmin * f32::from(sc >> 4);
+        for (y, &q) in y.iter_mut().zip(q) {
+            *y = dl * f32::from(q) - ml;
+        }
+    }
+}
+
+/// One Q3_K block: `b` its encoded bytes, `y` its values in element order.
+fn dequant_q3_k(b: &[u8; BlockQ3_K::BYTES], y: &mut [f32; 256]) {
+    let b = BlockQ3_K::from_bytes(b);
+    let d = f16_to_f32(b.d);
+    let q = b.quants();
+    for ((y, q), &s) in y
+        .chunks_exact_mut(16)
+        .zip(q.chunks_exact(16))
+        .zip(&b.signed_scales())
+    {
+        let dl = d * f32::from(s);
+        for (y, &q) in y.iter_mut().zip(q) {
+            *y = dl * f32::from(q);
+        }
+    }
+}
+
+/// One IQ4_NL block: `b` its encoded bytes, `y` its values in element order.
+fn dequant_iq4_nl(b: &[u8; BlockIQ4_NL::BYTES], y: &mut [f32; 32]) {
+    let b = BlockIQ4_NL::from_bytes(b);
+    let d = f16_to_f32(b.d);
+    for (y, q) in y.iter_mut().zip(b.quants()) {
+        *y = d * f32::from(q);
+    }
+}
+
+/// One IQ4_XS block: `b` its encoded bytes, `y` its values in element order.
+fn dequant_iq4_xs(b: &[u8; BlockIQ4_XS::BYTES], y: &mut [f32; 256]) {
+    let b = BlockIQ4_XS::from_bytes(b);
+    let d = f16_to_f32(b.d);
+    let q = b.quants();
+    for ((y, q), &ls) in y
+        .chunks_exact_mut(32)
+        .zip(q.chunks_exact(32))
+        .zip(&b.signed_scales())
+    {
+        let dl = d * f32::from(ls);
+        for (y, &q) in y.iter_mut().zip(q) {
+            *y = dl * f32::from(q);
         }
     }
 }

@@ -123,4 +123,12 @@ per_type_vec_dot! {
     vec_dot_q6_k_q8_k: Q6_K,
         "Q6_K weights · Q8_K activations (`w`: `n / 256 * 210` bytes, `a`: `n / 256 * 292` bytes)";
     vec_dot_q8_k_q8_k: Q8_K, "Q8_K weights · Q8_K activations (`w`, `a`: `n / 256 * 292` bytes each)";
+    vec_dot_q2_k_q8_k: Q2_K,
+        "Q2_K weights · Q8_K activations (`w`: `n / 256 * 84` bytes, `a`: `n / 256 * 292` bytes)";
+    vec_dot_q3_k_q8_k: Q3_K,
+        "Q3_K weights · Q8_K activations (`w`: `n / 256 * 110` bytes, `a`: `n / 256 * 292` bytes)";
+    vec_dot_iq4_nl_q8_0: IQ4_NL,
+        "IQ4_NL weights · Q8_0 activations (`w`: `n / 32 * 18` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_iq4_xs_q8_k: IQ4_XS,
+        "IQ4_XS weights · Q8_K activations (`w`: `n / 256 * 136` bytes, `a`: `n / 256 * 292` bytes)";
 }

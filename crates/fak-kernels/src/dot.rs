@@ -20,7 +20,8 @@
 //! | Q5_0 | Q8_0 | `sumf += (d_w * d_a) * sumi as f32` |
 //! | Q8_0 | Q8_0 | `sumf += sumi as f32 * (d_w * d_a)` |
 //! | Q4_1, Q5_1 | Q8_1 | `sumf += (d_w * d_a) * sumi as f32 + m_w * s_a` |
-//! | Q4_K, Q5_K, Q6_K, Q8_K | Q8_K | see `dot_k` |
+//! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
+//! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
 //! | F32, F16, BF16 | same | `f64` sum of `f32` products (ggml's `ggml_float`) |
 //!
 //! Every per-type function validates `n` and both slice lengths once and
@@ -28,7 +29,9 @@
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::blocks::{
+    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+};
 use crate::dot_k;
 use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::{KernelError, Op};
@@ -55,6 +58,10 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, Kernel
         GgmlType::Q5_0 => vec_dot_q5_0_q8_0(n, w, a),
         GgmlType::Q5_1 => vec_dot_q5_1_q8_1(n, w, a),
         GgmlType::Q8_0 => vec_dot_q8_0_q8_0(n, w, a),
+        GgmlType::IQ4_NL => vec_dot_iq4_nl_q8_0(n, w, a),
+        GgmlType::Q2_K => dot_k::vec_dot_q2_k_q8_k(n, w, a),
+        GgmlType::Q3_K => dot_k::vec_dot_q3_k_q8_k(n, w, a),
+        GgmlType::IQ4_XS => dot_k::vec_dot_iq4_xs_q8_k(n, w, a),
         GgmlType::Q4_K => dot_k::vec_dot_q4_k_q8_k(n, w, a),
         GgmlType::Q5_K => dot_k::vec_dot_q5_k_q8_k(n, w, a),
         GgmlType::Q6_K => dot_k::vec_dot_q6_k_q8_k(n, w, a),
@@ -96,6 +103,26 @@ pub fn vec_dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelErro
         let (x, y) = (BlockQ4_0::from_bytes(bw), BlockQ8_0::from_bytes(ba));
         let sumi = idot(&x.quants(), &y.qs);
         sumf += sumi as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
+    }
+    Ok(sumf)
+}
+
+/// IQ4_NL weights · Q8_0 activations, as ggml's generic kernel: per block
+/// `sumf += (d_a * d_w) * (sumi_lo + sumi_hi) as f32`.
+///
+/// * `w`: `n / 32` IQ4_NL blocks (`n / 32 * 18` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes).
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::IQ4_NL, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockIQ4_NL::BYTES }, { BlockQ8_0::BYTES }>(w, a) {
+        let (x, y) = (BlockIQ4_NL::from_bytes(bw), BlockQ8_0::from_bytes(ba));
+        let sumi = idot(&x.quants(), &y.qs);
+        sumf += (f16_to_f32(y.d) * f16_to_f32(x.d)) * sumi as f32;
     }
     Ok(sumf)
 }

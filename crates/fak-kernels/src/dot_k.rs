@@ -13,13 +13,19 @@
 //!   at the end:          sumf    += sums[0] + … + sums[7]   (left to right)
 //! ```
 //!
+//! Q3_K takes Q6_K's lanes; Q2_K and IQ4_XS follow their own generic
+//! kernels (one integer sum per super-block, or per 32 elements), given
+//! with each function.
+//!
 //! Reproducing the lanes keeps the float rounding identical to ggml's
 //! generic code (as compiled without FMA contraction). The min term uses
 //! the activation block's stored `bsums`, as ggml does.
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
+use crate::blocks::{
+    get_scale_min_k4, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K,
+};
 use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::KernelError;
 use crate::fp::f16_to_f32;
@@ -162,6 +168,105 @@ pub fn vec_dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelErro
     let mut sumf = 0.0f32;
     for s in sums {
         sumf += s;
+    }
+    Ok(sumf)
+}
+
+/// Q3_K weights · Q8_K activations: the lanes of Q6_K, with scales
+/// `s − 32` per 16 elements and quants in `-4..4`.
+///
+/// * `w`: `n` Q3_K elements (`n / 256 * 110` bytes); `a`: `n` Q8_K elements.
+///
+/// # Errors
+///
+/// As [`crate::vec_dot`].
+pub fn vec_dot_q3_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q3_K, n, w, a)?;
+    let mut sums = [0.0f32; 8];
+    for (bw, ba) in block_pairs::<{ BlockQ3_K::BYTES }, { BlockQ8_K::BYTES }>(w, a) {
+        let (x, y) = (BlockQ3_K::from_bytes(bw), BlockQ8_K::from_bytes(ba));
+        let aux = lane_sums::<16>(&x.quants(), &y.qs, &x.signed_scales().map(i32::from));
+        let d = f16_to_f32(x.d) * y.d;
+        for (s, &v) in sums.iter_mut().zip(&aux) {
+            *s += d * v as f32;
+        }
+    }
+    let mut sumf = 0.0f32;
+    for s in sums {
+        sumf += s;
+    }
+    Ok(sumf)
+}
+
+/// Q2_K weights · Q8_K activations, as ggml's generic kernel: one exact
+/// integer sum per super-block, then
+/// `sumf += (d_a·d_w)·isum − (d_a·dmin_w)·Σ_g bsums[g]·min[g]`.
+///
+/// * `w`: `n` Q2_K elements (`n / 256 * 84` bytes); `a`: `n` Q8_K elements.
+///
+/// # Errors
+///
+/// As [`crate::vec_dot`].
+pub fn vec_dot_q2_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q2_K, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ2_K::BYTES }, { BlockQ8_K::BYTES }>(w, a) {
+        let (x, y) = (BlockQ2_K::from_bytes(bw), BlockQ8_K::from_bytes(ba));
+        let summs: i32 = y
+            .bsums
+            .iter()
+            .zip(&x.scales)
+            .map(|(&b, &sc)| i32::from(b) * i32::from(sc >> 4))
+            .sum();
+        let q = x.quants();
+        let isum: i32 = q
+            .chunks_exact(16)
+            .zip(y.qs.chunks_exact(16))
+            .zip(&x.scales)
+            .map(|((wg, ag), &sc)| {
+                let s: i32 = wg
+                    .iter()
+                    .zip(ag)
+                    .map(|(&p, &q)| i32::from(p) * i32::from(q))
+                    .sum();
+                i32::from(sc & 0x0F) * s
+            })
+            .sum();
+        let dall = y.d * f16_to_f32(x.d);
+        let dmin = y.d * f16_to_f32(x.dmin);
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    Ok(sumf)
+}
+
+/// IQ4_XS weights · Q8_K activations, as ggml's generic kernel: per
+/// 32-element sub-block `sumf += (d_w·d_a·(ls − 32))·Σ L[q]·a`, in order.
+///
+/// * `w`: `n` IQ4_XS elements (`n / 256 * 136` bytes); `a`: `n` Q8_K
+///   elements.
+///
+/// # Errors
+///
+/// As [`crate::vec_dot`].
+pub fn vec_dot_iq4_xs_q8_k(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::IQ4_XS, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockIQ4_XS::BYTES }, { BlockQ8_K::BYTES }>(w, a) {
+        let (x, y) = (BlockIQ4_XS::from_bytes(bw), BlockQ8_K::from_bytes(ba));
+        let d4d8 = f16_to_f32(x.d) * y.d;
+        let q = x.quants();
+        for ((wg, ag), &ls) in q
+            .chunks_exact(32)
+            .zip(y.qs.chunks_exact(32))
+            .zip(&x.signed_scales())
+        {
+            let sumi: i32 = wg
+                .iter()
+                .zip(ag)
+                .map(|(&p, &q)| i32::from(p) * i32::from(q))
+                .sum();
+            sumf += (d4d8 * f32::from(ls)) * sumi as f32;
+        }
     }
     Ok(sumf)
 }

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! where `min_i` is the min part of a weight with mins (Q4_1/Q5_1: `m`;
-//! Q4_K/Q5_K: `dmin·m_sub`), which can cancel against the scaled part, and
+//! Q4_K/Q5_K: `dmin·m_sub`; Q2_K: `dmin·(sc >> 4)`), which can cancel against the scaled part, and
 //! the last term covers Q8_1's `s = f16(d·Σq)`, which the dot uses in place
 //! of `f16(d)·Σq`. Two roundings separate them: `d` is the unrounded f32
 //! scale, so `|d - f16(d)|·|Σq| ≤ 2^-11·|f16(d)·Σq|`, and the f16 store of
@@ -129,6 +129,8 @@ fn vec_dot_types_follow_ggml() {
         (Q5_K, Q8_K),
         (Q6_K, Q8_K),
         (Q8_K, Q8_K),
+        (IQ4_NL, Q8_0),
+        (IQ4_XS, Q8_K),
         (F32, F32),
         (F16, F16),
         (BF16, BF16),

@@ -218,7 +218,7 @@ fn bad_shapes_are_errors() {
         Err(KernelError::PartialBlock { .. })
     ));
     assert!(matches!(
-        gemm(GgmlType::Q2_K, 256, &[], 0, &[], 0, &mut out, 3),
+        gemm(GgmlType::I8, 256, &[], 0, &[], 0, &mut out, 3),
         Err(KernelError::Unsupported { .. })
     ));
     if !Isa::Avx512.is_available() {

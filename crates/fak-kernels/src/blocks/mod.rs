@@ -16,11 +16,15 @@
 
 #![allow(non_camel_case_types)]
 
+mod iq;
 mod k;
 mod legacy;
+mod low;
 
+pub use iq::{BlockIQ4_NL, BlockIQ4_XS, IQ4_LEVELS};
 pub use k::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+pub use low::{BlockQ2_K, BlockQ3_K};
 
 pub(crate) use k::pack_scale_min_k4;
 pub(crate) use legacy::pack_5bit;
@@ -68,7 +72,7 @@ mod tests {
 
     #[test]
     fn sizes_match_ggml_geometry() {
-        let table: [(GgmlType, usize, usize); 10] = [
+        let table: [(GgmlType, usize, usize); 14] = [
             (GgmlType::Q4_0, BlockQ4_0::BYTES, BlockQ4_0::ELEMS),
             (GgmlType::Q4_1, BlockQ4_1::BYTES, BlockQ4_1::ELEMS),
             (GgmlType::Q5_0, BlockQ5_0::BYTES, BlockQ5_0::ELEMS),
@@ -79,6 +83,10 @@ mod tests {
             (GgmlType::Q5_K, BlockQ5_K::BYTES, BlockQ5_K::ELEMS),
             (GgmlType::Q6_K, BlockQ6_K::BYTES, BlockQ6_K::ELEMS),
             (GgmlType::Q8_K, BlockQ8_K::BYTES, BlockQ8_K::ELEMS),
+            (GgmlType::Q2_K, BlockQ2_K::BYTES, BlockQ2_K::ELEMS),
+            (GgmlType::Q3_K, BlockQ3_K::BYTES, BlockQ3_K::ELEMS),
+            (GgmlType::IQ4_NL, BlockIQ4_NL::BYTES, BlockIQ4_NL::ELEMS),
+            (GgmlType::IQ4_XS, BlockIQ4_XS::BYTES, BlockIQ4_XS::ELEMS),
         ];
         for (ty, bytes, elems) in table {
             assert_eq!(ty.type_size(), bytes, "{ty} bytes");

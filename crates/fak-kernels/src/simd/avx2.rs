@@ -34,8 +34,8 @@ use std::arch::x86_64::*;
 use super::avx2_blocks::{dot_i8_i8, f32_at, hsum_ps, load16, load32};
 use super::gemm_avx2;
 use crate::blocks::{
-    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0,
-    BlockQ8_1, BlockQ8_K,
+    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
+    BlockQ8_0, BlockQ8_1, BlockQ8_K,
 };
 use crate::dot_rows::block_pairs;
 use crate::fp::{bf16_to_f32, f16_to_f32};
@@ -87,6 +87,23 @@ pub(crate) unsafe fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: the caller guarantees AVX2, FMA and F16C.
     unsafe {
         gemm_avx2::dot::<gemm_avx2::Q4_0Dot, { BlockQ4_0::BYTES }, { BlockQ8_0::BYTES }>(w, a)
+    }
+}
+
+/// AVX2 twin of [`crate::scalar::vec_dot_iq4_nl_q8_0`]: a `1 × 1` tile of
+/// [`gemm_avx2`] (see its module doc); each index byte picks its level with
+/// one byte shuffle.
+///
+/// * `w`: IQ4_NL row; `a`: Q8_0 row with the same number of blocks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the caller guarantees AVX2, FMA and F16C.
+    unsafe {
+        gemm_avx2::dot::<gemm_avx2::IQ4NLDot, { BlockIQ4_NL::BYTES }, { BlockQ8_0::BYTES }>(w, a)
     }
 }
 

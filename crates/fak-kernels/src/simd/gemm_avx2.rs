@@ -39,8 +39,8 @@ use super::avx2_blocks::{
 };
 use super::Kernel;
 use crate::blocks::{
-    get_scale_min_k4, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    get_scale_min_k4, BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1,
+    BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS,
 };
 
 /// How an element's per-block float terms are accumulated.
@@ -484,6 +484,7 @@ pub(crate) unsafe fn gemm(kernel: Kernel, g: &GemmArgs<'_>, out: &mut [f32]) -> 
     match kernel {
         Kernel::Q8_0 => gemm_k::<Q8_0Dot, Q8_0, Q8_0>(g, out),
         Kernel::Q4_0 => gemm_k::<Q4_0Dot, { BlockQ4_0::BYTES }, Q8_0>(g, out),
+        Kernel::IQ4NL => gemm_k::<IQ4NLDot, { BlockIQ4_NL::BYTES }, Q8_0>(g, out),
         Kernel::Q5_0 => gemm_k::<Q5_0Dot, { BlockQ5_0::BYTES }, Q8_0>(g, out),
         Kernel::Q4_1 => gemm_k::<Q4_1Dot, { BlockQ4_1::BYTES }, Q8_1>(g, out),
         Kernel::Q5_1 => gemm_k::<Q5_1Dot, { BlockQ5_1::BYTES }, Q8_1>(g, out),
@@ -528,6 +529,8 @@ pub(crate) struct Q8_0Dot;
 pub(crate) struct Q4_0Dot;
 /// Q5_0 weights · Q8_0 activations.
 pub(crate) struct Q5_0Dot;
+/// IQ4_NL weights · Q8_0 activations.
+pub(crate) struct IQ4NLDot;
 /// Q4_1 weights · Q8_1 activations.
 pub(crate) struct Q4_1Dot;
 /// Q5_1 weights · Q8_1 activations.
@@ -605,6 +608,35 @@ unsafe impl BlockDot<18, 34> for Q4_0Dot {
             nibbles_16(load16::<2, 18>(b)),
             _mm256_set1_epi8(8),
         ))
+    }
+}
+
+// SAFETY: the associated types are vectors, `f32`s and byte arrays.
+unsafe impl BlockDot<18, 34> for IQ4NLDot {
+    signed_q8_0!(18);
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_step(b: &[u8; 18], _info: &Scales, _s: usize) -> SignedW {
+        // The 16 levels in each 128-bit lane; each index byte picks one.
+        let levels = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+            IQ4_LEVELS[0],
+            IQ4_LEVELS[1],
+            IQ4_LEVELS[2],
+            IQ4_LEVELS[3],
+            IQ4_LEVELS[4],
+            IQ4_LEVELS[5],
+            IQ4_LEVELS[6],
+            IQ4_LEVELS[7],
+            IQ4_LEVELS[8],
+            IQ4_LEVELS[9],
+            IQ4_LEVELS[10],
+            IQ4_LEVELS[11],
+            IQ4_LEVELS[12],
+            IQ4_LEVELS[13],
+            IQ4_LEVELS[14],
+            IQ4_LEVELS[15],
+        ));
+        signed_w(_mm256_shuffle_epi8(levels, nibbles_16(load16::<2, 18>(b))))
     }
 }
 

@@ -64,6 +64,8 @@ pub(crate) enum Kernel {
     Q4_1,
     /// Q5_0 · Q8_0.
     Q5_0,
+    /// IQ4_NL · Q8_0.
+    IQ4NL,
     /// Q4_K · Q8_K.
     Q4K,
     /// Q5_K · Q8_K.
@@ -90,6 +92,7 @@ impl Kernel {
             GgmlType::Q4_0 => Kernel::Q4_0,
             GgmlType::Q4_1 => Kernel::Q4_1,
             GgmlType::Q5_0 => Kernel::Q5_0,
+            GgmlType::IQ4_NL => Kernel::IQ4NL,
             GgmlType::Q4_K => Kernel::Q4K,
             GgmlType::Q5_K => Kernel::Q5K,
             GgmlType::Q6_K => Kernel::Q6K,
@@ -105,7 +108,12 @@ impl Kernel {
     /// `log2` of the elements per block (32 → 5, 256 → 8, F16: 1 → 0).
     fn block_shift(self) -> u32 {
         match self {
-            Kernel::Q8_0 | Kernel::Q4_0 | Kernel::Q4_1 | Kernel::Q5_0 | Kernel::Q5_1 => 5,
+            Kernel::Q8_0
+            | Kernel::Q4_0
+            | Kernel::Q4_1
+            | Kernel::Q5_0
+            | Kernel::Q5_1
+            | Kernel::IQ4NL => 5,
             Kernel::Q4K | Kernel::Q5K | Kernel::Q6K | Kernel::Q8K => 8,
             Kernel::F16 | Kernel::F32 | Kernel::BF16 => 0,
         }
@@ -115,7 +123,7 @@ impl Kernel {
     fn block_bytes(self) -> (usize, usize) {
         match self {
             Kernel::Q8_0 => (34, 34),
-            Kernel::Q4_0 => (18, 34),
+            Kernel::Q4_0 | Kernel::IQ4NL => (18, 34),
             Kernel::Q4_1 => (20, 36),
             Kernel::Q5_0 => (22, 34),
             Kernel::Q4K => (144, 292),
@@ -167,6 +175,7 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
         match kernel {
             Kernel::Q8_0 => avx2::dot_q8_0_q8_0(w, a),
             Kernel::Q4_0 => avx2::dot_q4_0_q8_0(w, a),
+            Kernel::IQ4NL => avx2::dot_iq4_nl_q8_0(w, a),
             Kernel::Q4_1 => avx2::dot_q4_1_q8_1(w, a),
             Kernel::Q5_0 => avx2::dot_q5_0_q8_0(w, a),
             Kernel::Q4K => avx2::dot_q4_k_q8_k(w, a),

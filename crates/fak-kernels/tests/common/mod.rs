@@ -5,12 +5,14 @@
 #![allow(dead_code)]
 
 use fak_gguf::GgmlType;
-use fak_kernels::blocks::{get_scale_min_k4, BlockQ4_1, BlockQ4_K, BlockQ5_1, BlockQ5_K};
+use fak_kernels::blocks::{
+    get_scale_min_k4, BlockQ2_K, BlockQ4_1, BlockQ4_K, BlockQ5_1, BlockQ5_K,
+};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::quantize_row_to_vec;
 use rand::Rng;
 
-pub const WEIGHT_TYPES: [GgmlType; 12] = [
+pub const WEIGHT_TYPES: [GgmlType; 16] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -23,12 +25,19 @@ pub const WEIGHT_TYPES: [GgmlType; 12] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q8_K,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
 ];
 
 /// Byte offsets of the f16 scale fields in one block of `ty`.
 pub fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         _ => &[],
@@ -93,6 +102,14 @@ pub fn min_parts(ty: GgmlType, w: &[u8], n: usize) -> Vec<f32> {
                 let (_, m) = get_scale_min_k4(&scales);
                 for (sub, &mv) in o.chunks_exact_mut(32).zip(&m) {
                     sub.fill(f16_to_f32(dmin) * f32::from(mv));
+                }
+            }
+        }
+        GgmlType::Q2_K => {
+            for (blk, o) in w.chunks_exact(84).zip(out.chunks_exact_mut(256)) {
+                let b = BlockQ2_K::from_bytes(blk.try_into().expect("q2_k block"));
+                for (sub, &sc) in o.chunks_exact_mut(16).zip(&b.scales) {
+                    sub.fill(f16_to_f32(b.dmin) * f32::from(sc >> 4));
                 }
             }
         }
