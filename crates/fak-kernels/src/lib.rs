@@ -54,6 +54,7 @@ mod packed_q4;
 pub mod peak;
 pub mod pool;
 mod quant;
+mod quant_iq;
 mod quant_k;
 mod simd;
 

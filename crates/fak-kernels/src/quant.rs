@@ -27,6 +27,7 @@ use crate::blocks::{pack_5bit, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, Block
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::{f32_to_bf16, f32_to_f16};
 use crate::isa::{isa, Isa};
+use crate::quant_iq;
 use crate::quant_k;
 use crate::simd;
 
@@ -35,7 +36,22 @@ pub fn can_quantize(ty: GgmlType) -> bool {
     use GgmlType::*;
     matches!(
         ty,
-        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | Q4_K | Q5_K | Q6_K | Q8_K
+        F32 | F16
+            | BF16
+            | Q4_0
+            | Q4_1
+            | Q5_0
+            | Q5_1
+            | Q8_0
+            | Q8_1
+            | Q2_K
+            | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | Q8_K
+            | IQ4_NL
+            | IQ4_XS
     )
 }
 
@@ -45,9 +61,10 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 /// * `dst`: exactly `ty.row_bytes(n)` bytes, written as whole blocks in the
 ///   on-disk (little-endian) layout.
 ///
-/// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K,
-/// Q5_K, Q6_K, Q8_K. The output is bit-identical to ggml's reference
-/// quantizers for finite inputs (non-finite inputs give deterministic
+/// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS. The output is bit-identical to
+/// ggml's reference quantizers (for IQ4_NL and IQ4_XS: to its
+/// `quantize_iq4_*` without an importance matrix, as `quant_iq` says) for finite inputs (non-finite inputs give deterministic
 /// output that follows ggml's C on x86-64 as far as C defines it).
 ///
 /// # Errors
@@ -174,7 +191,11 @@ fn quantize_with(
         GgmlType::Q5_1 => each_block(src, dst, |x| quant_q5_1(x).to_bytes()),
         GgmlType::Q8_0 => each_block(src, dst, |x| quant_q8_0(isa, x, flavor).to_bytes()),
         GgmlType::Q8_1 => each_block(src, dst, |x| quant_q8_1(isa, x, flavor).to_bytes()),
+        GgmlType::Q2_K => each_block(src, dst, |x| quant_k::quant_q2_k(x).to_bytes()),
+        GgmlType::Q3_K => each_block(src, dst, |x| quant_k::quant_q3_k(x).to_bytes()),
         GgmlType::Q4_K => each_block(src, dst, |x| quant_k::quant_q4_k(x).to_bytes()),
+        GgmlType::IQ4_NL => each_block(src, dst, |x| quant_iq::quant_iq4_nl(x).to_bytes()),
+        GgmlType::IQ4_XS => each_block(src, dst, |x| quant_iq::quant_iq4_xs(x).to_bytes()),
         GgmlType::Q5_K => each_block(src, dst, |x| quant_k::quant_q5_k(x).to_bytes()),
         GgmlType::Q6_K => each_block(src, dst, |x| quant_k::quant_q6_k(x).to_bytes()),
         GgmlType::Q8_K => each_block(src, dst, |x| quant_k::quant_q8_k(isa, x).to_bytes()),

@@ -1,6 +1,7 @@
 //! Bit-exactness against llama.cpp's own ggml library.
 //!
-//! `tests/data/quant_fixture.bin` is written by
+//! `tests/data/quant_fixture.bin` (and `quant_fixture_lowbit.bin`, the
+//! low-bit formats' records) is written by
 //! `bench/peers/gen_quant_fixture.py` (see `docs/formats.md` for the exact
 //! command), which runs ggml's quantizers, dequantizers and generic dot
 //! products through ctypes. Format (version 1, little-endian):
@@ -23,7 +24,18 @@
 use fak_gguf::GgmlType;
 use fak_kernels::{can_quantize, dequantize_row, quantize_row, vec_dot};
 
-const FIXTURE: &[u8] = include_bytes!("data/quant_fixture.bin");
+/// The fixture files: the main one, and the low-bit formats' records
+/// (Q2_K, Q3_K, IQ4_NL, IQ4_XS), made by a second run of the generator.
+const FIXTURES: [(&str, &[u8]); 2] = [
+    (
+        "quant_fixture.bin",
+        include_bytes!("data/quant_fixture.bin"),
+    ),
+    (
+        "quant_fixture_lowbit.bin",
+        include_bytes!("data/quant_fixture_lowbit.bin"),
+    ),
+];
 
 struct Input {
     name: String,
@@ -76,11 +88,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse() -> Result<(String, Vec<Input>, Vec<Record>), String> {
-    let mut r = Reader {
-        buf: FIXTURE,
-        pos: 0,
-    };
+fn parse(buf: &[u8]) -> Result<(String, Vec<Input>, Vec<Record>), String> {
+    let mut r = Reader { buf, pos: 0 };
     if r.bytes(8)? != b"FAKQFX01" {
         return Err("fixture magic is not FAKQFX01".into());
     }
@@ -123,10 +132,10 @@ fn parse() -> Result<(String, Vec<Input>, Vec<Record>), String> {
             blobs,
         });
     }
-    if r.pos != FIXTURE.len() {
+    if r.pos != buf.len() {
         return Err(format!(
             "{} trailing bytes after the last record",
-            FIXTURE.len() - r.pos
+            buf.len() - r.pos
         ));
     }
     Ok((provenance, inputs, records))
@@ -200,9 +209,65 @@ fn dot_magnitude(rec: &Record, w: &[u8], a: &[u8]) -> Result<f64, String> {
         .sum())
 }
 
+/// What one fixture file covered, and where fak disagreed with ggml.
+struct Checked {
+    quant_types: std::collections::BTreeSet<&'static str>,
+    dot_types: std::collections::BTreeSet<&'static str>,
+    dequantized: usize,
+    dots: usize,
+    fails: Vec<String>,
+}
+
 #[test]
 fn fixture_matches_ggml() -> Result<(), String> {
-    let (provenance, inputs, records) = parse()?;
+    let mut fails = Vec::new();
+    let mut all = std::collections::BTreeSet::new();
+    let mut all_dots = std::collections::BTreeSet::new();
+    for (name, buf) in FIXTURES {
+        let c = check_fixture(buf)?;
+        if name == "quant_fixture.bin" {
+            assert!(
+                c.dequantized >= 150 && c.dots >= 15,
+                "fixture too small: {} dequantizations, {} dots",
+                c.dequantized,
+                c.dots
+            );
+        }
+        all.extend(c.quant_types);
+        all_dots.extend(c.dot_types);
+        fails.extend(c.fails.into_iter().map(|f| format!("{name}: {f}")));
+    }
+    // The fixtures must actually cover every format fak claims to quantize,
+    // and the dot product of every weight format fak reads.
+    let expected = [
+        "bf16", "f16", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_0", "q4_1", "q4_k", "q5_0", "q5_1",
+        "q5_k", "q6_k", "q8_0", "q8_1", "q8_k",
+    ];
+    assert_eq!(
+        all.iter().copied().collect::<Vec<_>>(),
+        expected,
+        "quantized types covered"
+    );
+    for ty in ["q2_k", "q3_k", "iq4_nl", "iq4_xs", "q4_k", "q6_k", "q8_0"] {
+        assert!(
+            all_dots.contains(ty),
+            "no dot product of {ty} in the fixtures"
+        );
+    }
+    if fails.is_empty() {
+        Ok(())
+    } else {
+        let shown: Vec<_> = fails.iter().take(25).cloned().collect();
+        Err(format!(
+            "{} mismatches against ggml:\n{}",
+            fails.len(),
+            shown.join("\n")
+        ))
+    }
+}
+
+fn check_fixture(buf: &[u8]) -> Result<Checked, String> {
+    let (provenance, inputs, records) = parse(buf)?;
     eprintln!(
         "fixture: {provenance}; {} inputs, {} records",
         inputs.len(),
@@ -212,6 +277,7 @@ fn fixture_matches_ggml() -> Result<(), String> {
     let (mut quantized, mut dequantized, mut dots, mut exact_dots) =
         (0usize, 0usize, 0usize, 0usize);
     let mut quant_types = std::collections::BTreeSet::new();
+    let mut dot_types = std::collections::BTreeSet::new();
     for rec in &records {
         match rec.kind {
             1 => {
@@ -272,6 +338,7 @@ fn fixture_matches_ggml() -> Result<(), String> {
                         if got.to_bits() == want.to_bits() {
                             exact_dots += 1;
                         }
+                        dot_types.insert(rec.ty.name());
                     }
                 }
                 dots += 1;
@@ -283,28 +350,11 @@ fn fixture_matches_ggml() -> Result<(), String> {
         "checked {quantized} quantizations ({}), {dequantized} dequantizations, {dots} dot products ({exact_dots} bit-exact)",
         quant_types.iter().copied().collect::<Vec<_>>().join(" ")
     );
-    // The fixture must actually cover every format fak claims to quantize.
-    let expected = [
-        "bf16", "f16", "q4_0", "q4_1", "q4_k", "q5_0", "q5_1", "q5_k", "q6_k", "q8_0", "q8_1",
-        "q8_k",
-    ];
-    assert_eq!(
-        quant_types.iter().copied().collect::<Vec<_>>(),
-        expected,
-        "quantized types covered"
-    );
-    assert!(
-        dequantized >= 150 && dots >= 15,
-        "fixture too small: {dequantized} dequantizations, {dots} dots"
-    );
-    if fails.is_empty() {
-        Ok(())
-    } else {
-        let shown: Vec<_> = fails.iter().take(25).cloned().collect();
-        Err(format!(
-            "{} mismatches against ggml:\n{}",
-            fails.len(),
-            shown.join("\n")
-        ))
-    }
+    Ok(Checked {
+        quant_types,
+        dot_types,
+        dequantized,
+        dots,
+        fails,
+    })
 }
