@@ -174,6 +174,12 @@ QUANT_TARGETS = {
     "f16": "LLAMA_FTYPE_MOSTLY_F16",
     "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
     "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
+    "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",
+    "q3_k_s": "LLAMA_FTYPE_MOSTLY_Q3_K_S",
+    "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M",
+    "q3_k_l": "LLAMA_FTYPE_MOSTLY_Q3_K_L",
+    "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
+    "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
 }
 
 
@@ -216,6 +222,8 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     13: ("q5_k", 256, 176),
     14: ("q6_k", 256, 210),
     15: ("q8_k", 256, 292),
+    20: ("iq4_nl", 32, 18),
+    23: ("iq4_xs", 256, 136),
     24: ("i8", 1, 1),
     25: ("i16", 1, 2),
     26: ("i32", 1, 4),

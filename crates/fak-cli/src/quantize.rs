@@ -12,15 +12,18 @@ pub struct QuantizeArgs {
     input: PathBuf,
     /// Output GGUF file.
     output: PathBuf,
-    /// Target file type: f16, q8_0, q4_0 or q4_1.
+    /// Target file type (llama.cpp's mixtures, no importance matrix): f16,
+    /// q8_0, q4_0, q4_1, q2_k, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs.
     ty: String,
 }
 
 pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
     let Some(ftype) = FileType::from_name(&a.ty) else {
+        let names: Vec<&str> = FileType::ALL.iter().map(|t| t.name()).collect();
         bail!(
-            "unknown target type '{}' (expected f16, q8_0, q4_0 or q4_1)",
-            a.ty
+            "unknown target type '{}' (expected one of {})",
+            a.ty,
+            names.join(", ")
         );
     };
     if a.input == a.output {

@@ -440,6 +440,17 @@ fn quantize_q4_1_is_byte_identical_to_llama_cpp() {
     check_requant("q4_1");
 }
 
+/// The low-bit mixtures: llama.cpp's per-tensor choices (Q3_K on
+/// ffn_down, Q4_0/Q5_0/Q5_1 fallbacks for SmolLM2's 576-wide rows, Q5_K on
+/// the first ffn_down layers, IQ4_NL for IQ4_XS rows of 576) and ggml's
+/// quantizers, tensor for tensor.
+#[test]
+fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
+    for ty in ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_nl", "iq4_xs"] {
+        check_requant(ty);
+    }
+}
+
 #[test]
 fn chat_answers_with_the_template_applied() {
     use std::io::Write;

@@ -1,14 +1,29 @@
 //! Model file quantization (`fak quantize`).
 //!
-//! Each tensor's output type follows llama.cpp's rules for the plain file
-//! types, so that the result matches `llama-quantize` tensor for tensor:
+//! Each tensor's output type follows llama.cpp's rules (`llama-quant.cpp`,
+//! without an importance matrix), so that the result matches
+//! `llama-quantize` tensor for tensor:
 //!
 //! * 1-D tensors and `*_norm.weight` stay as they are (F32 norms, biases).
-//! * Every other matrix gets the file type's default type,
-//! * except the output matrix (or, with tied embeddings, `token_embd`), which
-//!   for the 4-bit types gets Q6_K, falling back to Q8_0 when its rows are
-//!   not a multiple of 256 elements.
+//! * Every other matrix gets the file type's default type, except:
+//!   * the output matrix (or, with tied embeddings, `token_embd`): Q6_K
+//!     for the quantized types (Q8_0 stays Q8_0; rows that are not whole
+//!     blocks of the default type give Q8_0);
+//!   * the mixtures' sensitive tensors, by layer (table below);
+//!   * a type whose blocks do not divide the row falls back (IQ4_XS →
+//!     IQ4_NL; Q2_K, Q3_K → Q4_0; Q4_K → Q5_0; Q5_K → Q5_1; Q6_K → Q8_0;
+//!     then F16).
 //! * A tensor already in its target type is copied byte for byte.
+//!
+//! ```text
+//!   file type   attn_v                       ffn_down (layer i of n)      attn_output
+//!   q2_k        gqa ≥ 4: Q4_K, else Q3_K     Q3_K                          Q3_K
+//!   q3_k_s      -                            -                             -
+//!   q3_k_m      i < 2: Q5_K, else Q4_K       i < n/16: Q5_K, else Q4_K     Q4_K
+//!   q3_k_l      Q5_K                         Q5_K                          Q5_K
+//!   iq4_nl/xs   gqa ≥ 4: Q5_K                i < n/8: Q5_K                 -
+//!   every type: attn_v of an 80-layer model (llama.cpp's "70B"): Q3_K, Q4_K → Q5_K
+//! ```
 //!
 //! Values are requantized through f32 with ggml's reference quantizers.
 
@@ -21,6 +36,7 @@ use crate::error::ModelError;
 /// The file types `fak quantize` produces, with llama.cpp's `llama_ftype`
 /// numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
 pub enum FileType {
     /// All matrices F16.
     F16,
@@ -30,17 +46,54 @@ pub enum FileType {
     Q4_0,
     /// Q4_1 matrices, Q6_K/Q8_0 output.
     Q4_1,
+    /// Q2_K matrices; Q3_K/Q4_K for the sensitive ones.
+    Q2_K,
+    /// Q3_K matrices.
+    Q3_K_S,
+    /// Q3_K matrices; Q4_K/Q5_K for the sensitive ones.
+    Q3_K_M,
+    /// Q3_K matrices; Q5_K for the sensitive ones.
+    Q3_K_L,
+    /// IQ4_NL matrices; Q5_K for the first eighth of ffn_down.
+    IQ4_NL,
+    /// IQ4_XS matrices; Q5_K for the first eighth of ffn_down.
+    IQ4_XS,
 }
 
 impl FileType {
-    /// Parses `f16`, `q8_0`, `q4_0`, `q4_1` (case-insensitive).
+    /// Every file type, in llama.cpp's numbering order.
+    pub const ALL: [FileType; 10] = [
+        FileType::F16,
+        FileType::Q4_0,
+        FileType::Q4_1,
+        FileType::Q8_0,
+        FileType::Q2_K,
+        FileType::Q3_K_S,
+        FileType::Q3_K_M,
+        FileType::Q3_K_L,
+        FileType::IQ4_NL,
+        FileType::IQ4_XS,
+    ];
+
+    /// Parses a name `fak quantize` takes (`q3_k_m`; case-insensitive).
     pub fn from_name(s: &str) -> Option<FileType> {
-        match s.to_ascii_lowercase().as_str() {
-            "f16" => Some(FileType::F16),
-            "q8_0" => Some(FileType::Q8_0),
-            "q4_0" => Some(FileType::Q4_0),
-            "q4_1" => Some(FileType::Q4_1),
-            _ => None,
+        let s = s.to_ascii_lowercase();
+        FileType::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// The lower-case name (`q3_k_m`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FileType::F16 => "f16",
+            FileType::Q8_0 => "q8_0",
+            FileType::Q4_0 => "q4_0",
+            FileType::Q4_1 => "q4_1",
+            FileType::Q2_K => "q2_k",
+            FileType::Q3_K_S => "q3_k_s",
+            FileType::Q3_K_M => "q3_k_m",
+            FileType::Q3_K_L => "q3_k_l",
+            FileType::IQ4_NL => "iq4_nl",
+            FileType::IQ4_XS => "iq4_xs",
         }
     }
 
@@ -51,6 +104,12 @@ impl FileType {
             FileType::Q4_0 => 2,
             FileType::Q4_1 => 3,
             FileType::Q8_0 => 7,
+            FileType::Q2_K => 10,
+            FileType::Q3_K_S => 11,
+            FileType::Q3_K_M => 12,
+            FileType::Q3_K_L => 13,
+            FileType::IQ4_NL => 25,
+            FileType::IQ4_XS => 30,
         }
     }
 
@@ -61,45 +120,179 @@ impl FileType {
             FileType::Q8_0 => GgmlType::Q8_0,
             FileType::Q4_0 => GgmlType::Q4_0,
             FileType::Q4_1 => GgmlType::Q4_1,
+            FileType::Q2_K => GgmlType::Q2_K,
+            FileType::Q3_K_S | FileType::Q3_K_M | FileType::Q3_K_L => GgmlType::Q3_K,
+            FileType::IQ4_NL => GgmlType::IQ4_NL,
+            FileType::IQ4_XS => GgmlType::IQ4_XS,
         }
+    }
+}
+
+/// What the type rules read from the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelShape {
+    /// Whether the file has a separate `output.weight` (else `token_embd`
+    /// is the output matrix).
+    pub has_output: bool,
+    /// Layers (`{arch}.block_count`).
+    pub n_layer: u32,
+    /// Query heads per K/V head (`head_count / head_count_kv`).
+    pub n_gqa: u32,
+}
+
+impl ModelShape {
+    /// Reads the shape from a GGUF file's metadata (missing or malformed
+    /// keys read as 0, which no rule depends on).
+    pub fn of(file: &GgufFile) -> ModelShape {
+        let arch = file
+            .get_str("general.architecture")
+            .ok()
+            .flatten()
+            .unwrap_or("")
+            .to_string();
+        let u = |key: &str| {
+            file.get_uint(&format!("{arch}.{key}"))
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        };
+        let n_head = u("attention.head_count");
+        let n_head_kv = match u("attention.head_count_kv") {
+            0 => n_head,
+            k => k,
+        };
+        ModelShape {
+            has_output: file.tensor("output.weight").is_some(),
+            n_layer: u("block_count") as u32,
+            n_gqa: n_head.checked_div(n_head_kv).unwrap_or(0) as u32,
+        }
+    }
+}
+
+/// Which rules a tensor falls under (llama.cpp's `tensor_category`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Category {
+    Output,
+    TokenEmbd,
+    AttnV,
+    AttnOutput,
+    FfnDown,
+    Other,
+}
+
+fn category(name: &str) -> Category {
+    if name == "output.weight" {
+        Category::Output
+    } else if name == "token_embd.weight" {
+        Category::TokenEmbd
+    } else if name.contains("attn_v.weight") {
+        Category::AttnV
+    } else if name.contains("attn_output.weight") {
+        Category::AttnOutput
+    } else if name.contains("ffn_down") {
+        Category::FfnDown
+    } else {
+        Category::Other
+    }
+}
+
+/// The layer of a `blk.N.` tensor.
+fn layer(name: &str) -> Option<u32> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+/// The type of the mixtures' sensitive tensors (before the fallback).
+fn mixture_type(ty: GgmlType, cat: Category, layer: u32, ftype: FileType, m: ModelShape) -> GgmlType {
+    use GgmlType::*;
+    match cat {
+        Category::AttnV => {
+            let t = match ftype {
+                FileType::Q2_K if m.n_gqa >= 4 => Q4_K,
+                FileType::Q2_K => Q3_K,
+                FileType::Q3_K_M if layer < 2 => Q5_K,
+                FileType::Q3_K_M => Q4_K,
+                FileType::Q3_K_L => Q5_K,
+                FileType::IQ4_NL | FileType::IQ4_XS if m.n_gqa >= 4 => Q5_K,
+                _ => ty,
+            };
+            // llama.cpp's 70B rule (its model type 70B is 80 layers).
+            if m.n_layer == 80 && matches!(t, Q3_K | Q4_K) {
+                Q5_K
+            } else {
+                t
+            }
+        }
+        Category::FfnDown => match ftype {
+            FileType::Q2_K => Q3_K,
+            FileType::Q3_K_M if layer < m.n_layer / 16 => Q5_K,
+            FileType::Q3_K_M => Q4_K,
+            FileType::Q3_K_L => Q5_K,
+            FileType::IQ4_NL | FileType::IQ4_XS if layer < m.n_layer / 8 => Q5_K,
+            _ => ty,
+        },
+        Category::AttnOutput => match ftype {
+            FileType::Q2_K => Q3_K,
+            FileType::Q3_K_M => Q4_K,
+            FileType::Q3_K_L => Q5_K,
+            _ => ty,
+        },
+        Category::Output | Category::TokenEmbd | Category::Other => ty,
     }
 }
 
 /// Chooses a tensor's output type.
 ///
-/// `dims` are GGUF dims (`dims[0]` = row length); `has_output` tells whether
-/// the file has a separate `output.weight`.
+/// `dims` are GGUF dims (`dims[0]` = row length).
 pub fn target_type(
     name: &str,
     dims: &[u64],
     current: GgmlType,
     ftype: FileType,
-    has_output: bool,
+    m: ModelShape,
 ) -> GgmlType {
     let is_matrix = dims.len() >= 2 && name.ends_with("weight") && !name.ends_with("_norm.weight");
     if !is_matrix {
         return current;
     }
-    let mut ty = ftype.default_type();
+    let def = ftype.default_type();
+    if !def.is_quantized() {
+        return def;
+    }
     let nx = dims[0];
-    let is_output = name == "output.weight" || (!has_output && name == "token_embd.weight");
-    if ty.is_quantized() && is_output {
-        let blk = ty.block_size() as u64;
-        ty = if !nx.is_multiple_of(blk) || ty == GgmlType::Q8_0 {
+    let cat = category(name);
+    let ty = if cat == Category::Output || (!m.has_output && cat == Category::TokenEmbd) {
+        if !nx.is_multiple_of(def.block_size() as u64) || def == GgmlType::Q8_0 {
             GgmlType::Q8_0
         } else {
             GgmlType::Q6_K
-        };
+        }
+    } else {
+        mixture_type(def, cat, layer(name).unwrap_or(0), ftype, m)
+    };
+    fallback(ty, nx)
+}
+
+/// llama.cpp's fallback for a type whose blocks do not divide a row of
+/// `nx` values.
+fn fallback(ty: GgmlType, nx: u64) -> GgmlType {
+    use GgmlType::*;
+    let fits = |t: GgmlType| nx.is_multiple_of(t.block_size() as u64);
+    if fits(ty) {
+        return ty;
     }
-    if !nx.is_multiple_of(ty.block_size() as u64) {
-        ty = match ty {
-            GgmlType::Q6_K if nx.is_multiple_of(GgmlType::Q8_0.block_size() as u64) => {
-                GgmlType::Q8_0
-            }
-            _ => GgmlType::F16,
-        };
+    let t = match ty {
+        IQ4_XS => IQ4_NL,
+        Q2_K | Q3_K => Q4_0,
+        Q4_K => Q5_0,
+        Q5_K => Q5_1,
+        Q6_K => Q8_0,
+        _ => F16,
+    };
+    if fits(t) {
+        t
+    } else {
+        F16
     }
-    ty
 }
 
 /// Progress callback: `(tensor index, tensor count, tensor name)`.
@@ -122,11 +315,11 @@ pub fn quantize_file(
     }
     w.set_kv("general.quantization_version", MetaValue::U32(2));
     w.set_kv("general.file_type", MetaValue::U32(ftype.id()));
-    let has_output = input.tensor("output.weight").is_some();
+    let shape = ModelShape::of(input);
     let n = input.tensors().len();
     for (i, t) in input.tensors().iter().enumerate() {
         progress(i, n, &t.name);
-        let ty = target_type(&t.name, &t.dims, t.ty, ftype, has_output);
+        let ty = target_type(&t.name, &t.dims, t.ty, ftype, shape);
         let src = input.tensor_data(t);
         let data = if ty == t.ty {
             src.to_vec()
@@ -180,95 +373,5 @@ fn requantize(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn norms_and_vectors_stay() {
-        assert_eq!(
-            target_type(
-                "blk.0.attn_norm.weight",
-                &[576],
-                GgmlType::F32,
-                FileType::Q8_0,
-                false
-            ),
-            GgmlType::F32
-        );
-        assert_eq!(
-            target_type(
-                "blk.0.attn_q.bias",
-                &[896],
-                GgmlType::F32,
-                FileType::Q4_0,
-                true
-            ),
-            GgmlType::F32
-        );
-    }
-
-    #[test]
-    fn output_rules() {
-        // Tied embeddings act as the output matrix.
-        assert_eq!(
-            target_type(
-                "token_embd.weight",
-                &[576, 49152],
-                GgmlType::Q8_0,
-                FileType::Q4_0,
-                false
-            ),
-            GgmlType::Q8_0
-        );
-        assert_eq!(
-            target_type(
-                "token_embd.weight",
-                &[512, 49152],
-                GgmlType::Q8_0,
-                FileType::Q4_1,
-                false
-            ),
-            GgmlType::Q6_K
-        );
-        assert_eq!(
-            target_type(
-                "token_embd.weight",
-                &[512, 49152],
-                GgmlType::Q8_0,
-                FileType::Q4_1,
-                true
-            ),
-            GgmlType::Q4_1
-        );
-        assert_eq!(
-            target_type(
-                "output.weight",
-                &[512, 49152],
-                GgmlType::Q8_0,
-                FileType::Q8_0,
-                true
-            ),
-            GgmlType::Q8_0
-        );
-        assert_eq!(
-            target_type(
-                "output.weight",
-                &[512, 49152],
-                GgmlType::Q8_0,
-                FileType::F16,
-                true
-            ),
-            GgmlType::F16
-        );
-        assert_eq!(
-            target_type(
-                "blk.0.ffn_up.weight",
-                &[576, 1536],
-                GgmlType::Q4_1,
-                FileType::F16,
-                false
-            ),
-            GgmlType::F16
-        );
-    }
-}
+#[path = "quantize_tests.rs"]
+mod tests;
