@@ -202,7 +202,13 @@ fn layer(name: &str) -> Option<u32> {
 }
 
 /// The type of the mixtures' sensitive tensors (before the fallback).
-fn mixture_type(ty: GgmlType, cat: Category, layer: u32, ftype: FileType, m: ModelShape) -> GgmlType {
+fn mixture_type(
+    ty: GgmlType,
+    cat: Category,
+    layer: u32,
+    ftype: FileType,
+    m: ModelShape,
+) -> GgmlType {
     use GgmlType::*;
     match cat {
         Category::AttnV => {

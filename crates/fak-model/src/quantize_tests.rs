@@ -125,10 +125,7 @@ fn mixtures_follow_llama_cpp() {
 fn names_round_trip() {
     for f in FileType::ALL {
         assert_eq!(FileType::from_name(f.name()), Some(f));
-        assert_eq!(
-            FileType::from_name(&f.name().to_ascii_uppercase()),
-            Some(f)
-        );
+        assert_eq!(FileType::from_name(&f.name().to_ascii_uppercase()), Some(f));
     }
     assert_eq!(FileType::from_name("q3_k"), None);
 }
