@@ -34,8 +34,8 @@ use std::arch::x86_64::*;
 use super::avx2_blocks::{dot_i8_i8, f32_at, hsum_ps, load16, load32};
 use super::gemm_avx2;
 use crate::blocks::{
-    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K,
+    BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
 };
 use crate::dot_rows::block_pairs;
 use crate::fp::{bf16_to_f32, f16_to_f32};
@@ -104,6 +104,24 @@ pub(crate) unsafe fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: the caller guarantees AVX2, FMA and F16C.
     unsafe {
         gemm_avx2::dot::<gemm_avx2::IQ4NLDot, { BlockIQ4_NL::BYTES }, { BlockQ8_0::BYTES }>(w, a)
+    }
+}
+
+/// AVX2 twin of [`crate::scalar::vec_dot_iq4_xs_q8_k`]: a `1 × 1` tile of
+/// [`gemm_avx2`]; each sub-block's scale multiplies its integer sums, and
+/// the super-block's float scale is applied once (the scalar reference
+/// scales each sub-block in float: the results agree to rounding).
+///
+/// * `w`: IQ4_XS row; `a`: Q8_K row with the same number of blocks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_iq4_xs_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the caller guarantees AVX2, FMA and F16C.
+    unsafe {
+        gemm_avx2::dot::<gemm_avx2::IQ4XSDot, { BlockIQ4_XS::BYTES }, { BlockQ8_K::BYTES }>(w, a)
     }
 }
 

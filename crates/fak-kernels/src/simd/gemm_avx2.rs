@@ -39,8 +39,8 @@ use super::avx2_blocks::{
 };
 use super::Kernel;
 use crate::blocks::{
-    get_scale_min_k4, BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1,
-    BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
+    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS,
 };
 
 /// How an element's per-block float terms are accumulated.
@@ -485,6 +485,7 @@ pub(crate) unsafe fn gemm(kernel: Kernel, g: &GemmArgs<'_>, out: &mut [f32]) -> 
         Kernel::Q8_0 => gemm_k::<Q8_0Dot, Q8_0, Q8_0>(g, out),
         Kernel::Q4_0 => gemm_k::<Q4_0Dot, { BlockQ4_0::BYTES }, Q8_0>(g, out),
         Kernel::IQ4NL => gemm_k::<IQ4NLDot, { BlockIQ4_NL::BYTES }, Q8_0>(g, out),
+        Kernel::IQ4XS => gemm_k::<IQ4XSDot, { BlockIQ4_XS::BYTES }, Q8_K>(g, out),
         Kernel::Q5_0 => gemm_k::<Q5_0Dot, { BlockQ5_0::BYTES }, Q8_0>(g, out),
         Kernel::Q4_1 => gemm_k::<Q4_1Dot, { BlockQ4_1::BYTES }, Q8_1>(g, out),
         Kernel::Q5_1 => gemm_k::<Q5_1Dot, { BlockQ5_1::BYTES }, Q8_1>(g, out),
@@ -521,6 +522,19 @@ fn signed_w(x: __m256i) -> SignedW {
         x,
         ax: _mm256_sign_epi8(x, x),
     }
+}
+
+/// The IQ4 levels of 32 index bytes (each in `0..16`): one byte shuffle
+/// against the 16 levels, held in both 128-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4_levels(idx: __m256i) -> __m256i {
+    let l = IQ4_LEVELS;
+    let levels = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8], l[9], l[10], l[11], l[12], l[13],
+        l[14], l[15],
+    ));
+    _mm256_shuffle_epi8(levels, idx)
 }
 
 /// Q8_0 weights · Q8_0 activations.
@@ -617,26 +631,7 @@ unsafe impl BlockDot<18, 34> for IQ4NLDot {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn w_step(b: &[u8; 18], _info: &Scales, _s: usize) -> SignedW {
-        // The 16 levels in each 128-bit lane; each index byte picks one.
-        let levels = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-            IQ4_LEVELS[0],
-            IQ4_LEVELS[1],
-            IQ4_LEVELS[2],
-            IQ4_LEVELS[3],
-            IQ4_LEVELS[4],
-            IQ4_LEVELS[5],
-            IQ4_LEVELS[6],
-            IQ4_LEVELS[7],
-            IQ4_LEVELS[8],
-            IQ4_LEVELS[9],
-            IQ4_LEVELS[10],
-            IQ4_LEVELS[11],
-            IQ4_LEVELS[12],
-            IQ4_LEVELS[13],
-            IQ4_LEVELS[14],
-            IQ4_LEVELS[15],
-        ));
-        signed_w(_mm256_shuffle_epi8(levels, nibbles_16(load16::<2, 18>(b))))
+        signed_w(iq4_levels(nibbles_16(load16::<2, 18>(b))))
     }
 }
 
@@ -903,6 +898,95 @@ macro_rules! k_mins {
             k_mins_scale(w, a, extra)
         }
     };
+}
+
+/// IQ4_XS weights · Q8_K activations.
+pub(crate) struct IQ4XSDot;
+
+/// IQ4_XS block info: `d_w` and the 8 sub-block scales `ls - 32`.
+#[derive(Clone, Copy)]
+pub(crate) struct XsInfo {
+    d: f32,
+    sc: [i8; 8],
+}
+
+/// One IQ4_XS step: 32 signed levels and their sub-block's scale.
+#[derive(Clone, Copy)]
+pub(crate) struct XsStep {
+    w: SignedW,
+    sc: __m256i,
+}
+
+// SAFETY: the associated types are vectors, `f32`s and byte arrays.
+unsafe impl BlockDot<136, 292> for IQ4XSDot {
+    const STEPS: usize = 8;
+    const ACC: Accumulators = Accumulators::One;
+    const SHAPE: Shape = Shape::R1T4;
+    type WI = XsInfo;
+    type AI = Q8KInfo;
+    type WS = XsStep;
+    type AS = __m256i;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_info(b: &[u8; 136]) -> XsInfo {
+        let h = u16_at::<2, 136>(b);
+        XsInfo {
+            d: f16c(u16_at::<0, 136>(b)),
+            sc: std::array::from_fn(|k| {
+                let low = (b[4 + k / 2] >> (4 * (k % 2))) & 0x0F;
+                let high = ((h >> (2 * k)) & 3) as u8;
+                (low | (high << 4)) as i8 - 32
+            }),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_info(b: &[u8; 292]) -> Q8KInfo {
+        q8_k_info(b)
+    }
+
+    /// Step `s` covers elements `32s..32s + 32`: index bytes `8 + 16s..`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_step(b: &[u8; 136], info: &XsInfo, s: usize) -> XsStep {
+        let idx = match s {
+            0 => load16::<8, 136>(b),
+            1 => load16::<24, 136>(b),
+            2 => load16::<40, 136>(b),
+            3 => load16::<56, 136>(b),
+            4 => load16::<72, 136>(b),
+            5 => load16::<88, 136>(b),
+            6 => load16::<104, 136>(b),
+            _ => load16::<120, 136>(b),
+        };
+        XsStep {
+            w: signed_w(iq4_levels(nibbles_16(idx))),
+            sc: _mm256_set1_epi16(i16::from(info.sc[s % 8])),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_step(b: &[u8; 292], s: usize) -> __m256i {
+        q8_k_quants(b, s)
+    }
+
+    /// `Σ sc · w · y` as `|w| · (y · sign(w))` pairs, weighted by the
+    /// sub-block scale (pairs of at most 2 · 127 · 127: no saturation).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn step(w: &XsStep, y: &__m256i) -> __m256i {
+        let pairs = _mm256_maddubs_epi16(w.w.ax, _mm256_sign_epi8(*y, w.w.x));
+        _mm256_madd_epi16(pairs, w.sc)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scale(w: &XsInfo, a: &Q8KInfo, _extra: &mut f32) -> f32 {
+        w.d * a.d
+    }
 }
 
 // SAFETY: the associated types are vectors, `f32`s and byte arrays.

@@ -66,6 +66,8 @@ pub(crate) enum Kernel {
     Q5_0,
     /// IQ4_NL · Q8_0.
     IQ4NL,
+    /// IQ4_XS · Q8_K.
+    IQ4XS,
     /// Q4_K · Q8_K.
     Q4K,
     /// Q5_K · Q8_K.
@@ -93,6 +95,7 @@ impl Kernel {
             GgmlType::Q4_1 => Kernel::Q4_1,
             GgmlType::Q5_0 => Kernel::Q5_0,
             GgmlType::IQ4_NL => Kernel::IQ4NL,
+            GgmlType::IQ4_XS => Kernel::IQ4XS,
             GgmlType::Q4_K => Kernel::Q4K,
             GgmlType::Q5_K => Kernel::Q5K,
             GgmlType::Q6_K => Kernel::Q6K,
@@ -114,7 +117,7 @@ impl Kernel {
             | Kernel::Q5_0
             | Kernel::Q5_1
             | Kernel::IQ4NL => 5,
-            Kernel::Q4K | Kernel::Q5K | Kernel::Q6K | Kernel::Q8K => 8,
+            Kernel::Q4K | Kernel::Q5K | Kernel::Q6K | Kernel::Q8K | Kernel::IQ4XS => 8,
             Kernel::F16 | Kernel::F32 | Kernel::BF16 => 0,
         }
     }
@@ -127,6 +130,7 @@ impl Kernel {
             Kernel::Q4_1 => (20, 36),
             Kernel::Q5_0 => (22, 34),
             Kernel::Q4K => (144, 292),
+            Kernel::IQ4XS => (136, 292),
             Kernel::Q5K => (176, 292),
             Kernel::Q6K => (210, 292),
             Kernel::Q5_1 => (24, 36),
@@ -176,6 +180,7 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
             Kernel::Q8_0 => avx2::dot_q8_0_q8_0(w, a),
             Kernel::Q4_0 => avx2::dot_q4_0_q8_0(w, a),
             Kernel::IQ4NL => avx2::dot_iq4_nl_q8_0(w, a),
+            Kernel::IQ4XS => avx2::dot_iq4_xs_q8_k(w, a),
             Kernel::Q4_1 => avx2::dot_q4_1_q8_1(w, a),
             Kernel::Q5_0 => avx2::dot_q5_0_q8_0(w, a),
             Kernel::Q4K => avx2::dot_q4_k_q8_k(w, a),
