@@ -34,8 +34,8 @@ use std::arch::x86_64::*;
 use super::avx2_blocks::{dot_i8_i8, f32_at, hsum_ps, load16, load32};
 use super::gemm_avx2;
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K,
-    BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
+    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
 };
 use crate::dot_rows::block_pairs;
 use crate::fp::{bf16_to_f32, f16_to_f32};
@@ -123,6 +123,35 @@ pub(crate) unsafe fn dot_iq4_xs_q8_k(w: &[u8], a: &[u8]) -> f32 {
     unsafe {
         gemm_avx2::dot::<gemm_avx2::IQ4XSDot, { BlockIQ4_XS::BYTES }, { BlockQ8_K::BYTES }>(w, a)
     }
+}
+
+/// AVX2 twin of [`crate::scalar::vec_dot_q2_k_q8_k`]: a `1 × 1` tile of
+/// [`gemm_avx2`] (sub-block scales on the integer sums, the min term from
+/// the activation block's sums).
+///
+/// * `w`: Q2_K row; `a`: Q8_K row with the same number of blocks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_q2_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the caller guarantees AVX2, FMA and F16C.
+    unsafe { gemm_avx2::dot::<gemm_avx2::Q2KDot, { BlockQ2_K::BYTES }, { BlockQ8_K::BYTES }>(w, a) }
+}
+
+/// AVX2 twin of [`crate::scalar::vec_dot_q3_k_q8_k`]: a `1 × 1` tile of
+/// [`gemm_avx2`] (sub-block scales on the integer sums).
+///
+/// * `w`: Q3_K row; `a`: Q8_K row with the same number of blocks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_q3_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the caller guarantees AVX2, FMA and F16C.
+    unsafe { gemm_avx2::dot::<gemm_avx2::Q3KDot, { BlockQ3_K::BYTES }, { BlockQ8_K::BYTES }>(w, a) }
 }
 
 /// AVX2 twin of [`crate::scalar::vec_dot_q4_1_q8_1`]: a `1 × 1` tile of

@@ -39,8 +39,9 @@ use super::avx2_blocks::{
 };
 use super::Kernel;
 use crate::blocks::{
-    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
-    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
+    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    IQ4_LEVELS,
 };
 
 /// How an element's per-block float terms are accumulated.
@@ -486,6 +487,8 @@ pub(crate) unsafe fn gemm(kernel: Kernel, g: &GemmArgs<'_>, out: &mut [f32]) -> 
         Kernel::Q4_0 => gemm_k::<Q4_0Dot, { BlockQ4_0::BYTES }, Q8_0>(g, out),
         Kernel::IQ4NL => gemm_k::<IQ4NLDot, { BlockIQ4_NL::BYTES }, Q8_0>(g, out),
         Kernel::IQ4XS => gemm_k::<IQ4XSDot, { BlockIQ4_XS::BYTES }, Q8_K>(g, out),
+        Kernel::Q2K => gemm_k::<Q2KDot, { BlockQ2_K::BYTES }, Q8_K>(g, out),
+        Kernel::Q3K => gemm_k::<Q3KDot, { BlockQ3_K::BYTES }, Q8_K>(g, out),
         Kernel::Q5_0 => gemm_k::<Q5_0Dot, { BlockQ5_0::BYTES }, Q8_0>(g, out),
         Kernel::Q4_1 => gemm_k::<Q4_1Dot, { BlockQ4_1::BYTES }, Q8_1>(g, out),
         Kernel::Q5_1 => gemm_k::<Q5_1Dot, { BlockQ5_1::BYTES }, Q8_1>(g, out),
@@ -985,6 +988,195 @@ unsafe impl BlockDot<136, 292> for IQ4XSDot {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn scale(w: &XsInfo, a: &Q8KInfo, _extra: &mut f32) -> f32 {
+        w.d * a.d
+    }
+}
+
+/// Q2_K weights · Q8_K activations.
+pub(crate) struct Q2KDot;
+/// Q3_K weights · Q8_K activations.
+pub(crate) struct Q3KDot;
+
+/// The low 2 bits of step `s`'s 32 elements: `(qs[32(s/4) + l] >> 2(s%4)) & 3`,
+/// `qs` at byte `QS` of an `N`-byte block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn low2<const QS: usize, const N: usize>(b: &[u8; N], s: usize) -> __m256i {
+    let c = (s / 4) % 2;
+    // SAFETY: `QS + 64 <= N` for both formats (Q2_K: 16 + 64 <= 84; Q3_K:
+    // 32 + 64 <= 110) and `c < 2`, so the 32 bytes lie inside `b`.
+    let q = unsafe { _mm256_loadu_si256(b.as_ptr().add(QS + 32 * c).cast()) };
+    let v = match s % 4 {
+        0 => q,
+        1 => _mm256_srli_epi16::<2>(q),
+        2 => _mm256_srli_epi16::<4>(q),
+        _ => _mm256_srli_epi16::<6>(q),
+    };
+    _mm256_and_si256(v, _mm256_set1_epi8(3))
+}
+
+/// The `i16` scales of a step's two 16-element sub-blocks: `a` for the
+/// first 8 pair sums, `b` for the last 8.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn two_scales(a: i16, b: i16) -> __m256i {
+    _mm256_set_m128i(_mm_set1_epi16(b), _mm_set1_epi16(a))
+}
+
+/// Q2_K block info: scales, and the mins as 16 `i16`s for the min term.
+#[derive(Clone, Copy)]
+pub(crate) struct Q2KInfo {
+    d: f32,
+    dmin: f32,
+    sc: [u8; 16],
+    m: __m256i,
+}
+
+// SAFETY: the associated types are vectors, `f32`s and byte arrays.
+unsafe impl BlockDot<84, 292> for Q2KDot {
+    const STEPS: usize = 8;
+    const ACC: Accumulators = Accumulators::One;
+    const SHAPE: Shape = Shape::R1T4;
+    type WI = Q2KInfo;
+    type AI = Q8KInfo;
+    type WS = KStepW;
+    type AS = __m256i;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_info(b: &[u8; 84]) -> Q2KInfo {
+        let mut sc = [0u8; 16];
+        sc.copy_from_slice(&b[..16]);
+        let m16: [i16; 16] = std::array::from_fn(|g| i16::from(sc[g] >> 4));
+        Q2KInfo {
+            d: f16c(u16_at::<80, 84>(b)),
+            dmin: f16c(u16_at::<82, 84>(b)),
+            sc,
+            // SAFETY: `m16` is 32 bytes; `loadu` has no alignment requirement.
+            m: unsafe { _mm256_loadu_si256(m16.as_ptr().cast()) },
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_info(b: &[u8; 292]) -> Q8KInfo {
+        q8_k_info(b)
+    }
+
+    /// Step `s` covers sub-blocks `2s` and `2s + 1`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_step(b: &[u8; 84], info: &Q2KInfo, s: usize) -> KStepW {
+        let (a, c) = (info.sc[(2 * s) % 16], info.sc[(2 * s + 1) % 16]);
+        KStepW {
+            q: low2::<16, 84>(b, s),
+            sc: two_scales(i16::from(a & 0x0F), i16::from(c & 0x0F)),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_step(b: &[u8; 292], s: usize) -> __m256i {
+        q8_k_quants(b, s)
+    }
+
+    /// Unsigned 2-bit weights times signed activations, weighted by scale.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn step(w: &KStepW, y: &__m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(w.q, *y), w.sc)
+    }
+
+    /// `extra -= (dmin_w · d_a) · Σ_g bsums[g] · min[g]`; `d = d_w · d_a`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scale(w: &Q2KInfo, a: &Q8KInfo, extra: &mut f32) -> f32 {
+        let min_sum = hsum_epi32(_mm256_madd_epi16(a.bsums, w.m));
+        *extra -= (w.dmin * a.d) * min_sum as f32;
+        w.d * a.d
+    }
+}
+
+/// Q3_K block info: `d_w` and the 16 scales `s - 32`.
+#[derive(Clone, Copy)]
+pub(crate) struct Q3KInfo {
+    d: f32,
+    sc: [i8; 16],
+}
+
+/// One Q3_K step: 32 signed values and their two sub-blocks' scales.
+#[derive(Clone, Copy)]
+pub(crate) struct Q3KStep {
+    w: SignedW,
+    sc: __m256i,
+}
+
+// SAFETY: the associated types are vectors, `f32`s and byte arrays.
+unsafe impl BlockDot<110, 292> for Q3KDot {
+    const STEPS: usize = 8;
+    const ACC: Accumulators = Accumulators::One;
+    const SHAPE: Shape = Shape::R1T4;
+    type WI = Q3KInfo;
+    type AI = Q8KInfo;
+    type WS = Q3KStep;
+    type AS = __m256i;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_info(b: &[u8; 110]) -> Q3KInfo {
+        let s = &b[96..108];
+        Q3KInfo {
+            d: f16c(u16_at::<108, 110>(b)),
+            sc: std::array::from_fn(|k| {
+                let low = if k < 8 { s[k] & 0x0F } else { s[k - 8] >> 4 };
+                let high = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
+                (low | (high << 4)) as i8 - 32
+            }),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_info(b: &[u8; 292]) -> Q8KInfo {
+        q8_k_info(b)
+    }
+
+    /// Step `s`: low bits as Q2_K's, minus 4 where bit `s` of `hmask[l]`
+    /// (32 bytes at 0) is clear.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_step(b: &[u8; 110], info: &Q3KInfo, s: usize) -> Q3KStep {
+        let hm = load32::<0, 110>(b);
+        let bit = _mm256_set1_epi8((1u8 << (s % 8)) as i8);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+        let with_high = _mm256_or_si256(
+            low2::<32, 110>(b, s),
+            _mm256_and_si256(set, _mm256_set1_epi8(4)),
+        );
+        let (a, c) = (info.sc[(2 * s) % 16], info.sc[(2 * s + 1) % 16]);
+        Q3KStep {
+            w: signed_w(_mm256_sub_epi8(with_high, _mm256_set1_epi8(4))),
+            sc: two_scales(i16::from(a), i16::from(c)),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_step(b: &[u8; 292], s: usize) -> __m256i {
+        q8_k_quants(b, s)
+    }
+
+    /// Signed weights as `|w| · (y · sign(w))`, weighted by scale.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn step(w: &Q3KStep, y: &__m256i) -> __m256i {
+        let pairs = _mm256_maddubs_epi16(w.w.ax, _mm256_sign_epi8(*y, w.w.x));
+        _mm256_madd_epi16(pairs, w.sc)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scale(w: &Q3KInfo, a: &Q8KInfo, _extra: &mut f32) -> f32 {
         w.d * a.d
     }
 }

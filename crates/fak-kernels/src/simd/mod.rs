@@ -68,6 +68,10 @@ pub(crate) enum Kernel {
     IQ4NL,
     /// IQ4_XS · Q8_K.
     IQ4XS,
+    /// Q2_K · Q8_K.
+    Q2K,
+    /// Q3_K · Q8_K.
+    Q3K,
     /// Q4_K · Q8_K.
     Q4K,
     /// Q5_K · Q8_K.
@@ -96,6 +100,8 @@ impl Kernel {
             GgmlType::Q5_0 => Kernel::Q5_0,
             GgmlType::IQ4_NL => Kernel::IQ4NL,
             GgmlType::IQ4_XS => Kernel::IQ4XS,
+            GgmlType::Q2_K => Kernel::Q2K,
+            GgmlType::Q3_K => Kernel::Q3K,
             GgmlType::Q4_K => Kernel::Q4K,
             GgmlType::Q5_K => Kernel::Q5K,
             GgmlType::Q6_K => Kernel::Q6K,
@@ -117,7 +123,13 @@ impl Kernel {
             | Kernel::Q5_0
             | Kernel::Q5_1
             | Kernel::IQ4NL => 5,
-            Kernel::Q4K | Kernel::Q5K | Kernel::Q6K | Kernel::Q8K | Kernel::IQ4XS => 8,
+            Kernel::Q4K
+            | Kernel::Q5K
+            | Kernel::Q6K
+            | Kernel::Q8K
+            | Kernel::IQ4XS
+            | Kernel::Q2K
+            | Kernel::Q3K => 8,
             Kernel::F16 | Kernel::F32 | Kernel::BF16 => 0,
         }
     }
@@ -131,6 +143,8 @@ impl Kernel {
             Kernel::Q5_0 => (22, 34),
             Kernel::Q4K => (144, 292),
             Kernel::IQ4XS => (136, 292),
+            Kernel::Q2K => (84, 292),
+            Kernel::Q3K => (110, 292),
             Kernel::Q5K => (176, 292),
             Kernel::Q6K => (210, 292),
             Kernel::Q5_1 => (24, 36),
@@ -181,6 +195,8 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
             Kernel::Q4_0 => avx2::dot_q4_0_q8_0(w, a),
             Kernel::IQ4NL => avx2::dot_iq4_nl_q8_0(w, a),
             Kernel::IQ4XS => avx2::dot_iq4_xs_q8_k(w, a),
+            Kernel::Q2K => avx2::dot_q2_k_q8_k(w, a),
+            Kernel::Q3K => avx2::dot_q3_k_q8_k(w, a),
             Kernel::Q4_1 => avx2::dot_q4_1_q8_1(w, a),
             Kernel::Q5_0 => avx2::dot_q5_0_q8_0(w, a),
             Kernel::Q4K => avx2::dot_q4_k_q8_k(w, a),
