@@ -18,12 +18,16 @@ words); A agents per fleet, T turns per agent. Each turn an agent sends a
 private tool result of 32-256 tokens and gets a reply of D tokens
 (``ignore_eos``, greedy, streamed). A fleet's first agent runs its first
 turn alone; then the fleet's other agents start (a fleet fans out from a
-leader whose prefix exists). Every call carries ``x-session-id: f<F>-a<A>``.
+leader whose prefix exists).
 
 * ``chat``: plain chat completions; each turn resends the agent's whole
   conversation (system prompt, task, every earlier tool result and reply).
-* ``sessions``: fak's session API; an agent's session holds its
-  conversation, a turn sends only the new tool result.
+  Every call carries ``x-session-id: f<F>-a<A>`` (the agent).
+* ``sessions``: fak's session API. The fleet's leader makes the fleet's
+  session (the system prompt, computed once); each agent forks it (no
+  compute), and its first turn adds its task. A turn sends only the new
+  tool result. Every call carries ``x-session-id: f<F>`` (the fleet: its
+  sessions live on the replica that made the fleet's session).
 
 ``--overhead-pairs N``: instead, the cost of publishing events: N
 alternated pairs of one replica (2 threads) serving the chat workload
@@ -114,6 +118,10 @@ def tool_result(shape: Shape, fleet: int, agent: int, turn: int, tokens_per_word
 
 def session_key(fleet: int, agent: int) -> str:
     return f"f{fleet}-a{agent}"
+
+
+def fleet_key(fleet: int) -> str:
+    return f"f{fleet}"
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -288,16 +296,26 @@ def post_json(base: str, path: str, body: dict, key: str) -> dict:
 
 def agent(api: str, base: str, shape: Shape, fleet: int, a: int, tpw: float, model: str,
           stats: Stats, turns: range, state: dict, tries: int) -> None:
-    key = session_key(fleet, a)
+    # A session lives where the fleet's session was made: every call of the
+    # fleet carries the fleet's key. Chat completions carry the agent's.
+    key = fleet_key(fleet) if api == "sessions" else session_key(fleet, a)
     system = fleet_prefix(shape, fleet, tpw)
     task = f"You are agent {a} of fleet {fleet}. Read each tool result and reply briefly."
     if "history" not in state:
         state["history"] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
         if api == "sessions":
-            out = post_json(base, "/v1/sessions", {"messages": state["history"]}, key)
-            state["session"] = out["id"]
-            with stats.lock:
-                stats.creates.append((out.get("tokens", 0), out.get("cached_tokens", 0)))
+            # The leader makes the fleet's session (the prefix, computed
+            # once); every agent forks it (no compute) and adds its task.
+            root = state["fleet"]
+            with root["lock"]:
+                if "id" not in root:
+                    out = post_json(base, "/v1/sessions", {"messages": state["history"][:1]}, key)
+                    root["id"] = out["id"]
+                    with stats.lock:
+                        stats.creates.append((out.get("tokens", 0), out.get("cached_tokens", 0)))
+            fork = post_json(base, f"/v1/sessions/{root['id']}/fork", {}, key)
+            state["session"] = fork["id"]
+            state["pending"] = [state["history"][1]]
     for t in turns:
         msg = {"role": "user", "content": tool_result(shape, fleet, a, t, tpw)}
         common = {"max_tokens": shape.decode, "temperature": 0, "ignore_eos": True, "stream": True,
@@ -309,8 +327,9 @@ def agent(api: str, base: str, shape: Shape, fleet: int, a: int, tpw: float, mod
                     body = {"model": model, "messages": state["history"] + [msg], **common}
                     ttft, usage, text = post_stream(base, "/v1/chat/completions", body, key)
                 else:
-                    body = {"messages": [msg], **common}
+                    body = {"messages": state.get("pending", []) + [msg], **common}
                     ttft, usage, text = post_stream(base, f"/v1/sessions/{state['session']}/chat/completions", body, key)
+                state.pop("pending", None)
                 state["history"] += [msg, {"role": "assistant", "content": text}]
                 cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
                 with stats.lock:
@@ -328,7 +347,8 @@ def agent(api: str, base: str, shape: Shape, fleet: int, a: int, tpw: float, mod
 def run_workload(api: str, base: str, shape: Shape, tpw: float, model: str, tries: int,
                  on_progress=None) -> tuple[Stats, float]:
     stats = Stats()
-    states = {(f, a): {} for f in range(shape.fleets) for a in range(shape.agents)}
+    roots = {f: {"lock": threading.Lock()} for f in range(shape.fleets)}
+    states = {(f, a): {"fleet": roots[f]} for f in range(shape.fleets) for a in range(shape.agents)}
     t0 = time.monotonic()
 
     def fleet(f: int) -> None:
