@@ -306,6 +306,8 @@ def agent(api: str, base: str, shape: Shape, fleet: int, a: int, tpw: float, mod
         if api == "sessions":
             # The leader makes the fleet's session (the prefix, computed
             # once); every agent forks it (no compute) and adds its task.
+            # A fork claims its parent for a moment (a second fork at the
+            # same time gets 409), so a fleet's forks go one at a time.
             root = state["fleet"]
             with root["lock"]:
                 if "id" not in root:
@@ -313,7 +315,7 @@ def agent(api: str, base: str, shape: Shape, fleet: int, a: int, tpw: float, mod
                     root["id"] = out["id"]
                     with stats.lock:
                         stats.creates.append((out.get("tokens", 0), out.get("cached_tokens", 0)))
-            fork = post_json(base, f"/v1/sessions/{root['id']}/fork", {}, key)
+                fork = post_json(base, f"/v1/sessions/{root['id']}/fork", {}, key)
             state["session"] = fork["id"]
             state["pending"] = [state["history"][1]]
     for t in turns:
