@@ -9,6 +9,11 @@ like a plain CLI greedy run would, and records what fak must reproduce:
 * ``greedy_ids``: ``STEPS`` ids, argmax of the last position's logits after
   each decode (ties -> lowest id), never stopping at EOS/EOG;
 * ``margins``: top-1 minus top-2 logit at the step that chose each id;
+* ``greedy_ids_fa_off`` and ``margins_fa_off``: the same run with flash
+  attention off. llama.cpp's two attention paths round differently, and
+  on near-even steps they pick different ids; fak's tests accept either
+  path, each up to its own first near tie (f16 K/V only: llama.cpp runs a
+  quantized V cache only with flash attention);
 * the whole first-step logits vector, in a side file of raw little-endian
   f32 (prompts concatenated in order, ``n_vocab`` floats each).
 
@@ -38,6 +43,14 @@ gemma3 goldens add a ``long`` prompt (the paragraph five times, about
 700 tokens) that crosses its 512-position sliding window::
 
     bench/.venv/bin/python bench/peers/golden.py --gemma3
+
+With ``--add-fa-off`` the files on disk keep every field and gain only
+the flash-attention-off path (``greedy_ids_fa_off``, ``margins_fa_off``),
+run here: llama.cpp's logits move with the CPU it runs on (its build
+picks the machine's ISA), so regenerating a file on another machine than
+the one that wrote it would change every field::
+
+    bench/.venv/bin/python bench/peers/golden.py --all --gemma3 --add-fa-off
 
 With ``--kv-type q8_0`` llama.cpp stores K and V as Q8_0 (``type_k`` and
 ``type_v``); the files get a ``.kv-q8_0`` suffix and a ``kv_type`` field,
@@ -131,6 +144,9 @@ class PromptResult:
     greedy_text: str
     top_logits: list[list[list[float]]]  # per step: TOPK [id, logit]
     ranges: list[list[float]]  # per step: [min, max]
+    # The same prompt with flash attention off (None: not run).
+    greedy_ids_fa_off: list[int] | None = None
+    margins_fa_off: list[float] | None = None
 
 
 def tokenize(L: Any, vocab: Any, text: str) -> list[int]:
@@ -250,6 +266,12 @@ def run_model(
         vocab = L.llama_model_get_vocab(model)
         n_vocab = int(L.llama_vocab_n_tokens(vocab))
         results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn, kv_type) for n, t in prompts]
+        # llama.cpp needs flash attention for a quantized V cache, so the
+        # off path exists only with an f16 cache.
+        if flash_attn != "off" and kv_type == "f16":
+            for r, (n, t) in zip(results, prompts):
+                off = run_prompt(L, model, vocab, n_vocab, n, t, "off", kv_type)
+                r.greedy_ids_fa_off, r.margins_fa_off = off.greedy_ids, off.margins
     finally:
         L.llama_model_free(model)
     head = {
@@ -281,6 +303,8 @@ def render_json(head: dict[str, Any], logits_file: str | None, results: list[Pro
             ("greedy_ids", r.greedy_ids),
             ("margins", r.margins),
         ]
+        if r.greedy_ids_fa_off is not None:
+            fields += [("greedy_ids_fa_off", r.greedy_ids_fa_off), ("margins_fa_off", r.margins_fa_off)]
         if logits_file is None:
             fields += [("top_logits", r.top_logits), ("ranges", r.ranges)]
         body = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in fields)
@@ -310,7 +334,7 @@ def compare(json_path: Path, bin_path: Path, text: str, blob: bytes) -> list[str
             if k != "prompts" and old.get(k) != new[k]:
                 diffs.append(f"{json_path.name}: {k} {old.get(k)!r} -> {new[k]!r}")
         for po, pn in zip(old.get("prompts", []), new["prompts"]):
-            for k in ("prompt_ids", "greedy_ids", "margins", "text", "top_logits", "ranges"):
+            for k in pn:
                 if po.get(k) != pn[k]:
                     diffs.append(f"{json_path.name}/{pn['name']}: {k} differs")
     if not blob:
@@ -334,6 +358,7 @@ class Options:
     kv_type: str = "f16"
     compact: bool = False
     prompts: list[tuple[str, str]] | None = None
+    add_fa_off: bool = False
 
 
 def golden_stem(model_file: str, kv_type: str) -> str:
@@ -343,8 +368,48 @@ def golden_stem(model_file: str, kv_type: str) -> str:
     return stem if kv_type == "f16" else f"{stem}.kv-{kv_type}"
 
 
+def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
+    """Adds llama.cpp's flash-attention-off path to a golden file on disk,
+    keeping its other fields as they are."""
+    if kv_type != "f16":
+        raise common.PeerError("llama.cpp runs a quantized V cache only with flash attention: no off path to add")
+    old = json.loads(json_path.read_text(encoding="utf-8"))
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    try:
+        vocab = L.llama_model_get_vocab(model)
+        n_vocab = int(L.llama_vocab_n_tokens(vocab))
+        results = []
+        for p in old["prompts"]:
+            off = run_prompt(L, model, vocab, n_vocab, p["name"], p["text"], "off", kv_type)
+            if off.prompt_ids != p["prompt_ids"]:
+                raise common.PeerError(f"{json_path.name}/{p['name']}: prompt ids differ from the file's")
+            results.append(
+                PromptResult(
+                    p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
+                    p.get("top_logits", []), p.get("ranges", []), off.greedy_ids, off.margins,
+                )
+            )
+            same = next((i for i, (a, b) in enumerate(zip(p["greedy_ids"], off.greedy_ids)) if a != b), None)
+            print(
+                f"  {json_path.stem}/{p['name']:<12} flash attention off: "
+                + ("same ids" if same is None else f"parts at step {same} (on-path margin {p['margins'][same]:.4f})")
+            )
+    finally:
+        L.llama_model_free(model)
+    head = {k: v for k, v in old.items() if k not in ("prompts", "first_logits_file")}
+    json_path.write_text(render_json(head, old.get("first_logits_file"), results), encoding="utf-8")
+    print(f"golden:   added the flash-attention-off path to {common.rel(json_path)}", file=sys.stderr)
+
+
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     stem = golden_stem(model_file, opt.kv_type)
+    if opt.add_fa_off:
+        add_fa_off(L, path, opt.out_dir / f"{stem}.json", opt.kv_type)
+        return []
     print(f"golden: {model_file} ({common.rel(path)}), K/V {opt.kv_type}", file=sys.stderr)
     common.llama_log_clear()
     prompts = opt.prompts if opt.prompts is not None else PROMPTS
@@ -385,10 +450,13 @@ def main() -> int:
         "--flash-attn", choices=sorted(FLASH_ATTN), default="auto", help="llama.cpp flash attention (goldens: auto)"
     )
     ap.add_argument("--kv-type", choices=sorted(KV_TYPES), default="f16", help="llama.cpp K/V cache type (goldens: f16)")
+    ap.add_argument(
+        "--add-fa-off", action="store_true", help="add only the flash-attention-off path to the files on disk"
+    )
     args = ap.parse_args()
     if not args.all and not args.model and not args.gemma3:
         ap.error("give --all, --gemma3 or at least one --model")
-    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact)
+    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact, add_fa_off=args.add_fa_off)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:
@@ -399,7 +467,7 @@ def main() -> int:
         p = common.MODELS / GEMMA3
         if not p.exists():
             raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
-        g_opt = Options(opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS)
+        g_opt = Options(opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS, opt.add_fa_off)
         diffs += emit(L, p, GEMMA3, g_opt)
     if args.all:
         for name in (QWEN, SMOL_Q41):
