@@ -1,4 +1,5 @@
-//! `fak`: inspect, tokenize, generate, chat, quantize and benchmark GGUF models.
+//! `fak`: inspect, tokenize, generate, chat, quantize and benchmark GGUF models,
+//! and export their tokenizers.
 //!
 //! Every error is printed as one line on stderr with a non-zero exit (2
 //! for a usage error, as clap's, 1 otherwise). Machine-readable output
@@ -30,6 +31,7 @@ mod bench;
 mod chat;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod export_tokenizer;
 mod generate;
 mod inspect;
 mod project;
@@ -58,6 +60,9 @@ enum Cmd {
     Inspect(inspect::InspectArgs),
     /// Tokenize text with a model's tokenizer.
     Tokenize(inspect::TokenizeArgs),
+    /// Write a Hugging Face tokenizer directory (tokenizer.json,
+    /// tokenizer_config.json) that tokenizes exactly as the model does.
+    ExportTokenizer(export_tokenizer::ExportTokenizerArgs),
     /// Generate a continuation of a prompt.
     Generate(generate::GenerateArgs),
     /// Chat interactively, with the model's chat template applied.
@@ -222,6 +227,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Inspect(a) => inspect::inspect(a),
         Cmd::Tokenize(a) => inspect::tokenize(a),
+        Cmd::ExportTokenizer(a) => export_tokenizer::run(a),
         Cmd::Generate(a) => generate::run(a),
         Cmd::Chat(a) => chat::run(a),
         Cmd::Quantize(a) => quantize::run(a),

@@ -95,6 +95,14 @@ pub enum TokenizerError {
     #[error("chat template rendering failed: {0}")]
     TemplateRender(String),
 
+    /// Something fak does cannot be written in a Hugging Face
+    /// `tokenizer.json` exactly (see [`crate::HfTokenizerFiles`]).
+    #[error("cannot export a Hugging Face tokenizer that tokenizes exactly as fak: {what}")]
+    Unexpressible {
+        /// What cannot be expressed, and why.
+        what: String,
+    },
+
     /// Rendering the chat template ran past one of its limits (an
     /// endless or exploding template).
     #[error("chat template rendering stopped: it exceeded the {limit}")]

@@ -7,6 +7,9 @@
 //! * [`StreamDecoder`]: ids → text during generation, never splitting a
 //!   UTF-8 character.
 //! * [`ChatTemplate`]: `tokenizer.chat_template` rendered with minijinja.
+//! * [`HfTokenizerFiles`]: the vocabulary as a Hugging Face
+//!   `tokenizer.json` + `tokenizer_config.json` that tokenizes exactly as
+//!   fak does, or a refusal naming what cannot be written that way.
 //!
 //! Supported: `tokenizer.ggml.model = "gpt2"` with the pre-tokenizers in
 //! [`PreTokenizer`] (llama.cpp's `default`, GPT-2, SmolLM/StarCoder, Qwen2
@@ -27,6 +30,7 @@ mod bpe;
 mod chat;
 mod error;
 mod gguf;
+mod hf_export;
 mod pretok;
 mod spm;
 mod stream;
@@ -39,6 +43,7 @@ pub use chat::{
     TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT,
 };
 pub use error::TokenizerError;
+pub use hf_export::{HfExportOptions, HfExportSummary, HfTokenizerFiles};
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;
 pub use tokenizer::{
