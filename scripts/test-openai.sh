@@ -4,7 +4,8 @@
 # API) and `openai-agents` (an agent with a function tool over the Responses
 # API); `pyzmq` reading `--kv-events`, and `vllm-router` in front of two
 # replicas (kv_aware routing by fak's events; sessions and stored responses
-# under consistent_hash); the tests are tests/openai/test_*.py.
+# under consistent_hash), and Hugging Face `tokenizers` reading what
+# `fak export-tokenizer` writes; the tests are tests/openai/test_*.py.
 #
 #   scripts/test-openai.sh            # extra args go to python -m unittest
 #
