@@ -12,6 +12,7 @@
 //! fak bench bandwidth          fak-bench-bandwidth/1    (machine probe)
 //! fak bench peak  peak         fak-bench-peak/1         (int8 and f32 machine probes; kernels in fak_kernels::peak)
 //! fak bench sampling sampling  fak-bench-sampling/1     (µs per draw outside the forward pass, old full sort vs new)
+//! fak bench verify verify      fak-bench-verify/1       (a k-token verifying pass against a 1-token step: the bound of speculation)
 //! fak project     project      fak-project/1            (MODELED, from the reports above)
 //! fak project roofline roofline fak-roofline/1         (MODELED bound per fleet phase; in fleet reports)
 //! ```
@@ -43,6 +44,7 @@ pub mod roofline;
 pub mod sampling;
 pub mod single;
 pub mod stats;
+pub mod verify;
 
 pub use error::{Error, Result};
 pub use fleet::Workload;

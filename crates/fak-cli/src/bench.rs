@@ -1,11 +1,12 @@
 //! `fak bench ...`: the flags of every benchmark, turned into the params of
 //! its protocol in fak-bench (`fak_bench::{single, batch, constrained,
-//! fleet, evict, bandwidth, peak}`); the report is printed as JSON (`--json`) or as its
+//! fleet, evict, bandwidth, peak, sampling, verify}`); the report is printed as JSON (`--json`) or as its
 //! table.
 
 use anyhow::bail;
 use fak_bench::{
-    bandwidth, batch, constrained, evict, fleet, peak, sampling, single, ModelSpec, Workload,
+    bandwidth, batch, constrained, evict, fleet, peak, sampling, single, verify, ModelSpec,
+    Workload,
 };
 use serde::Serialize;
 
@@ -36,6 +37,31 @@ enum BenchWhat {
     /// Microseconds per sampled token outside the forward pass, the old
     /// full-vocabulary sort vs the sampler.
     Sampling(SamplingArgs),
+    /// What a pass verifying k draft tokens costs against a one-token
+    /// step: the most any speculative decoding can gain on this machine.
+    Verify(BenchVerifyArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchVerifyArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Cached positions before the measured passes.
+    #[arg(long, default_value_t = 512)]
+    context: usize,
+    /// Tokens per measured pass, comma-separated (1, a plain step, is always measured).
+    #[arg(long, value_delimiter = ',', default_values_t = verify::DEFAULT_WIDTHS)]
+    widths: Vec<usize>,
+    /// Measured rounds over every width (after one warm-up round).
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    /// Per-token draft acceptance rates to model the best draft length for
+    /// (MODELED), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.7,0.87,0.95")]
+    acceptance: Vec<f64>,
+    /// Print one JSON report on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -397,6 +423,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 threads: s.threads,
             })?;
             print(&r, s.json, Json::Pretty, sampling::SamplingReport::table)
+        }
+        BenchWhat::Verify(v) => {
+            let r = verify::run(&verify::Params {
+                model: v.model.spec(),
+                context: v.context,
+                widths: v.widths,
+                reps: v.reps,
+                acceptance: v.acceptance,
+            })?;
+            print(&r, v.json, Json::Pretty, verify::Report::table)
         }
         BenchWhat::Batch(b) => {
             let r = batch::run(&batch::Params {

@@ -760,6 +760,53 @@ fn bench_evict_json_reports_every_operation() {
     assert_clean_error(&o, "span");
 }
 
+/// `fak bench verify --json` times a plain step and each pass width, and
+/// bad widths and rates fail in one line.
+#[test]
+fn bench_verify_json_reports_every_width() {
+    let m = model("smollm2-135m-instruct-q8_0.gguf");
+    let o = fak(&[
+        "bench",
+        "verify",
+        "-m",
+        &m,
+        "--context",
+        "40",
+        "--widths",
+        "4,2",
+        "--reps",
+        "1",
+        "--acceptance",
+        "0.9",
+        "--json",
+        "-t",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["schema"], "fak-bench-verify/1");
+    let tokens: Vec<u64> = v["widths"]
+        .as_array()
+        .expect("widths")
+        .iter()
+        .map(|w| w["tokens"].as_u64().expect("tokens"))
+        .collect();
+    assert_eq!(tokens, [1, 2, 4]);
+    assert_eq!(v["widths"][0]["cost"], 1.0);
+    assert!(v["weight_bytes"].as_u64().unwrap_or(0) > 100_000_000);
+    assert_eq!(v["modeled"][0]["acceptance"], 0.9);
+    for (args, flag) in [
+        (["--widths", "0"], "--widths"),
+        (["--widths", "600"], "--widths"),
+        (["--acceptance", "2"], "--acceptance"),
+        (["--context", "0"], "--context"),
+    ] {
+        let mut a = vec!["bench", "verify", "-m", &m];
+        a.extend(args);
+        assert_clean_error(&fak(&a), flag);
+    }
+}
+
 /// `fak bench peak --json` reports positive int8 and f32 rates for the
 /// chosen ISA; the checksums and the f32 FMA count are the same under
 /// every forced ISA (the SIMD loops did the work the scalar twins do), and

@@ -50,7 +50,7 @@ pub struct DraftParams {
 impl Default for DraftParams {
     fn default() -> DraftParams {
         DraftParams {
-            max_draft: 8,
+            max_draft: crate::spec::PASS_TILE - 1,
             p_min: 0.6,
         }
     }

@@ -9,6 +9,12 @@
 //!
 //! Run with `cargo bench -p fak-kernels --bench packed_k`. Each case is
 //! timed over enough calls to take ~0.3 s, best of 3.
+//!
+//! `cargo bench -p fak-kernels --bench packed_k -- q6_k` runs only the
+//! cases whose name contains `q6_k`. `-- widths` instead sweeps
+//! 1–9, 12 and 16 tokens against the DRAM-sized Q4_K and Q6_K matrices:
+//! the products of a pass verifying a draft, whose cost against one token
+//! bounds speculative decoding (`fak bench verify` times whole passes).
 
 mod common;
 
@@ -93,8 +99,25 @@ fn run(name: &str, m: &PackedMatrix, n_tok: usize, rate: Rate) -> Result<(), Ker
     Ok(())
 }
 
+/// The `widths` sweep (see the module docs).
+fn widths() -> Result<(), KernelError> {
+    for (name, format, rows, n) in [
+        ("q4_k [131072 x 1536]", PackedFormat::Q4K, 131072, 1536),
+        ("q6_k [65536 x 1536]", PackedFormat::Q6K, 65536, 1536),
+    ] {
+        let m = matrix(format, rows, n, 64)?;
+        for n_tok in [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16] {
+            run(&format!("{name} x {n_tok} tok"), &m, n_tok, Rate::Bytes)?;
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), KernelError> {
     use PackedFormat::{Q4K, Q6K, Q8_0};
+    if std::env::args().any(|a| a == "widths") {
+        return widths();
+    }
     // (name, format, rows, n, tokens, rate). Rows as long as the 1.5B's
     // (1536 values: attention, FFN up/gate, the output head; 8960: FFN
     // down); the DRAM cases have 80-190 MB, the last of them the 1.5B's
@@ -145,7 +168,16 @@ fn main() -> Result<(), KernelError> {
         ),
         ("q4_k [512 x 8960] x 64 tok", Q4K, 512, 8960, 64, Rate::Macs),
     ];
+    // Any other argument (not a cargo flag) keeps only the cases whose name
+    // contains it.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     for (name, format, rows, n, n_tok, rate) in cases {
+        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
         // 64 distinct rows for the DRAM cases; every row distinct in cache.
         let distinct = match rate {
             Rate::Bytes => 64,

@@ -264,7 +264,7 @@ fn every_isa_gives_the_reference_bits() {
         for nb in [1usize, 2, 3, 7] {
             let n = nb * qk(format);
             for rows in [8usize, 16, 40] {
-                for n_tok in [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 11, 17] {
+                for n_tok in [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16, 17] {
                     let p = assert_every_isa_gives_the_reference_bits(
                         format,
                         (seed, &mut rng),

@@ -110,7 +110,7 @@ const Q5_CHUNK_GROUPS: usize = 4;
 /// (rows of up to 32,768 values); later blocks are summed in the tile.
 const Q5_SUM_BLOCKS: usize = 1024;
 
-/// Q5_0's loop over groups and tokens. Unlike `gemm_tiles`, groups go in
+/// Q5_0's loop over groups and tokens. Unlike the k-quants' loops, groups go in
 /// chunks of [`Q5_CHUNK_GROUPS`], and each token tile's `16 · Σ x` per
 /// activation block is computed once per chunk and shared by its groups
 /// (it was once per group); a chunk's weights stay in L1 across the

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::packed_tiles::{
-    blocks_at, bytes32, gemm_tiles, load, prefetch_ahead, quad, Tiles, TILE_TOKENS,
+    act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
 };
 use crate::blocks::BlockQ8_K;
 use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
@@ -42,6 +42,14 @@ pub(super) trait KSteps<const B: usize> {
     /// is at most `2 · (2^b − 1) · 128` in size (3,840 for Q4_K, 16,128
     /// for Q6_K), so 8 (Q4_K) or 2 (Q6_K) of them stay below `i16::MAX`.
     const I16_STEPS: usize;
+
+    /// Whether the VNNI two-group tile ([`super::packed_k_vnni`]) also
+    /// takes a whole tile of tokens whose weights stream from DRAM, or the
+    /// one-group tile does. Measured on a Zen 5 core, 8 tokens against a
+    /// DRAM-sized matrix (`cargo bench -p fak-kernels --bench packed_k --
+    /// widths`): Q4_K 8.6 ms paired against 9.9 one group at a time; Q6_K
+    /// 8.3 against 5.4.
+    const PAIR_STREAMED: bool;
 
     /// Step `k`'s unsigned quants (8 rows × 4).
     ///
@@ -140,6 +148,7 @@ pub(super) struct Q6K;
 impl KSteps<{ q4k::BYTES }> for Q4K {
     const SUB_STEPS: usize = 8;
     const I16_STEPS: usize = 8;
+    const PAIR_STREAMED: bool = true;
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -189,6 +198,7 @@ impl KSteps<{ q4k::BYTES }> for Q4K {
 impl KSteps<{ q6k::BYTES }> for Q6K {
     const SUB_STEPS: usize = 4;
     const I16_STEPS: usize = 2;
+    const PAIR_STREAMED: bool = false;
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -261,16 +271,17 @@ fn pack16(lo: __m256i, hi: __m256i) -> __m256i {
 }
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
-/// the 8 row results of each token.
+/// the 8 row results of each token. `STREAMED` weights (from DRAM) are
+/// asked for ahead ([`prefetch_ahead`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile<S: KSteps<B>, const B: usize, const T: usize>(
+fn tile<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
     w: &[[u8; B]],
     a: [&[[u8; AB]]; T],
 ) -> [__m256; T] {
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
-        if T == 1 {
+        if STREAMED {
             prefetch_ahead(wb);
         }
         let ab = blocks_at(&a, b);
@@ -307,22 +318,73 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize>(
     acc
 }
 
-/// [`tile`] as the shared loop's tiles.
-struct K<S>(std::marker::PhantomData<S>);
-
-impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE_TOKENS> for K<S> {
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; AB]]; TILE_TOKENS]) -> [__m256; TILE_TOKENS] {
-        tile::<S, B, TILE_TOKENS>(w, a)
+/// Every group against every whole [`TILE_TOKENS`] of tokens, then the
+/// remaining tokens as one narrower tile: a pass verifying a draft of a
+/// few tokens unpacks each weight block once per tile, not once per token
+/// (one token takes [`gemm_one`]). The first tile over a group streams the weights from DRAM and asks for
+/// them ahead; on a Zen 5 core (`FAK_ISA=avx2`), 4 tokens against a
+/// DRAM-sized Q6_K matrix took 9.9 ms without the hints, more than two
+/// one-token passes with them (4.1 ms). Each tile instance is called from
+/// one place, so that it inlines here.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    const T: usize = TILE_TOKENS;
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    let full = g.n_tok / T * T;
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let col = gi * 8;
+        for t0 in (0..full).step_by(T) {
+            let a: [&[[u8; AB]]; T] = act_rows(acts, g.nb, t0);
+            let y = match t0 {
+                0 => tile::<S, B, T, true>(group, a),
+                _ => tile::<S, B, T, false>(group, a),
+            };
+            for (t, v) in y.into_iter().enumerate() {
+                store(out, (t0 + t) * g.out_stride + col, v);
+            }
+        }
+        let (rest, streamed) = (g.n_tok - full, full == 0);
+        let a3: [&[[u8; AB]]; 3] = act_rows(acts, g.nb, full);
+        let ys: [__m256; 3] = match (rest, streamed) {
+            (0, _) => continue,
+            (1, _) => pad(tile::<S, B, 1, false>(group, [a3[0]])),
+            (2, true) => pad(tile::<S, B, 2, true>(group, [a3[0], a3[1]])),
+            (2, false) => pad(tile::<S, B, 2, false>(group, [a3[0], a3[1]])),
+            (_, true) => tile::<S, B, 3, true>(group, a3),
+            (_, false) => tile::<S, B, 3, false>(group, a3),
+        };
+        for (t, v) in ys.into_iter().take(rest).enumerate() {
+            store(out, (full + t) * g.out_stride + col, v);
+        }
     }
+}
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; AB]]) -> __m256 {
-        let [v] = tile::<S, B, 1>(w, [a]);
-        v
+/// One token (decode) against every group, streaming the weights and
+/// asking for them ahead. A function of its own, so that its loop
+/// compiles alone: inside [`gemm_k`] a DRAM-sized Q4_K product ran 4%
+/// slower (Zen 5, `FAK_ISA=avx2`).
+#[inline(never)]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gemm_one<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let [v] = tile::<S, B, 1, true>(group, act_rows(acts, g.nb, 0));
+        store(out, gi * 8, v);
     }
+}
+
+/// `y` followed by zeros, as 3 results.
+#[inline(always)]
+fn pad<const N: usize>(y: [__m256; N]) -> [__m256; 3] {
+    // SAFETY: an all-zero bit pattern is a valid `__m256`.
+    let mut out = [unsafe { std::mem::zeroed::<__m256>() }; 3];
+    out[..N].copy_from_slice(&y);
+    out
 }
 
 /// The packed k-quant products of [`crate::packed::packed_gemm`]
@@ -334,14 +396,10 @@ impl<S: KSteps<B>, const B: usize> Tiles<B, AB, TILE_TOKENS> for K<S> {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q4K => unsafe {
-            gemm_tiles::<K<Q4K>, { q4k::BYTES }, AB, TILE_TOKENS>(g, out)
-        },
-        // SAFETY: as above.
-        PackedFormat::Q6K => unsafe {
-            gemm_tiles::<K<Q6K>, { q6k::BYTES }, AB, TILE_TOKENS>(g, out)
-        },
+        PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
     }
 }

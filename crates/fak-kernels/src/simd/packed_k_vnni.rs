@@ -20,9 +20,11 @@
 //!
 //! Every lane runs the integer and float steps of the 256-bit tile
 //! ([`tile_vnni`]), so each output has the same bits on every ISA. The
-//! last group of an odd count, and the tokens after the last whole tile,
-//! take the 256-bit tile; one token at a time streams the weights from
-//! DRAM (decode) and asks for them ahead ([`prefetch_ahead`]).
+//! last group of an odd count takes the 256-bit tile. The tokens after
+//! the last whole tile take one narrower tile of the same steps, so a pass
+//! of a few tokens (a draft being verified) unpacks each weight block once.
+//! A single token streams the weights from DRAM (decode) through the
+//! 256-bit tile and asks for them ahead ([`prefetch_ahead`]).
 
 use std::arch::x86_64::*;
 
@@ -36,15 +38,18 @@ use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
 /// the 8 row results of each token. Each step is one `vpdpbusd` into an
 /// `i32` sub-block sum, which takes its scale with one `vpmulld` per
 /// sub-block; the same exact `sumi` and float steps as the AVX2 tile.
+/// `STREAMED` weights (from DRAM) are asked for ahead ([`prefetch_ahead`]);
+/// a constant, so that the one-token tile of decode compiles as tightly as
+/// without the choice (a run-time flag cost it 12% of its bandwidth).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize>(
+fn tile_vnni<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
     w: &[[u8; B]],
     a: [&[[u8; AB]]; T],
 ) -> [__m256; T] {
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
-        if T == 1 {
+        if STREAMED {
             prefetch_ahead(wb);
         }
         let ab = blocks_at(&a, b);
@@ -109,39 +114,39 @@ fn halves(v: __m512i) -> (__m256i, __m256i) {
     (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
 }
 
-/// [`tile_vnni`] for [`TILE`] tokens over two neighbouring groups at once
-/// (the module diagram): lane `r < 8` is row `r` of `w[0]`, lane `8 + r`
+/// [`tile_vnni`] for `T` tokens (at most [`TILE`]) over two neighbouring
+/// groups at once (the module diagram): lane `r < 8` is row `r` of `w[0]`, lane `8 + r`
 /// row `r` of `w[1]`. Returns each token's 16 row results.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_pair<S: KSteps<B>, const B: usize>(
+fn tile_pair<S: KSteps<B>, const B: usize, const T: usize>(
     w: [&[[u8; B]]; 2],
-    a: [&[[u8; AB]]; TILE],
+    a: [&[[u8; AB]]; T],
     weights: Weights,
-) -> [__m512; TILE] {
-    let mut acc = [_mm512_setzero_ps(); TILE];
+) -> [__m512; T] {
+    let mut acc = [_mm512_setzero_ps(); T];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
         if weights == Weights::Streamed {
             prefetch_ahead(w0);
             prefetch_ahead(w1);
         }
         let ab = blocks_at(&a, b);
-        let mut sumi = [_mm512_setzero_si512(); TILE];
+        let mut sumi = [_mm512_setzero_si512(); T];
         for j in 0..K_STEPS / S::SUB_STEPS {
-            let mut s = [_mm512_setzero_si512(); TILE];
+            let mut s = [_mm512_setzero_si512(); T];
             for kk in 0..S::SUB_STEPS {
                 let k = j * S::SUB_STEPS + kk;
                 // SAFETY: this function runs with AVX2, FMA, F16C and
                 // AVX-512 enabled (also for the calls below).
                 let u = unsafe { join(S::step(w0, k), S::step(w1, k)) };
-                for t in 0..TILE {
+                for t in 0..T {
                     let x = _mm512_set1_epi32(quad::<4, AB>(ab[t], k));
                     s[t] = _mm512_dpbusd_epi32(s[t], u, x);
                 }
             }
             // SAFETY: as above.
             let sc = unsafe { join(S::scales(w0, j), S::scales(w1, j)) };
-            for t in 0..TILE {
+            for t in 0..T {
                 sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s[t], sc));
             }
         }
@@ -151,7 +156,7 @@ fn tile_pair<S: KSteps<B>, const B: usize>(
             *p = unsafe { join(S::offset_pair(w0, m), S::offset_pair(w1, m)) };
         }
         let shift = _mm_cvtsi32_si128(S::OFFSET_SHIFT);
-        for t in 0..TILE {
+        for t in 0..T {
             let mut summ = _mm512_setzero_si512();
             for (m, p) in pairs.iter().enumerate() {
                 let x = _mm512_set1_epi32(quad::<BSUMS, AB>(ab[t], m));
@@ -175,7 +180,13 @@ fn tile_pair<S: KSteps<B>, const B: usize>(
 }
 
 /// Every pair of groups against every whole [`TILE`] of tokens, then the
-/// remaining tokens one at a time per group (the module diagram).
+/// remaining tokens as one narrower tile ([`rest`]): a pass verifying a
+/// draft of a few tokens unpacks each weight block once, not once per
+/// token. One token takes [`gemm_one`].
+///
+/// Each tile function is called from one place only, so that it inlines
+/// into its caller: called from two, `tile_pair` stayed out of line and
+/// the 1.5B model's prefill ran 4% slower (Zen 5).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
@@ -183,6 +194,11 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<AB>();
     let full = g.n_tok / TILE * TILE;
+    // A pass of exactly one tile (a fleet's step of 8 agents) streams the
+    // weights through it; formats that stream better one group at a time
+    // take it so (`KSteps::PAIR_STREAMED`). Prefill's first tile stays
+    // paired: there the later tiles dominate, and they are paired.
+    let one_group = g.n_tok == TILE && !S::PAIR_STREAMED;
     for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
         let col = pi * 16;
         let groups: [&[[u8; B]]; 2] = match pair.split_at_checked(nb) {
@@ -191,24 +207,93 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
         };
         for t0 in (0..full).step_by(TILE) {
             let a: [&[[u8; AB]]; TILE] = act_rows(acts, g.nb, t0);
-            if groups[1].is_empty() {
-                // The last, unpaired group.
-                let y = tile_vnni::<S, B, TILE>(groups[0], a);
-                for (t, v) in y.into_iter().enumerate() {
-                    store(out, (t0 + t) * g.out_stride + col, v);
+            let weights = Weights::at(t0);
+            if one_group || groups[1].is_empty() {
+                for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
+                    let y = match weights {
+                        Weights::Streamed => tile_vnni::<S, B, TILE, true>(group, a),
+                        Weights::Cached => tile_vnni::<S, B, TILE, false>(group, a),
+                    };
+                    for (t, v) in y.into_iter().enumerate() {
+                        store(out, (t0 + t) * g.out_stride + col + 8 * h, v);
+                    }
                 }
             } else {
-                let y = tile_pair::<S, B>(groups, a, Weights::at(t0));
+                let y = tile_pair::<S, B, TILE>(groups, a, weights);
                 for (t, v) in y.into_iter().enumerate() {
                     store16(out, (t0 + t) * g.out_stride + col, v);
                 }
             }
         }
-        for t in full..g.n_tok {
-            for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
-                let [v] = tile_vnni::<S, B, 1>(group, act_rows(acts, g.nb, t));
-                store(out, t * g.out_stride + col + 8 * h, v);
-            }
+        let at = At {
+            groups,
+            acts,
+            g,
+            col,
+        };
+        match (g.n_tok - full, full) {
+            (0, _) => {}
+            // After whole tiles the weights are in cache.
+            (1, _) => rest::<S, B, 1, false>(&at, full, out),
+            (2, 0) => rest::<S, B, 2, true>(&at, 0, out),
+            (3, 0) => rest::<S, B, 3, true>(&at, 0, out),
+            (4, 0) => rest::<S, B, 4, true>(&at, 0, out),
+            (5, 0) => rest::<S, B, 5, true>(&at, 0, out),
+            (6, 0) => rest::<S, B, 6, true>(&at, 0, out),
+            (_, 0) => rest::<S, B, 7, true>(&at, 0, out),
+            (2, _) => rest::<S, B, 2, false>(&at, full, out),
+            (3, _) => rest::<S, B, 3, false>(&at, full, out),
+            (4, _) => rest::<S, B, 4, false>(&at, full, out),
+            (5, _) => rest::<S, B, 5, false>(&at, full, out),
+            (6, _) => rest::<S, B, 6, false>(&at, full, out),
+            (_, _) => rest::<S, B, 7, false>(&at, full, out),
+        }
+    }
+}
+
+/// One token (decode) against every group: the 256-bit one-token tile,
+/// streaming the weights and asking for them ahead. A function of its own,
+/// so that its loop compiles alone: inside [`gemm_k`] the 1.5B model's
+/// decode ran 4% slower (Zen 5).
+#[inline(never)]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn gemm_one<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    let (acts, _) = g.a.as_chunks::<AB>();
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        let [v] = tile_vnni::<S, B, 1, true>(group, act_rows(acts, g.nb, 0));
+        store(out, gi * 8, v);
+    }
+}
+
+/// One pair of groups (or the last, unpaired group) and where its results
+/// go: columns `col..col + 16` of every token row.
+struct At<'a, 'g, const B: usize> {
+    groups: [&'a [[u8; B]]; 2],
+    acts: &'a [[u8; AB]],
+    g: &'a PackedArgs<'g>,
+    col: usize,
+}
+
+/// Tokens `t0..t0 + T` (fewer than a [`TILE`]) against `at`'s groups, one
+/// group at a time through the 256-bit tile, asking for `STREAMED`
+/// weights ahead. On a Zen 5 core, 2 to 7 tokens against a DRAM-sized
+/// Q6_K matrix ran at 17–30 GB/s this way and at 11–15 GB/s through the
+/// two-group tile (`cargo bench -p fak-kernels --bench packed_k --
+/// widths`). Out of line: it runs once per pair of groups and call.
+#[inline(never)]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn rest<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
+    at: &At<'_, '_, B>,
+    t0: usize,
+    out: &mut [f32],
+) {
+    let a: [&[[u8; AB]]; T] = act_rows(at.acts, at.g.nb, t0);
+    for (h, group) in at.groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
+        let y = tile_vnni::<S, B, T, STREAMED>(group, a);
+        for (t, v) in y.into_iter().enumerate() {
+            store(out, (t0 + t) * at.g.out_stride + at.col + 8 * h, v);
         }
     }
 }
@@ -222,6 +307,8 @@ fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
+        PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}

@@ -1,8 +1,8 @@
 //! The pieces that the packed products' SIMD kernels share
 //! (`packed_avx2`, `packed_k_avx2`, `packed_vnni`): fixed-offset loads of
 //! a group block, the weight prefetch, the activation quads, the float end
-//! of a block ([`scale_block`]), the 8-lane store, and the [`Tiles`] trait
-//! with its loop over groups and tokens ([`gemm_tiles`]).
+//! of a block ([`scale_block`]), the 8- and 16-lane stores and the token
+//! tile sizes.
 //!
 //! A leaf: it imports only the block types and the packed geometry
 //! (`crate::packed_layout`), so the three kernel files import it and
@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use crate::blocks::BlockQ8_0;
-use crate::packed_layout::{PackedArgs, SCALE_BYTES};
+use crate::packed_layout::SCALE_BYTES;
 
 /// Activation block bytes.
 pub(super) const AB: usize = BlockQ8_0::BYTES;
@@ -198,67 +198,5 @@ pub(super) fn store16(out: &mut [f32], at: usize, v: __m512) {
     if let Some(o) = out.get_mut(at..at + 16) {
         // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
-    }
-}
-
-/// A packed format's register tiles: one group of `B`-byte blocks against
-/// `T` tokens or one token of `A`-byte activation blocks. The AVX2 tiles
-/// take [`TILE_TOKENS`] tokens; the VNNI k-quant tiles take [`VNNI_TILE`].
-pub(super) trait Tiles<const B: usize, const A: usize, const T: usize> {
-    /// The 8 row results of each of `T` tokens.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support the tile's features: AVX2, FMA and F16C, and
-    /// AVX-512 F/BW/VL/VNNI for the VNNI tiles.
-    unsafe fn tile(w: &[[u8; B]], a: [&[[u8; A]]; T]) -> [__m256; T];
-
-    /// The 8 row results of one token.
-    ///
-    /// # Safety
-    ///
-    /// As [`Tiles::tile`].
-    unsafe fn tile1(w: &[[u8; B]], a: &[[u8; A]]) -> __m256;
-}
-
-/// Every group of `g.w` against every token, `T` at a time, then one at a
-/// time (the loop of Q4_K and Q6_K on AVX2 and VNNI, where the caller is a
-/// VNNI function and `K`'s tiles inline into it; Q8_0 and Q5_0 have their
-/// own).
-///
-/// # Safety
-///
-/// The CPU must support what `K`'s tiles need (see [`Tiles::tile`]).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn gemm_tiles<
-    K: Tiles<B, A, T>,
-    const B: usize,
-    const A: usize,
-    const T: usize,
->(
-    g: &PackedArgs<'_>,
-    out: &mut [f32],
-) {
-    let nb = g.nb.max(1);
-    let (blocks, _) = g.w.as_chunks::<B>();
-    let (acts, _) = g.a.as_chunks::<A>();
-    let full = g.n_tok / T * T;
-    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-        let col = gi * 8;
-        for t0 in (0..full).step_by(T) {
-            let a: [&[[u8; A]]; T] = act_rows(acts, g.nb, t0);
-            // SAFETY: the caller's CPU guarantee (also for `tile1` below).
-            let y = unsafe { K::tile(group, a) };
-            for (t, v) in y.into_iter().enumerate() {
-                store(out, (t0 + t) * g.out_stride + col, v);
-            }
-        }
-        for t in full..g.n_tok {
-            let [row] = act_rows(acts, g.nb, t);
-            // SAFETY: as above.
-            let v = unsafe { K::tile1(group, row) };
-            store(out, t * g.out_stride + col, v);
-        }
     }
 }
