@@ -2,8 +2,9 @@
 
 Workloads (chat requests one at a time, greedy):
 
-* ``edit``: a source file in the prompt, "rename X to Y and output the whole
-  file": the answer re-emits the file with a few changed lines;
+* ``edit``: a 200-line source file in the prompt (about 1,950 tokens),
+  "rename X to Y and output the whole file": the answer re-emits the file
+  with the three lines that name X changed;
 * ``edit+prediction``: the same request with OpenAI's ``prediction`` set to
   the original file (fak only; llama-server has no Predicted Outputs);
 * ``tools``: five tool-call turns of ``bench/tools_workload.py`` (one per
@@ -55,7 +56,9 @@ from tools_workload import SYSTEM, make_task  # noqa: E402
 # The file the edit workload re-emits: a real source file of this project
 # (stable across runs: the script pins the text it read in the report).
 EDIT_FILE = ROOT / "bench" / "peers" / "common.py"
-EDIT_LINES = 60
+EDIT_LINES = 200
+# Long enough for the whole file (about 1,950 tokens) and its fence.
+EDIT_MAX_TOKENS = 2560
 
 CONFIGS = {
     "fak-off": ("fak", ["--speculative", "off"]),
@@ -96,7 +99,7 @@ def workloads(source: str) -> dict[str, dict]:
     edit_msgs = [
         {
             "role": "user",
-            "content": "Rename the function `free_port` to `pick_free_port` everywhere in this file. "
+            "content": "Rename the function `llama_log_lines` to `captured_llama_log` everywhere in this file. "
             "Output the whole file and nothing else.\n\n```python\n" + source + "```",
         }
     ]
@@ -108,9 +111,9 @@ def workloads(source: str) -> dict[str, dict]:
     ]
     prediction = {"type": "content", "content": "```python\n" + source + "```"}
     return {
-        "edit": {"bodies": [{"messages": edit_msgs, "max_tokens": 768}]},
+        "edit": {"bodies": [{"messages": edit_msgs, "max_tokens": EDIT_MAX_TOKENS}]},
         "edit+prediction": {
-            "bodies": [{"messages": edit_msgs, "max_tokens": 768, "prediction": prediction}],
+            "bodies": [{"messages": edit_msgs, "max_tokens": EDIT_MAX_TOKENS, "prediction": prediction}],
             "fak_only": True,
         },
         # fak only: llama-server's `tool_choice: required` on this template
@@ -230,7 +233,7 @@ def main() -> int:
     ap.add_argument("--model", type=Path, default=ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--draft-model", type=Path, default=None)
     ap.add_argument("--configs", default=None, help="comma-separated (default: all)")
     ap.add_argument("--workloads", default=None, help="comma-separated (default: all)")

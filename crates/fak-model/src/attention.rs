@@ -78,7 +78,7 @@ pub(crate) struct Run {
 
 impl Run {
     /// One past the last position the run attends to.
-    fn end(&self) -> usize {
+    pub(crate) fn end(&self) -> usize {
         self.pos0 + self.c
     }
 }
@@ -96,6 +96,26 @@ impl Model {
         kv: &K,
         bufs: &mut AttnBuffers,
         out: &mut [f32],
+    ) {
+        self.attend_heads(layer, runs, q, kv, bufs, out, 0..self.cfg.n_head_kv);
+    }
+
+    /// [`Model::attend_chunk`] for the query heads of KV heads `heads`
+    /// only: `out` starts at the first of their columns in the first
+    /// token's row (`[Σ c, q_dim]` less `heads.start · group · head_dim`
+    /// values), so one token's heads split into disjoint slices of `out`
+    /// that threads fill side by side. Each query's arithmetic is the same
+    /// as in one call over every head.
+    #[allow(clippy::too_many_arguments)] // attend_chunk's, and the heads
+    pub(crate) fn attend_heads<K: KvStore>(
+        &self,
+        layer: usize,
+        runs: &[Run],
+        q: &[f32],
+        kv: &K,
+        bufs: &mut AttnBuffers,
+        out: &mut [f32],
+        heads: std::ops::Range<usize>,
     ) {
         let cfg = &self.cfg;
         let hd = cfg.head_dim;
@@ -130,7 +150,8 @@ impl Model {
             qbuf.resize(nq * hd, 0.0);
         }
         let shared = self.shared_rows(layer, runs, lo_chunk, kv);
-        for kvh in 0..cfg.n_head_kv {
+        let out_base = heads.start * group * hd;
+        for kvh in heads {
             let heads = kvh * group * hd..(kvh + 1) * group * hd;
             let qk: &[f32] = if direct {
                 &q[heads]
@@ -218,7 +239,7 @@ impl Model {
             }
             for (qi, src) in obuf.chunks_exact(hd).enumerate() {
                 let (t, g) = (qi / group, qi % group);
-                let o = t * q_dim + (kvh * group + g) * hd;
+                let o = t * q_dim + (kvh * group + g) * hd - out_base;
                 out[o..o + hd].copy_from_slice(src);
             }
         }

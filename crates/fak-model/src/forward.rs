@@ -125,6 +125,11 @@ impl Workspace {
 /// Initial capacity of the attention-score buffer (positions).
 const SCORES_MIN: usize = 4096;
 
+/// Positions from which a single token's attention runs its KV heads on
+/// the pool's threads instead of one. Below it the fork and join cost
+/// about what the split saves.
+const ATTN_SPLIT_MIN_ROWS: usize = 256;
+
 /// `buf` resized to `n` values (zeros where it grew), as a slice.
 fn sized(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
     buf.resize(n, 0.0);
@@ -341,14 +346,28 @@ impl Model {
                     c: 1,
                 };
                 let runs = std::slice::from_ref(&run);
-                self.attend_chunk(
-                    li,
-                    runs,
-                    &q[..q_dim],
-                    kv_view,
-                    attn_bufs,
-                    &mut attn[..q_dim],
-                );
+                let n_kv = cfg.n_head_kv;
+                if run.end() < ATTN_SPLIT_MIN_ROWS || n_kv < 2 || self.pool.n_threads() < 2 {
+                    self.attend_chunk(
+                        li,
+                        runs,
+                        &q[..q_dim],
+                        kv_view,
+                        attn_bufs,
+                        &mut attn[..q_dim],
+                    );
+                } else {
+                    // One token over a long context: its KV heads side by
+                    // side on the pool's threads (alone, the token's
+                    // attention would run on one).
+                    let per = q_dim / n_kv;
+                    let q1 = &q[..q_dim];
+                    self.pool
+                        .run_chunks_dynamic_mut(&mut attn[..q_dim], per, |h, out| {
+                            let mut bufs = AttnBuffers::default();
+                            self.attend_heads(li, runs, q1, kv_view, &mut bufs, out, h..h + 1);
+                        })?;
+                }
             } else {
                 let chunk = attention_chunk(n, self.pool.n_threads());
                 self.pool

@@ -128,6 +128,39 @@ fn check_batch_invariance(m: &Model) {
     }
 }
 
+/// One token over a long context runs its KV heads side by side on the
+/// pool's threads (from 256 positions); beside another sequence, its
+/// attention runs all heads on one thread. The logits are the same bytes.
+#[test]
+fn a_long_context_token_alone_equals_it_in_a_batch() {
+    let m = model();
+    assert!(m.config().n_head_kv >= 2, "the split needs two KV heads");
+    let nv = m.config().n_vocab;
+    let prompt = lcg_ids(7, 300, nv);
+    let extra = lcg_ids(8, 2, nv);
+    let other = lcg_ids(9, 10, nv);
+    let want = alone(&m, &prompt, &extra);
+    let mut kv = FlatKv::for_model(m.config(), prompt.len() + extra.len(), 2).expect("kv");
+    let mut b = Batch::new();
+    b.push_seq(SeqId(0), 0, &prompt, LogitsWanted::Yes);
+    b.push_seq(SeqId(1), 0, &other, LogitsWanted::Yes);
+    let mut got = vec![bytes(m.forward(&b, &mut kv).expect("fwd").row(0))];
+    for (i, &t) in extra.iter().enumerate() {
+        let mut b = Batch::new();
+        b.push_seq(
+            SeqId(1),
+            (other.len() + i) as u32,
+            &[other[i]],
+            LogitsWanted::Yes,
+        );
+        b.push_seq(SeqId(0), (prompt.len() + i) as u32, &[t], LogitsWanted::Yes);
+        got.push(bytes(m.forward(&b, &mut kv).expect("fwd").row(1)));
+    }
+    for (step, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(g == w, "step {step}: logits differ from running alone");
+    }
+}
+
 #[test]
 fn bad_batches_are_errors() {
     let m = model();
