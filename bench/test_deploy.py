@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 
-# Flags of `fak serve` (issue 20 §2, plus those the CLI adds).
+# Flags of `fak serve` (the serving flags, plus those the CLI adds).
 SERVE_FLAGS = {
     "--model", "-m", "--host", "--port", "--threads", "-t", "--ctx", "--kv-mem", "--api-key",
     "--api-key-file", "--max-waiting", "--max-running", "--served-model-name", "--max-body-bytes",

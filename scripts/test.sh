@@ -11,7 +11,7 @@ scripts/fetch-vocabs.sh
 # One test at a time within each test binary (unless the caller sets it):
 # most tests run a model on a 2-thread pool, and two such tests side by
 # side on a 2-core machine contend for the cores. Before the pool's spin
-# adapted (08dda16) they spun against each other: fak-model's goldens took
+# adapted to contention they spun against each other: fak-model's goldens took
 # 111-233 s two at a time vs 31 s one at a time (AMD Zen 3;
 # docs/PERFORMANCE.md, "More threads than cores").
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-1}"

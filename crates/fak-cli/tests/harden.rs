@@ -1,4 +1,4 @@
-//! Hostile or careless input to the `fak` binary (issue 25 §1): huge
+//! Hostile or careless input to the `fak` binary: huge
 //! contexts and thread counts, bad sampling values, ignored flags, a
 //! stdout closed by its reader. Each fails cleanly: one line on stderr,
 //! non-zero exit, no panic, no abort; or ends normally where it should.

@@ -23,7 +23,7 @@
 //! flight for `Q > 1`. Six queries a pass (12 accumulators) share each
 //! converted key vector among more multiply-adds than four did: the
 //! conversions and broadcasts run on the pipes the fused multiply-adds
-//! leave free (docs/PERFORMANCE.md, session 23).
+//! leave free (docs/PERFORMANCE.md, "six queries per dims-major score pass").
 
 use std::arch::x86_64::*;
 

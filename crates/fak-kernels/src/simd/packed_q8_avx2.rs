@@ -170,7 +170,7 @@ fn tile_one(w: &[[u8; Q8_0_BYTES]], a: &[[u8; AB]]) -> __m256 {
 /// tiles do on a chunk's first token tile, whatever the product's size: a
 /// decode step of a few tokens streams every matrix from DRAM (a 2-thread
 /// step's chunks of rows are 0.1–4 MiB), and in prefill the later tiles
-/// find the chunk in cache (docs/PERFORMANCE.md, "Kept in session 21":
+/// find the chunk in cache (docs/PERFORMANCE.md, "the Q8_0 weight prefetch on every product":
 /// fleet probe 1.02× in three alternated pairs). A one-token product
 /// (decode) runs [`tile_one`] over the groups instead.
 ///
