@@ -34,6 +34,8 @@
 //!
 //! Weight bytes (every `blk.*` matrix and the output head) over `t(1)` is
 //! the read bandwidth a plain step reaches: compare `fak bench bandwidth`.
+//! Each width also reports the time its passes spent in attention (the
+//! forward pass's own phase clock), which grows with the context.
 
 use std::time::Instant;
 
@@ -76,6 +78,10 @@ pub struct Width {
     pub ms: f64,
     /// Every measured round's pass time, milliseconds.
     pub ms_reps: Vec<f64>,
+    /// Median time in attention (K/V writes, scores, softmax, value sums)
+    /// within the pass, milliseconds; the rest is weight products and the
+    /// small per-token operations.
+    pub attention_ms: f64,
     /// `t(n) / t(1)`.
     pub cost: f64,
     /// `n · t(1) / t(n)`: the speedup if every draft token is accepted.
@@ -163,6 +169,7 @@ pub fn run(p: &Params) -> Result<Report> {
 
     let bar = crate::progress_bar((p.reps + 1) * widths.len(), "verify", "passes ")?;
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(p.reps); widths.len()];
+    let mut attention: Vec<Vec<f64>> = vec![Vec::with_capacity(p.reps); widths.len()];
     let mut sink = 0usize;
     for round in 0..=p.reps {
         for k in 0..widths.len() {
@@ -170,6 +177,7 @@ pub fn run(p: &Params) -> Result<Report> {
             let n = widths[i];
             bar.set_message(format!("width {n}"));
             let toks: Vec<u32> = ids.by_ref().take(n).collect();
+            let before = seqs.forward_times().all().attention;
             let t0 = Instant::now();
             seqs.step_rows_with(
                 &model,
@@ -180,9 +188,11 @@ pub fn run(p: &Params) -> Result<Report> {
                 },
             )?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;
+            let attn = seqs.forward_times().all().attention.saturating_sub(before);
             seqs.truncate(agent, base)?;
             if round > 0 {
                 times[i].push(ms);
+                attention[i].push(attn.as_secs_f64() * 1e3);
             }
             bar.inc(1);
         }
@@ -194,13 +204,15 @@ pub fn run(p: &Params) -> Result<Report> {
     let widths: Vec<Width> = widths
         .iter()
         .zip(times)
-        .map(|(&n, ms_reps)| {
+        .zip(attention)
+        .map(|((&n, ms_reps), attn)| {
             let ms = median(&ms_reps);
             let cost = ms / t1.max(1e-12);
             Width {
                 tokens: n,
                 ms,
                 ms_reps,
+                attention_ms: median(&attn),
                 cost,
                 bound: n as f64 / cost.max(1e-12),
             }
@@ -280,13 +292,13 @@ impl Report {
             self.plain_step_gbs,
         );
         s.push_str(&format!(
-            "{:>6} {:>10} {:>10} {:>22}\n",
-            "tokens", "pass ms", "t(n)/t(1)", "bound n·t(1)/t(n)"
+            "{:>6} {:>10} {:>14} {:>10} {:>22}\n",
+            "tokens", "pass ms", "attention ms", "t(n)/t(1)", "bound n·t(1)/t(n)"
         ));
         for w in &self.widths {
             s.push_str(&format!(
-                "{:>6} {:>10.2} {:>10.2} {:>21.2}×\n",
-                w.tokens, w.ms, w.cost, w.bound
+                "{:>6} {:>10.2} {:>14.2} {:>10.2} {:>21.2}×\n",
+                w.tokens, w.ms, w.attention_ms, w.cost, w.bound
             ));
         }
         s.push_str(&format!(
@@ -320,6 +332,7 @@ mod tests {
             tokens,
             ms: cost,
             ms_reps: vec![cost],
+            attention_ms: 0.0,
             cost,
             bound: tokens as f64 / cost,
         }
@@ -399,6 +412,10 @@ mod tests {
         assert_eq!(ns, [1, 2, 3]);
         assert_eq!(r.widths[0].cost, 1.0);
         assert!(r.widths.iter().all(|w| w.ms_reps.len() == 2 && w.ms > 0.0));
+        assert!(r
+            .widths
+            .iter()
+            .all(|w| w.attention_ms > 0.0 && w.attention_ms < w.ms));
         assert!(r.best_bound >= 1.0);
         assert_eq!(r.modeled.len(), 1);
         assert!(r.table().contains("no draft can beat"));

@@ -38,28 +38,12 @@ pub struct ChatArgs {
     /// are outside what the model was trained on).
     #[arg(long)]
     allow_ctx_beyond_train: bool,
-    /// Temperature within 0..=100; 0 means greedy.
-    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
-    temperature: f32,
-    /// Top-k filter (0 = off).
-    #[arg(long, default_value_t = 40)]
-    top_k: usize,
-    /// Top-p filter within (0, 1].
-    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
-    top_p: f32,
-    /// RNG seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    sample: crate::SampleArgs,
 }
 
 pub fn run(a: ChatArgs) -> anyhow::Result<()> {
-    let sampling = SamplingParams {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        seed: a.seed,
-        ..SamplingParams::greedy()
-    };
+    let sampling = a.sample.params();
     sampling.validate()?;
     let (model, tok) = a.model.load()?;
     let n_ctx = a.ctx.unwrap_or(model.config().n_ctx_train);
@@ -114,7 +98,7 @@ pub fn run(a: ChatArgs) -> anyhow::Result<()> {
         }
         let req = Request {
             sampling: SamplingParams {
-                seed: a.seed.wrapping_add(turn),
+                seed: a.sample.seed.wrapping_add(turn),
                 ..sampling
             },
             ..Request::greedy(ids, a.n.min(room))

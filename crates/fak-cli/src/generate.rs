@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use fak_engine::{
-    generate_drafted, generate_many, BatchMode, CtxLimit, GenerateParams, ManyParams,
-    SamplingParams, StopAt,
+    generate_drafted, generate_many, BatchMode, CtxLimit, GenerateParams, ManyParams, StopAt,
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -68,18 +67,8 @@ pub struct GenerateArgs {
     /// model was trained on).
     #[arg(long)]
     allow_ctx_beyond_train: bool,
-    /// Temperature within 0..=100; 0 means greedy.
-    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
-    temperature: f32,
-    /// Top-k filter (0 = off).
-    #[arg(long, default_value_t = 40)]
-    top_k: usize,
-    /// Top-p filter within (0, 1] (1.0 = off).
-    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
-    top_p: f32,
-    /// RNG seed for sampling.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    sample: crate::SampleArgs,
     /// Keep generating past end-of-generation tokens.
     #[arg(long)]
     ignore_eos: bool,
@@ -362,13 +351,7 @@ fn hex(bytes: &[u8]) -> String {
 fn gen_params(a: &GenerateArgs) -> anyhow::Result<GenerateParams> {
     let params = GenerateParams {
         max_tokens: a.n,
-        sampling: SamplingParams {
-            temperature: a.temperature,
-            top_k: a.top_k,
-            top_p: a.top_p,
-            seed: a.seed,
-            ..SamplingParams::greedy()
-        },
+        sampling: a.sample.params(),
         stop: if a.ignore_eos {
             StopAt::Never
         } else {

@@ -120,6 +120,36 @@ impl From<KvTypeArg> for fak_model::KvType {
     }
 }
 
+/// The sampling flags of `fak generate` and `fak chat`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SampleArgs {
+    /// Temperature within 0..=100; 0 means greedy.
+    #[arg(long = "temp", default_value_t = 0.0, allow_negative_numbers = true)]
+    pub temperature: f32,
+    /// Top-k filter (0 = off).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Top-p filter within (0, 1] (1.0 = off).
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    pub top_p: f32,
+    /// RNG seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SampleArgs {
+    /// The sampler settings (checked later by `SamplingParams::validate`).
+    pub fn params(&self) -> fak_engine::SamplingParams {
+        fak_engine::SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+            ..fak_engine::SamplingParams::greedy()
+        }
+    }
+}
+
 /// A draft model for `--speculative draft|auto`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DraftArgs {

@@ -1,66 +1,12 @@
 //! End-to-end tests of the `fak` binary, run as a user would.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-fn fak(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fak"))
-        .args(args)
-        .output()
-        .expect("run fak")
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model(name: &str) -> String {
-    let p = root().join("models").join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p.display().to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fak-cli-test-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
-}
-
-/// Asserts a clean failure: non-zero exit, exactly one line on stderr that
-/// mentions `needle`, and no panic.
-fn assert_clean_error(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert!(
-        !o.status.success(),
-        "expected failure, got success; stderr: {err}"
-    );
-    assert_ne!(
-        o.status.code(),
-        Some(101),
-        "exit code 101 means a panic: {err}"
-    );
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "error must be one line: {err:?}"
-    );
-    assert!(
-        err.to_lowercase().contains(&needle.to_lowercase()),
-        "error {err:?} should mention {needle:?}"
-    );
-}
+mod run;
+use run::{assert_clean_error, fak, model, root, stderr, tmpdir};
 
 fn golden_prompt(stem: &str, name: &str) -> Value {
     let p = root()

@@ -4,64 +4,12 @@
 //! files tokenize exactly as fak does is checked with Hugging Face's own
 //! `tokenizers` package in `tests/openai/test_export_tokenizer.py`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 
-fn fak(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fak"))
-        .args(args)
-        .output()
-        .expect("run fak")
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model(name: &str) -> String {
-    let p = root().join("models").join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh (and scripts/fetch-vocabs.sh for llama-vocab/)",
-        p.display()
-    );
-    p.display().to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory for one test (removed first if an earlier run left it).
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fak-export-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-/// Asserts a clean failure: non-zero exit, exactly one line on stderr that
-/// mentions `needle`, and no panic.
-fn assert_clean_error(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert!(!o.status.success(), "expected failure; stderr: {err}");
-    assert_ne!(
-        o.status.code(),
-        Some(101),
-        "exit code 101 means a panic: {err}"
-    );
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "error must be one line: {err:?}"
-    );
-    assert!(
-        err.contains(needle),
-        "error {err:?} should mention {needle:?}"
-    );
-}
+mod run;
+use run::{assert_clean_error, fak, model, stderr, tmppath};
 
 fn read_json(p: &Path) -> Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -82,7 +30,7 @@ fn export(file: &str, dir: &Path, extra: &[&str]) -> Value {
 
 #[test]
 fn smollm2_exports_as_byte_level_bpe() {
-    let dir = tmpdir("smollm2").join("nested/dir");
+    let dir = tmppath("smollm2").join("nested/dir");
     let s = export("smollm2-135m-instruct-q8_0.gguf", &dir, &[]);
     assert_eq!(s["family"], "bpe");
     assert_eq!(s["pre_tokenizer"], "smollm");
@@ -159,12 +107,12 @@ fn smollm2_exports_as_byte_level_bpe() {
     assert_eq!(c["tokenizer_class"], "PreTrainedTokenizerFast");
     assert_eq!(c["added_tokens_decoder"]["2"]["content"], "<|im_end|>");
     assert_eq!(c["added_tokens_decoder"]["2"]["special"], true);
-    let _ = std::fs::remove_dir_all(tmpdir("smollm2"));
+    let _ = std::fs::remove_dir_all(tmppath("smollm2"));
 }
 
 #[test]
 fn gemma3_exports_as_sentencepiece() {
-    let dir = tmpdir("gemma3");
+    let dir = tmppath("gemma3");
     let s = export("gemma-3-270m-q4_k_m.gguf", &dir, &[]);
     assert_eq!(s["family"], "spm");
     assert_eq!(s["pre_tokenizer"], Value::Null);
@@ -222,7 +170,7 @@ fn gemma3_exports_as_sentencepiece() {
 
 #[test]
 fn existing_files_are_kept_unless_forced() {
-    let dir = tmpdir("force");
+    let dir = tmppath("force");
     export("smollm2-135m-instruct-q8_0.gguf", &dir, &[]);
     let first = std::fs::read(dir.join("tokenizer.json")).expect("written");
     std::fs::write(dir.join("tokenizer_config.json"), "{}").expect("overwrite one file");
@@ -259,7 +207,7 @@ fn existing_files_are_kept_unless_forced() {
 fn unexpressible_vocabularies_are_refused_in_one_line() {
     // Phi-3's special tokens drop the whitespace after them: ASCII
     // whitespace in fak (llama.cpp), any Unicode space in Hugging Face's.
-    let dir = tmpdir("phi3");
+    let dir = tmppath("phi3");
     let m = model("llama-vocab/ggml-vocab-phi-3.gguf");
     let d = dir.display().to_string();
     let o = fak(&["export-tokenizer", &m, &d]);

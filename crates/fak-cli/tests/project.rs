@@ -3,30 +3,18 @@
 //! sha256 (no model is run).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+mod run;
+use run::{assert_clean_error, fak, stderr, tmpdir};
+
 const MODEL: &str = "smollm2-135m-instruct-q8_0.gguf";
 
-fn fak(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fak"))
-        .args(args)
-        .output()
-        .expect("run fak")
-}
-
 fn model_path() -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../models")
-        .join(MODEL);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p.display().to_string()
+    run::model(MODEL)
 }
 
 fn model_sha() -> String {
@@ -35,29 +23,6 @@ fn model_sha() -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fak-project-test-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Non-zero exit, one line on stderr mentioning `needle`, no panic.
-fn assert_clean_error(o: &Output, needle: &str) {
-    let err = stderr(o);
-    assert!(!o.status.success(), "expected failure; stderr: {err}");
-    assert_ne!(o.status.code(), Some(101), "panic: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
-    assert!(
-        err.to_lowercase().contains(&needle.to_lowercase()),
-        "error {err:?} should mention {needle:?}"
-    );
 }
 
 /// Synthetic rates: prefill 100/200/300 tok/s at 16/64/256 tokens; batched

@@ -395,7 +395,7 @@ impl DeviceModel {
             n_ctx: kv.n_ctx(),
         };
         let need = ops::attention_scratch(ws.cap, kvs);
-        if ws.part.as_ref().map_or(true, |p| p.len() < need) {
+        if ws.part.as_ref().is_none_or(|p| p.len() < need) {
             ws.graphs.clear();
             if let Some(old) = ws.part.take() {
                 ws.f32s.give(old);

@@ -88,7 +88,7 @@ pub(crate) fn quantize(
         GgmlType::Q8_K => (&dev.k.quantize_q8_k, 256),
         other => return Err(CudaError::Unsupported(format!("{other:?} activations"))),
     };
-    if n % block != 0 {
+    if !n.is_multiple_of(block) {
         return Err(CudaError::Spec(format!(
             "rows of {n} are not whole {ty:?} blocks"
         )));
@@ -485,7 +485,7 @@ pub(crate) fn attention(
     if toks.n_tok == 0 {
         return Ok(());
     }
-    if s.head_dim % 32 != 0 || s.head_dim > 256 {
+    if !s.head_dim.is_multiple_of(32) || s.head_dim > 256 {
         return Err(CudaError::Unsupported(format!(
             "head_dim {} (attention takes multiples of 32 up to 256)",
             s.head_dim

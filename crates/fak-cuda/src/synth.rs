@@ -225,7 +225,7 @@ impl SynthSpec {
             }
         }
         let q8 = GgmlType::Q8_0.block_size();
-        if sh.n_embd % q8 != 0 {
+        if !sh.n_embd.is_multiple_of(q8) {
             return Err(spec_err(format!(
                 "synthetic model {name}: n_embd = {} is not a multiple of {q8} (Q8_0 token_embd.weight)",
                 sh.n_embd

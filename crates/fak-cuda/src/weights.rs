@@ -89,7 +89,7 @@ impl DeviceMatrix {
         bytes: &[u8],
     ) -> Result<DeviceMatrix, CudaError> {
         let block = ty.block_size();
-        if !supported(ty) || n_in % block != 0 {
+        if !supported(ty) || !n_in.is_multiple_of(block) {
             return Err(CudaError::Unsupported(format!(
                 "{name}: {ty:?} matrix with rows of {n_in} (the device has Q8_0 and Q4_K products)"
             )));
