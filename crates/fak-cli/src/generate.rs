@@ -347,7 +347,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The generation settings of `a`, sampling checked
-/// ([`SamplingParams::validate`]) before anything is loaded.
+/// ([`fak_engine::SamplingParams::validate`]) before anything is loaded.
 fn gen_params(a: &GenerateArgs) -> anyhow::Result<GenerateParams> {
     let params = GenerateParams {
         max_tokens: a.n,
