@@ -16,7 +16,7 @@
 # run go in $FAK_FLEET_ARGS (e.g. FAK_FLEET_ARGS=--ablation adds the
 # no-reuse run, kept as an internal field of the comparison), and extra
 # arguments for both llama.cpp runs in $FAK_PEER_FLEET_ARGS (e.g.
-# "--checkpoint DIR --segment-s 3000" for runs longer than a session: the
+# "--checkpoint DIR --segment-s 3000" for runs too long for one sitting: the
 # script then stops with status 75 when a peer run checkpoints; run it again
 # to continue, see bench/peers/README.md).
 # `python3 bench/plot_fleet.py --out FILE.svg FAK.json PEER...json` draws

@@ -83,7 +83,7 @@ class Base(unittest.TestCase):
 
 
 class CommittedReports(Base):
-    """The Zen 5 rounds of docs/results, whose figures FLEET.md quotes."""
+    """The Zen 5 rounds of docs/results, whose figures FLEET.md and its Zen 5 notes quote."""
 
     def test_zen5_probe_and_bounded_long(self) -> None:
         dirs = [str(ZEN5 / f"{s}-{i}") for s in ("probe", "bl") for i in (1, 2, 3)]
@@ -107,9 +107,9 @@ class CommittedReports(Base):
             dots = [c for c in panel.iter(f"{SVG}circle") if c.get("class") == "round"]
             self.assertEqual(len(dots), 9)
         probe = ["".join(t.itertext()) for t in panels[0].iter(f"{SVG}text")]
-        # FLEET.md, "Over HTTP on the Zen 5": probe 3.44, 3.71, 3.52 -> 3.52x
-        # (the ratio of the medians would be 3.71); HTTP / in process 0.88,
-        # 0.80, 0.80 -> 0.80.
+        # docs/journal/2026-12-02-zen5-fleet.md, "Over HTTP on the Zen 5": probe
+        # 3.44, 3.71, 3.52 -> 3.52x (the ratio of the medians would be 3.71);
+        # HTTP / in process 0.88, 0.80, 0.80 -> 0.80.
         self.assertIn("fak serve / fastest llama-server: 3.52×", probe)
         self.assertIn("fak serve / fak in process: 0.80", probe)
         bl = [("".join(t.itertext())) for t in panels[1].iter(f"{SVG}text")]

@@ -17,7 +17,7 @@
 # (A B A B ...). Reports: DIR/<engine>-c<C>-<choice>-<whole|stream>-r<round>.json,
 # the servers' logs DIR/<engine>-c<C>.server.log, DIR/env.txt (model hash,
 # binaries, CPU, times) and DIR/table.md (bench/tools_bench.py table of all
-# reports). Run it under /usr/local/bin/quiet for the throughput columns.
+# reports). Run it on an otherwise idle machine for the throughput columns.
 #
 # Environment: CONCURRENCY, ROUNDS, SETTINGS, NUM_REQUESTS, SEED (the tasks,
 # default 0), FA (llama-server's flash attention, default on), TIMEOUT

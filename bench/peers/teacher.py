@@ -2,9 +2,9 @@
 """Teacher-forced golden files from llama.cpp (through llama-cpp-python).
 
 For each model, K/V type and prompt (``golden.PROMPTS`` plus ``sky``, the
-chat prompt of issue 25's finding) this runs llama.cpp greedy for
-``STEPS`` = 32 steps, exactly as ``golden.py`` does, and keeps llama.cpp's
-logits at *every* step of that sequence. fak's test
+chat prompt of the scalar-vs-AVX2 finding in docs/GOLDENS.md) this runs
+llama.cpp greedy for ``STEPS`` = 32 steps, exactly as ``golden.py`` does,
+and keeps llama.cpp's logits at *every* step of that sequence. fak's test
 (``crates/fak-model/tests/teacher.rs``) feeds the same sequence to fak, one
 token per decode step, and compares every step, whatever the near ties.
 

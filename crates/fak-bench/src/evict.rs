@@ -54,7 +54,7 @@ pub struct EvictTimes {
     pub reingest_s: f64,
     pub shift_s: f64,
     pub full_recompute_s: f64,
-    /// exact / reingest (the bound: at most 1).
+    /// exact / reingest (the target: at most 1).
     pub exact_over_reingest: f64,
     /// Ingesting the span's own tokens after the kept prefix.
     pub span_ingest_s: f64,

@@ -73,7 +73,7 @@ use crate::EngineError;
 /// a kernel call with its own set-up. On the fleet probe (SmolLM2 Q8_0, 2
 /// threads) 64-token blocks ran 1.594–1.611 agent-turns/s against
 /// 1.322–1.369 with 16 (`fak bench fleet --profile probe --block-size N`,
-/// alternated in one session; docs/history/FLEET-avx2-vm.md), with identical generated
+/// alternated in one run; docs/history/FLEET-avx2-vm.md), with identical generated
 /// tokens. Larger blocks share a prefix
 /// at a coarser grain (a cached prefix is reused up to its last whole
 /// block) and copy more on the first write to a shared partial block.

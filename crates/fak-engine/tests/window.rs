@@ -337,7 +337,7 @@ fn held_bytes_follow_the_window_model() {
 }
 
 /// Decode step time at a 2048-token context, dropping vs keeping, runs
-/// alternated A B A B (run alone, under `/usr/local/bin/quiet`, with
+/// alternated A B A B (run alone on an otherwise idle machine, with
 /// `--ignored --nocapture`); the logits of both are the same bytes.
 #[test]
 #[ignore = "timing: run alone with --ignored --nocapture"]
@@ -585,8 +585,8 @@ fn published_session_past_the_window_is_reused_by_a_request() {
 /// Time to first token of a fresh request whose 1100-token prefix a
 /// published session holds (`fak serve`: a session created by POST
 /// /v1/sessions, or one dropped under KV pressure), dropping local rows; three
-/// engines, each timed on its first such request. Run alone, under
-/// `/usr/local/bin/quiet`, with `--ignored --nocapture`.
+/// engines, each timed on its first such request. Run alone on an
+/// otherwise idle machine, with `--ignored --nocapture`.
 #[test]
 #[ignore = "timing: run alone with --ignored --nocapture"]
 fn ttft_after_a_published_session_past_the_window() {

@@ -312,7 +312,7 @@ fn golden_smollm2_q8_0() {
 /// attention off instead of on, leaves its own greedy path on 6 of 7 prompts
 /// at margins up to 0.163 (bench/peers/README.md). fak leaves it at the
 /// same steps (margins 0.131-0.174), so this file is checked with a 0.2
-/// near-tie margin; the two files the issue names use 0.1.
+/// near-tie margin; the other files use 0.1.
 const TIE_MARGIN_Q4_1: f32 = 0.2;
 
 #[test]

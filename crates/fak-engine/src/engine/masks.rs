@@ -57,7 +57,7 @@ pub enum MaskMode {
     /// only on a miss (or when top-k/top-p/min-p or log-probabilities
     /// need the masked logits). The default: on a 2-core machine the
     /// forward pass keeps both cores busy, so a worker only moves the
-    /// mask's cost (see docs/SERVING.md).
+    /// mask's cost (see docs/SERVING-BENCH.md, "Structured outputs").
     #[default]
     CheckFirst,
     /// During the forward pass, on a worker thread: every constrained
