@@ -464,16 +464,27 @@ fn dot_f32_f16_rows_group_is_bit_identical_to_scalar_rows() {
 }
 
 /// Grouped value sums equal one scalar `axpy_f16_rows` per query, bit for
-/// bit, for group sizes 1–10, head widths 64 (the tiled path) and 13, any
-/// row count (whole and partial 8-row tiles) and weights at a stride.
+/// bit, for group sizes 1–10, head widths that are multiples of 64 (the
+/// tiled paths: 64, 128, 256, and 320, past the widest AVX-512 tile) and
+/// 13, any row count (whole and partial 8- and 16-row tiles) and weights
+/// at a stride.
 #[test]
 fn axpy_f16_rows_group_is_bit_identical_to_scalar_rows() {
     for isa in Isa::available() {
         for seed in seeds() {
             let mut rng = StdRng::seed_from_u64(seed);
-            for (n, stride, off) in [(64, 192, 64), (64, 64, 0), (13, 20, 3)] {
+            let shapes = [
+                (64, 192, 64),
+                (64, 64, 0),
+                (128, 256, 128),
+                (128, 128, 0),
+                (256, 256, 0),
+                (320, 320, 0),
+                (13, 20, 3),
+            ];
+            for (n, stride, off) in shapes {
                 for g in 1..=10usize {
-                    for n_rows in [0usize, 1, 7, 8, 9, 17, 33] {
+                    for n_rows in [0usize, 1, 7, 8, 9, 15, 16, 17, 33] {
                         let w_stride = n_rows + 3;
                         let w = f32s(&mut rng, g * w_stride, -1.0, 1.0);
                         let len = off + n_rows.saturating_sub(1) * stride + n;

@@ -361,10 +361,19 @@ unsafe fn rows_group<const G: usize>(
 }
 
 /// AVX2 twin of `attn::scalar::axpy_f16_rows_group`, bit-identical to it:
-/// for head width 64, each tile of up to 8 value rows is converted to
-/// `f32` once into a stack buffer, then every query adds its weighted rows
-/// in order (`out = out + w · v`, multiply then add) with its 64 outputs
-/// in registers; other widths run [`axpy_f16_rows`] per query.
+/// for a head width that is a multiple of 64, each 64-column slice of a
+/// tile of up to 8 value rows is converted to `f32` once into a stack
+/// buffer, then every query adds its weighted rows in order (`out = out +
+/// w · v`, multiply then add) with those 64 outputs in registers; other
+/// widths run [`axpy_f16_rows`] per query.
+///
+/// ```text
+///   for each tile of ≤ 8 rows, for each 64-column slice c:
+///     tile[r][..] = f32(v[r0 + r][c..c + 64])          once per tile
+///     for each query g:  acc = out[g][c..c + 64]
+///       for r in order:  acc = acc + w[g][r0 + r] · tile[r]
+///     out[g][c..c + 64] = acc
+/// ```
 ///
 /// * `w`: `[G, w_stride]`; `out`: `[G, rows.width]`.
 ///
@@ -383,8 +392,8 @@ pub(crate) unsafe fn axpy_f16_rows_group(
 ) {
     let n = rows.width;
     let (v, stride, n_rows) = (rows.data, rows.stride, rows.n_rows);
-    if n != 64 {
-        for (g, o) in out.chunks_exact_mut(n).enumerate() {
+    if n == 0 || !n.is_multiple_of(64) {
+        for (g, o) in out.chunks_exact_mut(n.max(1)).enumerate() {
             // SAFETY: the caller's bounds, for query g.
             unsafe { axpy_f16_rows(&w[g * w_stride..], v, stride, n_rows, o) };
         }
@@ -394,31 +403,34 @@ pub(crate) unsafe fn axpy_f16_rows_group(
     let mut r0 = 0;
     while r0 < n_rows {
         let m = (n_rows - r0).min(8);
-        for (r, t) in tile.iter_mut().enumerate().take(m) {
-            let row = &v[(r0 + r) * stride..(r0 + r) * stride + 64];
-            let (rc, _) = row.as_chunks::<8>();
-            for (x, c) in t.iter_mut().zip(rc) {
-                *x = load8_f16(c);
-            }
-        }
-        for (g, o) in out.chunks_exact_mut(64).enumerate() {
-            let Some(o) = o.first_chunk_mut::<64>() else {
-                continue;
-            };
-            let (oc, _) = o.as_chunks_mut::<8>();
-            let mut acc = [_mm256_setzero_ps(); 8];
-            for (a, c) in acc.iter_mut().zip(oc.iter()) {
-                *a = load8(c);
-            }
-            let wg = &w[g * w_stride + r0..g * w_stride + r0 + m];
-            for (t, &wr) in tile.iter().zip(wg) {
-                let wv = _mm256_set1_ps(wr);
-                for (a, x) in acc.iter_mut().zip(t) {
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, *x));
+        for c0 in (0..n).step_by(64) {
+            for (r, t) in tile.iter_mut().enumerate().take(m) {
+                let at = (r0 + r) * stride + c0;
+                let row = &v[at..at + 64];
+                let (rc, _) = row.as_chunks::<8>();
+                for (x, c) in t.iter_mut().zip(rc) {
+                    *x = load8_f16(c);
                 }
             }
-            for (a, c) in acc.iter().zip(oc.iter_mut()) {
-                store8(c, *a);
+            for (g, o) in out.chunks_exact_mut(n).enumerate() {
+                let Some(o) = o[c0..].first_chunk_mut::<64>() else {
+                    continue;
+                };
+                let (oc, _) = o.as_chunks_mut::<8>();
+                let mut acc = [_mm256_setzero_ps(); 8];
+                for (a, c) in acc.iter_mut().zip(oc.iter()) {
+                    *a = load8(c);
+                }
+                let wg = &w[g * w_stride + r0..g * w_stride + r0 + m];
+                for (t, &wr) in tile.iter().zip(wg) {
+                    let wv = _mm256_set1_ps(wr);
+                    for (a, x) in acc.iter_mut().zip(t) {
+                        *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, *x));
+                    }
+                }
+                for (a, c) in acc.iter().zip(oc.iter_mut()) {
+                    store8(c, *a);
+                }
             }
         }
         r0 += m;

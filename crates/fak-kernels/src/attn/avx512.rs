@@ -1,8 +1,8 @@
 //! AVX-512 twins of the two attention kernels that many queries share: the
 //! lane-per-query scores of [`super::lanes_avx2`] with 16 queries to
 //! a register instead of 8, and the grouped value sums of
-//! [`super::avx2::axpy_f16_rows_group`] with a 64-wide head in four
-//! registers instead of eight.
+//! [`super::avx2::axpy_f16_rows_group`] with 16 lanes to a register and
+//! four queries' outputs in registers at a time.
 //!
 //! Every lane does exactly what its AVX2 (and scalar) twin does: scores
 //! are `acc = acc + q[d] · k[d]` over `d` in order from `0.0`, value sums
@@ -175,8 +175,87 @@ pub(crate) unsafe fn rows_group_lanes(
     }
 }
 
-/// [`super::avx2::axpy_f16_rows_group`] with a 64-wide head in four
-/// 16-lane registers; other widths run the AVX2 twin.
+/// Value rows converted to `f32` per tile of [`axpy_f16_rows_group`].
+const VALUE_TILE_ROWS: usize = 16;
+
+/// Widest head [`axpy_f16_rows_group`] tiles; wider ones run the AVX2 twin.
+const VALUE_MAX_WIDTH: usize = 256;
+
+/// Registers per 64-column slice of a value row.
+const SLICE: usize = 4;
+
+/// Adds the weighted tile rows `0..m` to the outputs of queries `g0..g0 +
+/// Q`, one 64-column slice at a time with the `Q × 4` outputs of a slice
+/// in registers: for each row in order, `acc = acc + w · v` (multiply,
+/// then add), the scalar twin's operations.
+///
+/// * `tile`: `[m, nv]` converted rows (`nv = width / 16` registers each);
+///   `w` at `g * w_stride + r0 + r`; `out`: `[G, nv · 16]`.
+///
+/// # Safety
+///
+/// Rows `0..m` of `tile` are written; every query `g0..g0 + Q` has weights
+/// `r0..r0 + m` inside `w` at `g * w_stride` and `nv · 16` outputs inside
+/// `out` at `g * nv · 16`; `nv` is a multiple of 4; the CPU must support
+/// AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+unsafe fn add_rows<const Q: usize>(
+    tile: &[MaybeUninit<__m512>],
+    (nv, m): (usize, usize),
+    (w, w_stride, r0): (&[f32], usize, usize),
+    g0: usize,
+    out: &mut [f32],
+) {
+    let (tp, wp, op) = (tile.as_ptr(), w.as_ptr(), out.as_mut_ptr());
+    let width = nv * 16;
+    for c in (0..nv).step_by(SLICE) {
+        let mut acc = [[_mm512_setzero_ps(); SLICE]; Q];
+        for (g, a) in acc.iter_mut().enumerate() {
+            for (j, x) in a.iter_mut().enumerate() {
+                // SAFETY: query `g0 + g`'s outputs lie inside `out` (caller).
+                *x = unsafe { _mm512_loadu_ps(op.add((g0 + g) * width + (c + j) * 16)) };
+            }
+        }
+        for r in 0..m {
+            let mut t = [_mm512_setzero_ps(); SLICE];
+            for (j, x) in t.iter_mut().enumerate() {
+                // SAFETY: row `r < m` of the tile is written (caller).
+                *x = unsafe { (*tp.add(r * nv + c + j)).assume_init() };
+            }
+            for (g, a) in acc.iter_mut().enumerate() {
+                // SAFETY: the query's weight of row `r0 + r` lies inside `w`.
+                let wv = _mm512_set1_ps(unsafe { *wp.add((g0 + g) * w_stride + r0 + r) });
+                for (x, &v) in a.iter_mut().zip(&t) {
+                    *x = _mm512_add_ps(*x, _mm512_mul_ps(wv, v));
+                }
+            }
+        }
+        for (g, a) in acc.iter().enumerate() {
+            for (j, &x) in a.iter().enumerate() {
+                // SAFETY: as the loads above.
+                unsafe { _mm512_storeu_ps(op.add((g0 + g) * width + (c + j) * 16), x) };
+            }
+        }
+    }
+}
+
+/// [`super::avx2::axpy_f16_rows_group`] with 16 lanes to a register, and
+/// four queries per pass over a tile of up to 16 rows, for a head width
+/// that is a multiple of 64 (up to 256); other widths run the AVX2 twin.
+///
+/// ```text
+///   for each tile of ≤ 16 rows:
+///     tile[r][..] = f32(v[r0 + r][..])                 once per tile
+///     for each pass of ≤ 4 queries, each 64-column slice c:
+///       acc[q][0..4] = out[g0 + q][c..c + 64]          16 registers
+///       for r in order, for q:  acc[q] = acc[q] + w[g0 + q][r0 + r] · tile[r][c..]
+///       out[g0 + q][c..c + 64] = acc[q]
+/// ```
+///
+/// Four queries give sixteen independent add chains, where one query's
+/// four would wait on the add latency; each tile register loaded serves
+/// all four.
 ///
 /// # Safety
 ///
@@ -188,48 +267,47 @@ pub(crate) unsafe fn axpy_f16_rows_group(
     rows: KvRows<'_>,
     out: &mut [f32],
 ) {
-    let (v, stride, n_rows) = (rows.data, rows.stride, rows.n_rows);
-    if rows.width != 64 {
+    let (v, stride, n_rows, n) = (rows.data, rows.stride, rows.n_rows, rows.width);
+    if n == 0 || !n.is_multiple_of(64) || n > VALUE_MAX_WIDTH {
         // SAFETY: the caller's bounds and CPU.
         return unsafe { super::avx2::axpy_f16_rows_group(w, w_stride, rows, out) };
     }
-    let mut tile = [[_mm512_setzero_ps(); 4]; 8];
+    let nv = n / 16;
+    let g_all = out.len() / n;
+    let mut tile =
+        [const { MaybeUninit::<__m512>::uninit() }; VALUE_TILE_ROWS * VALUE_MAX_WIDTH / 16];
     let mut r0 = 0;
     while r0 < n_rows {
-        let m = (n_rows - r0).min(8);
-        for (r, t) in tile.iter_mut().enumerate().take(m) {
-            let Some(row) = v.get((r0 + r) * stride..(r0 + r) * stride + 64) else {
+        let m = (n_rows - r0).min(VALUE_TILE_ROWS);
+        for (r, t) in tile.chunks_exact_mut(nv).enumerate().take(m) {
+            let Some(row) = v.get((r0 + r) * stride..(r0 + r) * stride + n) else {
                 return;
             };
             let (rc, _) = row.as_chunks::<16>();
             for (x, c) in t.iter_mut().zip(rc) {
                 // SAFETY: `c` is 16 readable u16; `loadu` needs no alignment.
-                *x = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(c.as_ptr().cast()) });
+                x.write(_mm512_cvtph_ps(unsafe {
+                    _mm256_loadu_si256(c.as_ptr().cast())
+                }));
             }
         }
-        for (g, o) in out.chunks_exact_mut(64).enumerate() {
-            let (Some(o), Some(wg)) = (
-                o.first_chunk_mut::<64>(),
-                w.get(g * w_stride + r0..g * w_stride + r0 + m),
-            ) else {
-                continue;
-            };
-            let (oc, _) = o.as_chunks_mut::<16>();
-            let mut acc = [_mm512_setzero_ps(); 4];
-            for (a, c) in acc.iter_mut().zip(oc.iter()) {
-                // SAFETY: `c` is 16 readable f32.
-                *a = unsafe { _mm512_loadu_ps(c.as_ptr()) };
-            }
-            for (t, &wr) in tile.iter().zip(wg) {
-                let wv = _mm512_set1_ps(wr);
-                for (a, x) in acc.iter_mut().zip(t) {
-                    *a = _mm512_add_ps(*a, _mm512_mul_ps(wv, *x));
+        let mut g0 = 0;
+        while g0 < g_all {
+            let left = g_all - g0;
+            let ws = (w, w_stride, r0);
+            // SAFETY: rows `0..m` of the tile were written above; queries
+            // `g0..g0 + left.min(4)` have `r0 + m <= n_rows` weights in `w`
+            // and `n` outputs in `out` (the caller's bounds); `nv` is a
+            // multiple of 4 (`n` is a multiple of 64).
+            unsafe {
+                match left {
+                    1 => add_rows::<1>(&tile, (nv, m), ws, g0, out),
+                    2 => add_rows::<2>(&tile, (nv, m), ws, g0, out),
+                    3 => add_rows::<3>(&tile, (nv, m), ws, g0, out),
+                    _ => add_rows::<4>(&tile, (nv, m), ws, g0, out),
                 }
             }
-            for (a, c) in acc.iter().zip(oc.iter_mut()) {
-                // SAFETY: `c` is 16 writable f32.
-                unsafe { _mm512_storeu_ps(c.as_mut_ptr(), *a) };
-            }
+            g0 += left.min(4);
         }
         r0 += m;
     }
