@@ -36,7 +36,7 @@ use fak_model::Model;
 
 use crate::engine::{Engine, EngineConfig};
 use crate::paged::PagedKvConfig;
-use crate::request::{Context, Event, Request, RequestId, SessionId, StopAt, StopRules};
+use crate::request::{Context, Event, MaxTokens, Request, RequestId, SessionId, StopAt, StopRules};
 use crate::sampling::SamplingParams;
 use crate::seqs::{EvictMode, EvictReport, PrefixCache, Sequences};
 use crate::EngineError;
@@ -273,7 +273,7 @@ impl<'m> Fleet<'m> {
                 seed: ag.sampling.seed.wrapping_add(ag.turns),
                 ..ag.sampling
             },
-            max_tokens: decode.max(1),
+            max_tokens: MaxTokens::Strict(decode.max(1)),
             stop: StopRules {
                 eog: StopAt::Never,
                 ..StopRules::default()

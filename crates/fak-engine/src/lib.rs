@@ -39,10 +39,11 @@ pub use generate::{
 };
 pub use many::{generate_many, BatchMode, ManyParams};
 pub use paged::{
-    GroupStats, KvWindow, PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE, FLEET_BLOCK_SIZE,
+    GroupStats, KvBudget, KvBudgetError, KvWindow, PagedKv, PagedKvConfig, DEFAULT_BLOCK_SIZE,
+    FLEET_BLOCK_SIZE, MAX_SEQUENCES_KV_BYTES,
 };
 pub use request::{
-    Context, EngineStats, Event, FinishReason, Request, RequestId, SessionId, SpecMode,
+    Context, EngineStats, Event, FinishReason, MaxTokens, Request, RequestId, SessionId, SpecMode,
     Speculation, StepLogprobs, StopAt, StopRules, TokenLogprob, Usage,
 };
 /// The full-vocabulary-sort sampler that [`Sampler`] replaced: a benchmark

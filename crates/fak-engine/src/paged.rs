@@ -135,7 +135,104 @@ pub struct PagedKvConfig {
     pub window: KvWindow,
 }
 
+/// How much memory a KV pool may take ([`PagedKvConfig::for_budget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvBudget {
+    /// This many bytes of K and V rows (`fak serve --kv-mem`).
+    Bytes(usize),
+    /// Room for `n_seq` sequences of `n_ctx` tokens plus one block each,
+    /// at most [`MAX_SEQUENCES_KV_BYTES`].
+    Sequences {
+        /// Sequences held at once.
+        n_seq: usize,
+        /// Tokens per sequence.
+        n_ctx: usize,
+    },
+}
+
+/// Most bytes a [`KvBudget::Sequences`] budget takes (4 GiB): a long
+/// trained context times many sequences would otherwise ask for more than
+/// the machine has. Give [`KvBudget::Bytes`] for more.
+pub const MAX_SEQUENCES_KV_BYTES: usize = 4 << 30;
+
+/// Why a [`KvBudget`] gives no usable pool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvBudgetError {
+    /// Fewer than the two blocks a pool needs (a request's blocks plus one
+    /// spare for a copy-on-write).
+    #[error(
+        "gives {n_blocks} KV blocks of {block_size} tokens ({block_bytes} bytes each), \
+         fewer than 2; give more memory"
+    )]
+    TooFewBlocks {
+        /// Blocks the budget pays for.
+        n_blocks: usize,
+        /// Tokens per block.
+        block_size: usize,
+        /// Bytes of one block (K and V rows of every layer).
+        block_bytes: usize,
+    },
+}
+
 impl PagedKvConfig {
+    /// Bytes of one token's K and V rows in every layer of `model`, stored
+    /// as `kv_type`.
+    pub fn bytes_per_token(model: &ModelConfig, kv_type: KvType) -> usize {
+        let n_kv_dim = model.n_head_kv.saturating_mul(model.head_dim);
+        kv_type
+            .row_bytes(n_kv_dim)
+            .saturating_mul(model.n_layer)
+            .saturating_mul(2)
+    }
+
+    /// As many blocks of `block_size` tokens (at least 1) as `budget` pays
+    /// for, rows of `model` stored as `kv_type` (sliding windows dropped,
+    /// [`KvWindow::Drop`]; see [`PagedKvConfig::with_window`]).
+    ///
+    /// ```text
+    ///   block bytes = bytes_per_token · block_size
+    ///   Bytes(b)                   n_blocks = b / block bytes
+    ///   Sequences { n_seq, n_ctx } n_blocks = min(n_seq · (n_ctx + block_size) · bytes_per_token,
+    ///                                             4 GiB) / block bytes
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KvBudgetError::TooFewBlocks`] when the budget pays for fewer than
+    /// 2 blocks.
+    pub fn for_budget(
+        model: &ModelConfig,
+        kv_type: KvType,
+        block_size: usize,
+        budget: KvBudget,
+    ) -> Result<PagedKvConfig, KvBudgetError> {
+        let block_size = block_size.max(1);
+        let per_token = PagedKvConfig::bytes_per_token(model, kv_type).max(1);
+        let block_bytes = per_token.saturating_mul(block_size);
+        let bytes = match budget {
+            KvBudget::Bytes(b) => b,
+            KvBudget::Sequences { n_seq, n_ctx } => n_seq
+                .max(1)
+                .saturating_mul(n_ctx.saturating_add(block_size))
+                .saturating_mul(per_token)
+                .min(MAX_SEQUENCES_KV_BYTES),
+        };
+        let n_blocks = bytes / block_bytes;
+        if n_blocks < 2 {
+            return Err(KvBudgetError::TooFewBlocks {
+                n_blocks,
+                block_size,
+                block_bytes,
+            });
+        }
+        Ok(PagedKvConfig {
+            block_size,
+            n_blocks,
+            kv_type,
+            window: KvWindow::Drop,
+        })
+    }
+
     /// Enough blocks of `block_size` tokens for `n_seq` private sequences of
     /// `n_ctx` tokens each (every sequence rounds up to whole blocks).
     pub fn for_sequences(block_size: usize, n_seq: usize, n_ctx: usize) -> PagedKvConfig {
@@ -768,5 +865,110 @@ mod tests {
                 source: other
             }
         );
+    }
+
+    /// Shapes of SmolLM2-135M: 30 layers, 3 KV heads of 64 values.
+    fn smollm2_shapes() -> ModelConfig {
+        ModelConfig {
+            arch: fak_model::Arch::Llama,
+            n_vocab: 49152,
+            n_embd: 576,
+            n_layer: 30,
+            n_head: 9,
+            n_head_kv: 3,
+            head_dim: 64,
+            n_ff: 1536,
+            n_ctx_train: 8192,
+            rope_theta: 100000.0,
+            rope_dim: 64,
+            rope_style: fak_model::RopeStyle::Normal,
+            rms_eps: 1e-5,
+            tied_embeddings: true,
+            qkv_bias: false,
+            qk_norm: fak_model::QkNorm::None,
+            rope_freq_factors: None,
+            gemma3: None,
+        }
+    }
+
+    #[test]
+    fn kv_budgets_size_the_pool() {
+        let m = smollm2_shapes();
+        // K and V, 30 layers, 192 values: 2 bytes each, or 34 per 32.
+        let f16 = 2 * 30 * 192 * 2;
+        let q8 = 2 * 30 * (192 / 32 * 34);
+        assert_eq!(PagedKvConfig::bytes_per_token(&m, KvType::F16), f16);
+        assert_eq!(PagedKvConfig::bytes_per_token(&m, KvType::Q8_0), q8);
+        assert_eq!((f16, q8), (23040, 12240));
+
+        let sized = |kv_type, block_size, budget| {
+            PagedKvConfig::for_budget(&m, kv_type, block_size, budget)
+        };
+        // A byte budget: whole blocks, rounded down.
+        let mib64 = KvBudget::Bytes(64 << 20);
+        let c = sized(KvType::F16, 64, mib64).expect("f16 pool");
+        assert_eq!(c.n_blocks, (64 << 20) / (f16 * 64));
+        assert_eq!(c.n_blocks, 45);
+        assert_eq!(
+            (c.block_size, c.kv_type, c.window),
+            (64, KvType::F16, KvWindow::Drop)
+        );
+        let c = sized(KvType::Q8_0, 64, mib64).expect("q8_0 pool");
+        assert_eq!((c.n_blocks, c.kv_type), (85, KvType::Q8_0));
+
+        // Sequences: n_seq x (n_ctx + one block) tokens.
+        let four = KvBudget::Sequences {
+            n_seq: 4,
+            n_ctx: 1024,
+        };
+        assert_eq!(sized(KvType::F16, 64, four).expect("pool").n_blocks, 68);
+        assert_eq!(sized(KvType::Q8_0, 64, four).expect("pool").n_blocks, 68);
+        // ... at most 4 GiB; a byte budget has no cap.
+        let many = KvBudget::Sequences {
+            n_seq: 64,
+            n_ctx: 131072,
+        };
+        let c = sized(KvType::F16, 64, many).expect("capped pool");
+        assert_eq!(c.n_blocks, MAX_SEQUENCES_KV_BYTES / (f16 * 64));
+        assert_eq!(c.n_blocks, 2912);
+        let c = sized(KvType::F16, 64, KvBudget::Bytes(8 << 30)).expect("8 GiB");
+        assert_eq!(c.n_blocks, (8 << 30) / (f16 * 64));
+        let huge = KvBudget::Sequences {
+            n_seq: usize::MAX,
+            n_ctx: usize::MAX,
+        };
+        assert_eq!(
+            sized(KvType::F16, 64, huge).expect("saturates").n_blocks,
+            2912
+        );
+
+        // Fewer than 2 blocks is refused, naming the sizes.
+        let block = f16 * 64;
+        assert_eq!(
+            sized(KvType::F16, 64, KvBudget::Bytes(2 * block - 1)),
+            Err(KvBudgetError::TooFewBlocks {
+                n_blocks: 1,
+                block_size: 64,
+                block_bytes: block,
+            })
+        );
+        assert_eq!(
+            sized(KvType::F16, 64, KvBudget::Bytes(2 * block)).map(|c| c.n_blocks),
+            Ok(2)
+        );
+        let e = sized(KvType::F16, 64, KvBudget::Bytes(1 << 20)).expect_err("1 MiB");
+        assert_eq!(
+            e.to_string(),
+            "gives 0 KV blocks of 64 tokens (1474560 bytes each), fewer than 2; give more memory"
+        );
+        // One sequence of 8 tokens pays for 8 + 64 tokens: one block.
+        let short = KvBudget::Sequences { n_seq: 1, n_ctx: 8 };
+        assert!(matches!(
+            sized(KvType::F16, 64, short),
+            Err(KvBudgetError::TooFewBlocks { n_blocks: 1, .. })
+        ));
+        // A block size of 0 is taken as 1.
+        let c = sized(KvType::F16, 0, KvBudget::Bytes(10 * f16)).expect("1-token blocks");
+        assert_eq!((c.block_size, c.n_blocks), (1, 10));
     }
 }

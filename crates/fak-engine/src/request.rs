@@ -79,6 +79,38 @@ pub enum Context {
     Session(SessionId),
 }
 
+/// How many tokens a request may generate. [`Engine::add`](crate::Engine::add)
+/// turns it into one number, once, from the tokens before the output (the
+/// prompt, and a session's tokens), the context `n_ctx` and the KV pool:
+///
+/// ```text
+///   room = min(n_ctx, (n_blocks - 1) · block_size) - tokens before, at least 1
+///            (one block spare: a copy-on-write of a shared partial block)
+///   Strict(n)   n          refused unless it fits
+///   Ceiling(n)  min(n, room)
+///   Room        room
+///   refused: tokens before + n > n_ctx                  EngineError::ContextOverflow
+///            ⌈(tokens before + n) / block_size⌉ + 1 > n_blocks
+///                                                       EngineError::RequestTooLarge
+/// ```
+///
+/// A prompt that fills the context leaves a room of 1, which is refused
+/// (with the numbers a client can act on) rather than answered with no
+/// tokens: only a limit of 0 asks for nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokens {
+    /// At most `n` tokens; the request is refused unless the tokens before
+    /// the output plus `n` fit both the context and the pool (chat and
+    /// completions: a given `max_tokens`). `Strict(0)` generates nothing:
+    /// a session request that only appends its prompt.
+    Strict(usize),
+    /// At most `n` tokens, cut to the room when that is less (the Messages
+    /// and Responses APIs, whose clients ask for more than any context).
+    Ceiling(usize),
+    /// As many tokens as there is room for (no limit given).
+    Room,
+}
+
 /// One generation request.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -87,8 +119,10 @@ pub struct Request {
     /// Sampling settings ([`SamplingParams::validate`] is checked at
     /// [`Engine::add`](crate::Engine::add)).
     pub sampling: SamplingParams,
-    /// Most tokens to generate; 0 only appends the prompt (sessions).
-    pub max_tokens: usize,
+    /// Most tokens to generate, resolved against the context and the KV
+    /// pool at [`Engine::add`](crate::Engine::add); `Strict(0)` only
+    /// appends the prompt (sessions).
+    pub max_tokens: MaxTokens,
     /// Stop conditions.
     pub stop: StopRules,
     /// Log-probabilities to report with each token.
@@ -129,12 +163,13 @@ pub struct Speculation {
 }
 
 impl Request {
-    /// A greedy request for `max_tokens` tokens after `prompt`, in tenant 0.
+    /// A greedy request for at most `max_tokens` tokens after `prompt`
+    /// ([`MaxTokens::Strict`]), in tenant 0.
     pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Request {
         Request {
             prompt,
             sampling: SamplingParams::greedy(),
-            max_tokens,
+            max_tokens: MaxTokens::Strict(max_tokens),
             stop: StopRules::default(),
             logprobs: Logprobs::Off,
             tenant: Tenant(0),

@@ -22,11 +22,11 @@ use std::time::Instant;
 use std::ops::Range;
 
 use fak_engine::{
-    Engine, EngineConfig, EngineError, Event, EvictMode, FinishReason, PrefixCache, Request,
-    RequestId, SessionBlocks, SessionId,
+    Engine, EngineConfig, EngineError, Event, EvictMode, FinishReason, KvBudget, PagedKvConfig,
+    PrefixCache, Request, RequestId, SessionBlocks, SessionId,
 };
 use fak_kv::Tenant;
-use fak_model::{KvType, Model};
+use fak_model::Model;
 use fak_tokenizer::{ChatTemplate, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
 
@@ -196,17 +196,6 @@ pub fn spawn(
     (handle, lrx)
 }
 
-/// Bytes one token's K and V rows take in every layer.
-fn kv_bytes_per_token(model: &Model, kv_type: KvType) -> usize {
-    let c = model.config();
-    let values = 2 * c.n_layer * c.n_head_kv * c.head_dim;
-    match kv_type {
-        KvType::F16 => values * 2,
-        // 34-byte blocks of 32 values.
-        KvType::Q8_0 => values / 32 * 34,
-    }
-}
-
 fn load(
     cfg: &ServerConfig,
 ) -> Result<(Model, Tokenizer, Option<ChatTemplate>, EngineConfig), String> {
@@ -228,27 +217,18 @@ fn load(
             "--ctx {n_ctx} must be within 1..={trained}, the model's trained context"
         ));
     }
-    let bs = cfg.block_size.max(1);
-    let per_block = kv_bytes_per_token(&model, cfg.kv_type).max(1) * bs;
-    let bytes = match cfg.kv_mem_mib {
-        Some(mib) => mib.saturating_mul(1 << 20),
-        None => {
-            (cfg.max_running.max(1).saturating_mul(n_ctx + bs) * per_block / bs).min(4096 << 20)
-        }
-    };
-    let n_blocks = bytes / per_block;
-    if n_blocks < 2 {
-        return Err(format!(
-            "--kv-mem gives {n_blocks} KV blocks of {bs} tokens ({per_block} bytes each); give more memory"
-        ));
-    }
-    let ecfg = EngineConfig {
-        kv: fak_engine::PagedKvConfig {
-            block_size: bs,
-            n_blocks,
-            kv_type: cfg.kv_type,
-            window: cfg.kv_window,
+    let budget = match cfg.kv_mem_mib {
+        Some(mib) => KvBudget::Bytes(mib.saturating_mul(1 << 20)),
+        None => KvBudget::Sequences {
+            n_seq: cfg.max_running,
+            n_ctx,
         },
+    };
+    let kv = PagedKvConfig::for_budget(model.config(), cfg.kv_type, cfg.block_size, budget)
+        .map_err(|e| format!("--kv-mem {e}"))?
+        .with_window(cfg.kv_window);
+    let ecfg = EngineConfig {
+        kv,
         token_budget: cfg.token_budget.max(1),
         max_running: cfg.max_running.max(1),
         max_waiting: Some(cfg.max_waiting),

@@ -17,7 +17,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fak_engine::{Context, Event, Request, SpecMode, Speculation};
+use fak_engine::{Context, Event, MaxTokens, Request, SpecMode, Speculation};
 use fak_tokenizer::ToolMessage;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -137,7 +137,6 @@ async fn detokenize(
 ///
 /// 400 naming the parameter at fault.
 pub(crate) fn prepare(
-    l: &Loaded,
     key: KeyTenant,
     c: &Common,
     prompt: Vec<u32>,
@@ -148,17 +147,7 @@ pub(crate) fn prepare(
     if prompt.is_empty() {
         return Err(ApiError::bad_param("prompt", "the prompt is empty"));
     }
-    // As much as the context has room for, and no more than the KV pool
-    // could ever hold for this request alone (one block spare for a
-    // copy-on-write), so the default never turns a request the pool can
-    // serve into a 400.
-    let pool = l.n_blocks.saturating_sub(1) * l.block_size;
-    let room = l.n_ctx.min(pool).saturating_sub(prompt.len()).max(1);
-    let max_tokens = match (c.max_tokens()?, limit) {
-        (Some(n), OutputLimit::Strict) => n,
-        (Some(n), OutputLimit::Ceiling) => n.min(room),
-        (None, _) => room,
-    };
+    let max_tokens = limit.max_tokens(c.max_tokens()?);
     Ok(Request {
         prompt,
         sampling: c.sampling()?,
@@ -178,7 +167,7 @@ pub(crate) fn prepare(
     })
 }
 
-/// What a request's output limit means.
+/// What an API's output limit means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OutputLimit {
     /// The limit must fit the context: above it the request is a 400
@@ -188,6 +177,19 @@ pub(crate) enum OutputLimit {
     /// first (the Messages and Responses APIs; Claude Code asks for
     /// 128000 tokens whatever the model's context).
     Ceiling,
+}
+
+impl OutputLimit {
+    /// The engine's limit for a request that gave `given` (`None`: as
+    /// many tokens as there is room for). The engine resolves it against
+    /// the context and the KV pool ([`MaxTokens`]).
+    pub(crate) fn max_tokens(self, given: Option<usize>) -> MaxTokens {
+        match (given, self) {
+            (Some(n), OutputLimit::Strict) => MaxTokens::Strict(n),
+            (Some(n), OutputLimit::Ceiling) => MaxTokens::Ceiling(n),
+            (None, _) => MaxTokens::Room,
+        }
+    }
 }
 
 /// A conversation in any API's terms, translated into chat messages and
@@ -241,7 +243,7 @@ pub(crate) fn chat_request(
         )
         .map_err(|e| ApiError::bad_request(format!("chat template: {e}")))?;
     let ids = l.tok.encode(&text, fak_tokenizer::EncodeOptions::default());
-    let mut req = prepare(l, key, input.common, ids, input.logprobs, input.limit)?;
+    let mut req = prepare(key, input.common, ids, input.logprobs, input.limit)?;
     tools::constrain(&mut req, tools.as_ref())?;
     Ok((req, tools))
 }
@@ -345,7 +347,7 @@ fn completion_engine_request(c: &Caller, r: CompletionRequest) -> Result<Request
         }
     };
     let logprobs = api::completion_logprobs(r.logprobs)?;
-    prepare(l, c.key, &r.common, ids, logprobs, OutputLimit::Strict)
+    prepare(c.key, &r.common, ids, logprobs, OutputLimit::Strict)
 }
 
 async fn completions(call: Call<CompletionRequest>) -> Result<Response, ApiError> {

@@ -29,6 +29,8 @@
 mod masks;
 mod sessions;
 mod step;
+#[cfg(test)]
+mod tests;
 mod text;
 
 #[cfg(feature = "fault-injection")]
@@ -44,7 +46,9 @@ use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::constraint::{ConstraintState, Grammars};
 use crate::paged::PagedKvConfig;
-use crate::request::{Context, EngineStats, Event, FinishReason, Request, RequestId, Usage};
+use crate::request::{
+    Context, EngineStats, Event, FinishReason, MaxTokens, Request, RequestId, Usage,
+};
 use crate::sampling::{Logprobs, Sampler, MAX_TOP_LOGPROBS};
 use crate::seqs::{PrefixCache, Sequences};
 use crate::EngineError;
@@ -129,12 +133,8 @@ impl EngineConfig {
         let bs = crate::DEFAULT_BLOCK_SIZE;
         let n_req = n_req.max(1);
         EngineConfig {
-            kv: PagedKvConfig {
-                block_size: bs,
-                n_blocks: n_req * (n_ctx.div_ceil(bs) + 1),
-                kv_type,
-                window: crate::KvWindow::Drop,
-            },
+            kv: PagedKvConfig::for_sequences(bs, n_req, n_ctx.saturating_add(bs))
+                .with_kv_type(kv_type),
             token_budget: DEFAULT_TOKEN_BUDGET,
             max_running: n_req,
             max_waiting: None,
@@ -143,6 +143,79 @@ impl EngineConfig {
             prefill: SERIAL_PREFILL,
             mask: MaskMode::default(),
         }
+    }
+}
+
+/// What bounds a request's output: the context and the KV pool. The one
+/// place a [`MaxTokens`] becomes a number of tokens, and the number is
+/// checked (see [`MaxTokens`] for the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OutputBounds {
+    /// Most tokens one sequence may hold.
+    n_ctx: usize,
+    /// Tokens per KV block.
+    block_size: usize,
+    /// Physical KV blocks.
+    n_blocks: usize,
+}
+
+impl OutputBounds {
+    fn of(cfg: &EngineConfig) -> OutputBounds {
+        OutputBounds {
+            n_ctx: cfg.n_ctx,
+            block_size: cfg.kv.block_size.max(1),
+            n_blocks: cfg.kv.n_blocks,
+        }
+    }
+
+    /// Most tokens a sequence can hold: the context, and no more than the
+    /// pool could ever give one request alone, one block spare for a
+    /// copy-on-write of a shared partial block.
+    fn most_tokens(self) -> usize {
+        let pool = self
+            .n_blocks
+            .saturating_sub(1)
+            .saturating_mul(self.block_size);
+        self.n_ctx.min(pool)
+    }
+
+    /// The output budget of a request with `n_prompt` tokens before its
+    /// output: `Room` and `Ceiling` never ask for more than fits (but for
+    /// at least 1 token, so a full context is refused by
+    /// [`OutputBounds::check`], not answered with nothing).
+    fn resolve(self, max: MaxTokens, n_prompt: usize) -> usize {
+        let room = self.most_tokens().saturating_sub(n_prompt).max(1);
+        match max {
+            MaxTokens::Strict(n) => n,
+            MaxTokens::Ceiling(n) => n.min(room),
+            MaxTokens::Room => room,
+        }
+    }
+
+    /// Whether `n_prompt` tokens plus `max_tokens` fit the context, and
+    /// the pool on its own (or the request could never finish).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::ContextOverflow`], [`EngineError::RequestTooLarge`].
+    fn check(self, n_prompt: usize, max_tokens: usize) -> Result<(), EngineError> {
+        let total = n_prompt
+            .checked_add(max_tokens)
+            .filter(|&t| t <= self.n_ctx)
+            .ok_or(EngineError::ContextOverflow {
+                n_prompt_tokens: n_prompt,
+                max_tokens,
+                n_ctx: self.n_ctx,
+            })?;
+        // +1: a copy-on-write of a shared partial block.
+        let needed = total.div_ceil(self.block_size) + 1;
+        if needed > self.n_blocks {
+            return Err(EngineError::RequestTooLarge {
+                needed_blocks: needed,
+                n_blocks: self.n_blocks,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -157,6 +230,9 @@ enum Phase {
 /// A live request.
 struct Live {
     req: Request,
+    /// Most tokens to generate: `req.max_tokens` resolved at
+    /// [`Engine::add`] ([`OutputBounds::resolve`]).
+    max_tokens: usize,
     phase: Phase,
     /// The sequence, while admitted.
     seq: Option<SeqId>,
@@ -438,7 +514,10 @@ impl<'m> Engine<'m> {
             }
         };
         input.extend_from_slice(&req.prompt);
-        if input.is_empty() && (req.max_tokens > 0 || req.context == Context::Fresh) {
+        let n_prompt = base + input.len();
+        let bounds = OutputBounds::of(&self.cfg);
+        let max_tokens = bounds.resolve(req.max_tokens, n_prompt);
+        if input.is_empty() && (max_tokens > 0 || req.context == Context::Fresh) {
             return Err(EngineError::EmptyPrompt);
         }
         let n_vocab = self.model.config().n_vocab;
@@ -462,24 +541,7 @@ impl<'m> Engine<'m> {
         if self.tok.is_none() && req.stop.strings.iter().any(|s| !s.is_empty()) {
             return Err(EngineError::StopStringsNeedTokenizer);
         }
-        let n_prompt = base + input.len();
-        let total = n_prompt.checked_add(req.max_tokens);
-        if total.is_none_or(|t| t > self.cfg.n_ctx) {
-            return Err(EngineError::ContextOverflow {
-                n_prompt_tokens: n_prompt,
-                max_tokens: req.max_tokens,
-                n_ctx: self.cfg.n_ctx,
-            });
-        }
-        // The whole request must fit the pool on its own, or it could
-        // never finish (+1: a copy-on-write of a shared partial block).
-        let needed = (n_prompt + req.max_tokens).div_ceil(self.cfg.kv.block_size) + 1;
-        if needed > self.cfg.kv.n_blocks {
-            return Err(EngineError::RequestTooLarge {
-                needed_blocks: needed,
-                n_blocks: self.cfg.kv.n_blocks,
-            });
-        }
+        bounds.check(n_prompt, max_tokens)?;
         if let Some(max) = self.cfg.max_waiting {
             if self.queue.len() >= max {
                 return Err(EngineError::QueueFull { max_waiting: max });
@@ -511,6 +573,7 @@ impl<'m> Engine<'m> {
             acceptance: crate::spec::Acceptance::default(),
             fleet_acceptance: crate::spec::Acceptance::default(),
             model_acceptance: crate::spec::Acceptance::default(),
+            max_tokens,
             req,
         };
         let slot = match self.free_slots.pop() {

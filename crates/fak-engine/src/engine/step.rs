@@ -512,7 +512,7 @@ impl Engine<'_> {
                 seq,
                 ids: l.input[l.fed..l.fed + n].to_vec(),
                 kind: ItemKind::Prefill { last },
-                logits: if last && l.req.max_tokens > 0 {
+                logits: if last && l.max_tokens > 0 {
                     LogitsWanted::Yes
                 } else {
                     LogitsWanted::No
@@ -573,7 +573,7 @@ impl Engine<'_> {
         let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
             return none;
         };
-        let left = l.req.max_tokens.saturating_sub(l.generated.len() + 1);
+        let left = l.max_tokens.saturating_sub(l.generated.len() + 1);
         let max = room.min(left);
         if max == 0 {
             return none;
@@ -685,7 +685,7 @@ impl Engine<'_> {
                     continue;
                 }
             }
-            let left = l.req.max_tokens.saturating_sub(l.generated.len() + 1);
+            let left = l.max_tokens.saturating_sub(l.generated.len() + 1);
             let max = l.model_acceptance.draft_len(max_draft).min(left).min(spare);
             let Ok(context) = self.seqs.tokens(seq) else {
                 continue;
@@ -975,7 +975,7 @@ impl Engine<'_> {
         let max_tokens = self.slots[slot as usize]
             .live
             .as_ref()
-            .map_or(0, |l| l.req.max_tokens);
+            .map_or(0, |l| l.max_tokens);
         if max_tokens == 0 {
             return self.finish(slot, FinishReason::Length, events);
         }
@@ -1110,7 +1110,7 @@ impl Engine<'_> {
             Scan::Release(t) => (t, None),
             Scan::Stop(k, t) => (t, Some(k)),
         };
-        let done_len = live.generated.len() >= live.req.max_tokens;
+        let done_len = live.generated.len() >= live.max_tokens;
         // The unfed token needs a position at the next step.
         let full = live.base + live.fed + 1 >= n_ctx;
         events.push(Event::Token {

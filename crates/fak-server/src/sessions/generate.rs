@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use axum::extract::Path;
 use axum::response::Response;
-use fak_engine::{Context, Event, FinishReason, Request};
+use fak_engine::{Context, Event, FinishReason, MaxTokens, Request};
 use fak_tokenizer::ToolMessage;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ use super::{Claim, Owner, StoredMessage};
 use crate::api::{self, ChatRequest, Common, Prompt};
 use crate::engine_thread::Loaded;
 use crate::error::ApiError;
-use crate::handlers::respond;
+use crate::handlers::{respond, OutputLimit};
 use crate::reply::{Kind, Shape, ToolReply};
 use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
@@ -90,7 +90,7 @@ pub(super) async fn chat(
         tools: defs,
         reply: reply.clone(),
     };
-    let mut req = request(&l, &claim, &r.common, prompt, logprobs, None)?;
+    let mut req = request(&claim, &r.common, prompt, logprobs, None)?;
     tools::constrain(&mut req, tools.as_ref())?;
     let (_, rx) = st
         .engine()
@@ -139,13 +139,16 @@ pub(super) async fn completions(
         ));
     }
     let plan = Plan::Raw { n: prompt.len() };
-    let req = request(&l, &claim, &r.common, prompt, logprobs, zero.then_some(0))?;
+    let req = request(&claim, &r.common, prompt, logprobs, zero.then_some(0))?;
     let (_, rx) = st.engine().submit(req, arrived).await?;
     turn(&st, l, claim, rx, Kind::Completion, &r.common, plan, None).await
 }
 
+/// The engine request of a turn: `prompt` appended to the claimed
+/// session. `max_tokens` overrides the body's limit (`Some(0)`: append
+/// only); a limit given must fit the session's context, and without one
+/// the engine gives the reply all the room left.
 fn request(
-    l: &Loaded,
     claim: &Claim,
     c: &Common,
     prompt: Vec<u32>,
@@ -154,17 +157,8 @@ fn request(
 ) -> Result<Request, ApiError> {
     c.check_n()?;
     let max_tokens = match max_tokens {
-        Some(n) => n,
-        None => match c.max_tokens()? {
-            Some(n) => n,
-            None => {
-                let pool = l.n_blocks.saturating_sub(1) * l.block_size;
-                l.n_ctx
-                    .min(pool)
-                    .saturating_sub(claim.record.tokens + prompt.len())
-                    .max(1)
-            }
-        },
+        Some(n) => MaxTokens::Strict(n),
+        None => OutputLimit::Strict.max_tokens(c.max_tokens()?),
     };
     Ok(Request {
         prompt,

@@ -21,7 +21,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use fak_engine::{Context, Event, Request, Residency, SamplingParams, SessionId, StopRules, Usage};
+use fak_engine::{
+    Context, Event, MaxTokens, Request, Residency, SamplingParams, SessionId, StopRules, Usage,
+};
 use fak_kv::Tenant;
 use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
 use serde::Deserialize;
@@ -90,7 +92,7 @@ pub(super) async fn append(
     let req = Request {
         prompt: tokens,
         sampling: SamplingParams::greedy(),
-        max_tokens: 0,
+        max_tokens: MaxTokens::Strict(0),
         stop: StopRules::default(),
         logprobs: fak_engine::Logprobs::Off,
         tenant: tenant(owner),
