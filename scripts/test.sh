@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: fetch the models and llama.cpp's vocab test files if
-# absent, then run the whole suite
-# (the Rust workspace, the benchmark scripts' unit tests, then the official
+# absent, then run the whole suite (the Rust workspace, the thread pool's
+# loom model check, the benchmark scripts' unit tests, then the official
 # `openai` Python client against `fak serve`, in a venv it creates).
 #   scripts/test.sh            # extra args go to cargo test
 set -euo pipefail
@@ -16,5 +16,10 @@ scripts/fetch-vocabs.sh
 # docs/PERFORMANCE.md, "More threads than cores").
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-1}"
 cargo test --workspace --release "$@"
+# Model check of the thread pool's handshake with loom (fak-kernels' `pool`
+# module docs): a build with `--cfg loom`, in its own target directory so it
+# leaves the normal build's cache alone.
+RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+    cargo test --release -p fak-kernels --lib pool::loom_tests
 python3 -m unittest discover -s bench -p 'test_*.py'
 scripts/test-openai.sh

@@ -30,12 +30,40 @@
 //! A nested `run` (from inside a closure, on any pool) and a `run` on a
 //! pool with one thread execute every index serially on the calling thread,
 //! so every index still runs exactly once.
+//!
+//! # Model checking
+//!
+//! The handshake above is checked with the `loom` model checker, which runs
+//! a test once per thread schedule and reports a deadlock (a lost wake-up),
+//! a racy access to the job slot or to a closure's state, or a failed
+//! assertion:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test --release -p fak-kernels --lib pool::loom_tests
+//! ```
+//!
+//! With `--cfg loom` the atomics, locks, condvar, threads and the job slot
+//! come from `loom` (the `sync` submodule), and waiters do not spin on a
+//! clock, which `loom` does not have: a worker looks at the generation once
+//! and then sleeps on the condvar, and the caller's barrier yields on every
+//! iteration. `ThreadPool::new` also stores two initial values again with
+//! SeqCst, for `loom`'s partial model of SeqCst (the comment there says
+//! why). Everything else is the code a normal build runs. A separate target
+//! directory keeps the normal build's cache.
 
-use std::cell::{Cell, UnsafeCell};
+mod sync;
+
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+// The contention score is a heuristic outside the protocol: a `std` atomic
+// even under `loom`, so the checker does not explore its interleavings.
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::PoisonError;
+use sync::{
+    fence, thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, JobCell, Mutex, MutexGuard,
+    USE_CLOCK,
+};
 
 /// How long a waiter busy-waits (`spin_loop` hints) before it starts
 /// yielding. It is a time, not a count, because a `pause` costs from ~10
@@ -173,10 +201,16 @@ pub enum PoolError {
     },
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     /// True on pool workers, and on a caller while it runs a job: a `run`
     /// issued there executes serially instead of waiting on a busy pool.
     static IN_POOL: Cell<bool> = const { Cell::new(false) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    /// As in a normal build (`loom`'s macro takes no `const` initializer).
+    static IN_POOL: Cell<bool> = Cell::new(false);
 }
 
 /// A type-erased reference to the caller's closure.
@@ -208,7 +242,7 @@ struct Shared {
     /// Bumped once per job (and once at shutdown); workers wait for a change.
     generation: AtomicU64,
     /// Written only under `run_lock` while `remaining == 0`; see module docs.
-    job: UnsafeCell<Job>,
+    job: JobCell,
     /// Workers that have not finished the current job.
     remaining: AtomicUsize,
     /// Lowest worker index that panicked in the current job, `usize::MAX` if none.
@@ -237,7 +271,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A fixed set of worker threads that run fork-join jobs; see the module docs.
 pub struct ThreadPool {
     shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Vec<thread::JoinHandle<()>>,
     /// Serializes callers: one job at a time.
     run_lock: Mutex<()>,
 }
@@ -258,7 +292,7 @@ impl ThreadPool {
         let shared = Arc::new(Shared {
             n_threads,
             generation: AtomicU64::new(0),
-            job: UnsafeCell::new(Job {
+            job: JobCell::new(Job {
                 data: std::ptr::null(),
                 call: noop,
             }),
@@ -270,6 +304,18 @@ impl ThreadPool {
             wake: Condvar::new(),
             contention: Contention(AtomicU32::new(0)),
         });
+        // `loom` orders a SeqCst load only against SeqCst stores, and an
+        // atomic's initial value is not one: a SeqCst load may still return
+        // it after a newer SeqCst store, which no real execution does
+        // (SeqCst operations have one total order), and the first job's
+        // sleep/notify handshake would show a lost wake-up that cannot
+        // happen. Storing the initial values again with SeqCst, before any
+        // worker starts, gives the checker that order.
+        #[cfg(loom)]
+        {
+            shared.generation.store(0, Ordering::SeqCst);
+            shared.sleepers.store(0, Ordering::SeqCst);
+        }
         let mut pool = ThreadPool {
             shared,
             workers: Vec::with_capacity(n_threads - 1),
@@ -277,7 +323,7 @@ impl ThreadPool {
         };
         for index in 1..n_threads {
             let sh = Arc::clone(&pool.shared);
-            let handle = std::thread::Builder::new()
+            let handle = thread::Builder::new()
                 .name(format!("fak-pool-{index}"))
                 .spawn(move || worker(&sh, index))
                 .map_err(|e| PoolError::Spawn {
@@ -312,10 +358,10 @@ impl ThreadPool {
         // (`remaining == 0`, observed with Acquire before its `run` returned),
         // so no worker reads `job` until the generation bump below.
         unsafe {
-            *sh.job.get() = Job {
+            sh.job.write(Job {
                 data: std::ptr::from_ref(&f).cast(),
                 call: trampoline::<F>,
-            };
+            });
         }
         sh.panicked.store(usize::MAX, Ordering::Relaxed);
         sh.remaining.store(n - 1, Ordering::Relaxed);
@@ -330,10 +376,11 @@ impl ThreadPool {
         IN_POOL.with(|c| c.set(false));
 
         // Barrier: `f` must stay borrowed until every worker is done with it.
+        // Under `loom` (no clock) every iteration yields to the checker.
         let mut spin = Spin::new(sh.contention.budget());
         while sh.remaining.load(Ordering::Acquire) != 0 {
-            if !spin.keep_spinning() {
-                std::thread::yield_now();
+            if !USE_CLOCK || !spin.keep_spinning() {
+                thread::yield_now();
             }
         }
         sh.contention.record(&spin, false);
@@ -520,6 +567,10 @@ fn run_serial<F: Fn(usize, usize)>(f: &F, n: usize) -> Result<(), PoolError> {
 
 /// Waits (spin for the [`Contention`] budget, yield for [`YIELD`], then
 /// sleep) until the generation differs from `seen`.
+///
+/// Under `loom` (no clock) the waiter looks at the generation once and then
+/// goes straight to the condvar, so the checker explores both the fast path
+/// and the sleep/wake-up handshake.
 fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
     let mut spin = Spin::new(sh.contention.budget());
     loop {
@@ -528,11 +579,14 @@ fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
             sh.contention.record(&spin, false);
             return g;
         }
+        if !USE_CLOCK {
+            break;
+        }
         if !spin.keep_spinning() {
             if spin.elapsed() >= spin.budget + YIELD {
                 break;
             }
-            std::thread::yield_now();
+            thread::yield_now();
         }
     }
     let mut guard = lock(&sh.sleep_lock);
@@ -552,7 +606,7 @@ fn wait_for_job(sh: &Shared, seen: u64) -> u64 {
     sh.contention.record(&spin, true);
     // Pairs with the caller's Release increment (the SeqCst load above is
     // already acquiring; this keeps the intent explicit).
-    std::sync::atomic::fence(Ordering::Acquire);
+    fence(Ordering::Acquire);
     g
 }
 
@@ -567,7 +621,7 @@ fn worker(sh: &Shared, index: usize) {
         // SAFETY: we observed the new generation with Acquire, after the
         // caller wrote `job`; the caller does not rewrite it until we
         // decrement `remaining` below, and keeps the closure alive until then.
-        let job = unsafe { *sh.job.get() };
+        let job = unsafe { sh.job.read() };
         // SAFETY: `job.data` points at the live closure `job.call` expects.
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
             (job.call)(job.data, index, sh.n_threads)
@@ -606,5 +660,8 @@ impl std::fmt::Debug for ThreadPool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
