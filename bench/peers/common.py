@@ -178,6 +178,8 @@ QUANT_TARGETS = {
     "q3_k_s": "LLAMA_FTYPE_MOSTLY_Q3_K_S",
     "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M",
     "q3_k_l": "LLAMA_FTYPE_MOSTLY_Q3_K_L",
+    "q5_k_s": "LLAMA_FTYPE_MOSTLY_Q5_K_S",
+    "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
     "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
     "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
 }

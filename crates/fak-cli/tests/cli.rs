@@ -397,6 +397,16 @@ fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
     }
 }
 
+/// Q5_K_S and Q5_K_M: Q5_K matrices (Q5_1 where SmolLM2's rows are 576
+/// wide), and for Q5_K_M Q6_K (Q8_0 when 576 wide) on the attn_v and
+/// ffn_down layers of llama.cpp's `use_more_bits`, tensor for tensor.
+#[test]
+fn quantize_q5_k_mixtures_are_byte_identical_to_llama_cpp() {
+    for ty in ["q5_k_s", "q5_k_m"] {
+        check_requant(ty);
+    }
+}
+
 #[test]
 fn chat_answers_with_the_template_applied() {
     use std::io::Write;

@@ -39,6 +39,7 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
         .collect();
     let (ts, fields): (usize, &[usize]) = match ty {
         GgmlType::Q4_K => (144, &[0, 2]),
+        GgmlType::Q5_K => (176, &[0, 2]),
         GgmlType::Q6_K => (210, &[208]),
         GgmlType::Q4_1 => (20, &[0, 2]),
         _ => (ty.type_size(), &[0]),
@@ -146,6 +147,7 @@ fn main() {
             for ty in [
                 GgmlType::Q8_0,
                 GgmlType::Q4_K,
+                GgmlType::Q5_K,
                 GgmlType::Q6_K,
                 GgmlType::Q5_0,
                 GgmlType::Q4_0,
@@ -160,6 +162,7 @@ fn main() {
     bench(GgmlType::Q8_0, 576, 1536, 128);
     bench(GgmlType::Q8_0, 49152, 576, 1);
     bench(GgmlType::Q4_K, 4864, 1024, 64);
+    bench(GgmlType::Q5_K, 4864, 1024, 64);
     bench(GgmlType::Q6_K, 896, 4864, 64);
     bench(GgmlType::Q5_0, 896, 896, 64);
     bench(GgmlType::Q4_0, 1536, 576, 256);

@@ -1,8 +1,8 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
 //! activations, below), Q4_0 and Q4_1 (against Q8_0 and Q8_1, in
-//! `packed_q4`, with the float steps of their scalar `vec_dot`s) and Q4_K
-//! and Q6_K (against Q8_K, in `packed_k`).
+//! `packed_q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
+//! Q5_K and Q6_K (against Q8_K, in `packed_k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -46,7 +46,9 @@
 
 use std::ops::Range;
 
-use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K};
+use crate::blocks::{
+    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
@@ -99,6 +101,11 @@ impl PackedFormat {
                     crate::packed_k::encode_q4_k(dst, r, b);
                 }
             }
+            PackedFormat::Q5K => {
+                if let Ok(b) = <&[u8; BlockQ5_K::BYTES]>::try_from(b) {
+                    crate::packed_k::encode_q5_k(dst, r, b);
+                }
+            }
             PackedFormat::Q6K => {
                 if let Ok(b) = <&[u8; BlockQ6_K::BYTES]>::try_from(b) {
                     crate::packed_k::encode_q6_k(dst, r, b);
@@ -123,6 +130,7 @@ impl PackedFormat {
                     PackedFormat::Q4_0
                     | PackedFormat::Q4_1
                     | PackedFormat::Q4K
+                    | PackedFormat::Q5K
                     | PackedFormat::Q6K => 0,
                 };
             }
@@ -466,10 +474,11 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
-                PackedFormat::Q4K | PackedFormat::Q6K => {
+                PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => {
                     let u: [[u8; crate::packed_layout::QK_K]; GROUP_ROWS] =
                         std::array::from_fn(|r| match g.format {
                             PackedFormat::Q4K => crate::packed_k::row_quants_q4_k(wb, r),
+                            PackedFormat::Q5K => crate::packed_k::row_quants_q5_k(wb, r),
                             _ => crate::packed_k::row_quants_q6_k(wb, r),
                         });
                     for t in 0..g.n_tok {
@@ -481,7 +490,7 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         };
                         let a = BlockQ8_K::from_bytes(ab);
                         for (r, acc) in o.iter_mut().enumerate() {
-                            *acc = if g.format == PackedFormat::Q4K {
+                            *acc = if g.format != PackedFormat::Q6K {
                                 crate::packed_k::element_q4_k(wb, r, &u[r], &a, *acc)
                             } else {
                                 crate::packed_k::element_q6_k(wb, r, &u[r], &a, *acc)

@@ -1,11 +1,13 @@
-//! The k-quant formats of [`crate::packed`]: Q4_K and Q6_K super-blocks
-//! (256 values) of 8 weight rows, against Q8_K activation rows.
+//! The k-quant formats of [`crate::packed`]: Q4_K, Q5_K and Q6_K
+//! super-blocks (256 values) of 8 weight rows, against Q8_K activation
+//! rows.
 //!
 //! A weight value is `d · sc[j] · u − dm · m[j]` with an unsigned quant
 //! `u` and a per-sub-block scale `sc[j]` and offset `m[j]`:
 //!
 //! ```text
 //!   Q4_K: u in 0..16, sub-blocks of 32, dm = dmin, m[j] = the 6-bit min
+//!   Q5_K: u in 0..32, otherwise as Q4_K
 //!   Q6_K: u in 0..64, sub-blocks of 16, dm = d,    m[j] = 32 · sc[j]
 //!
 //!   packed group block (8 rows, one super-block; position p = 4·row + i,
@@ -13,6 +15,9 @@
 //!   Q4_K (1184 B): d 8 × f16 | dmin 8 × f16 | sc[j][row] 8 × 8 u8
 //!                  | m[j][row] 8 × 8 u8 | nibbles: chunk c (32 B), byte p =
 //!                    u[2c][p] | u[2c+1][p] << 4                 (32 chunks)
+//!   Q5_K (1440 B): Q4_K's 1184 bytes (nibbles: the low 4 bits of u)
+//!                  | high bits: chunk c, byte p, bit i =
+//!                    u[8c+i][p] >> 4                             (8 chunks)
 //!   Q6_K (1680 B): d 8 × f16 | sc[j][row] 16 × 8 i8
 //!                  | nibbles as Q4_K (low 4 bits)               (32 chunks)
 //!                  | high bits: chunk c, byte p, bits 2i..2i+2 =
@@ -22,22 +27,26 @@
 //!     S[j]  = Σ_{values of sub-block j} u · x                  exact i32
 //!     sumi  = Σ_j sc[j] · S[j]                                 exact i32
 //!     summ  = Σ_j m[j] · (Σ x over sub-block j, from bsums)    exact i32
-//!     Q4_K: acc = acc + ((d · d_x) · f32(sumi) − (dmin · d_x) · f32(summ))
+//!     Q4_K, Q5_K:
+//!           acc = acc + ((d · d_x) · f32(sumi) − (dmin · d_x) · f32(summ))
 //!     Q6_K: acc = acc + (d · d_x) · f32(sumi − summ)
 //! ```
 //!
 //! Q6_K takes its offset off in integers: `sumi` and `summ` can both be
 //! far above 2^24, where converting each to f32 first loses the digits of
 //! their difference (a first version did, and missed `vec_dot` by 5e-5
-//! relative). Q4_K's mins use their own scale, so they stay a float term,
-//! as in llama.cpp.
+//! relative). Q4_K's and Q5_K's mins use their own scale, so they stay a
+//! float term, as in llama.cpp.
 //!
 //! Q6_K is 8 × 210 bytes, exactly the GGUF size; Q4_K's unpacked scales
-//! make it 1184 instead of 1152 bytes (3% more).
+//! make it 1184 instead of 1152 bytes (3% more), and Q5_K 1440 instead of
+//! 1408 (2% more). A Q5_K step's high bits are one bit of each byte of a
+//! chunk, so the kernels shift that bit to bit 4 and merge it into the
+//! step's nibbles with one `and` and one `or`.
 
-use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::fp::f16_to_f32;
-use crate::packed_layout::{q4k, q6k, K_STEPS, QK_K, STEP};
+use crate::packed_layout::{q4k, q5k, q6k, K_STEPS, QK_K, STEP};
 
 /// Writes the 4-bit quants `u` (256, element order) of row `r` into the
 /// nibble chunks at `nib`.
@@ -50,17 +59,37 @@ fn put_nibbles(dst: &mut [u8], nib: usize, r: usize, u: &[u8; QK_K]) {
     }
 }
 
-/// Packs row `r` of a group block from its GGUF Q4_K block `b`.
-pub(crate) fn encode_q4_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ4_K::BYTES]) {
-    let blk = BlockQ4_K::from_bytes(b);
-    let (sc, m) = get_scale_min_k4(&blk.scales);
-    dst[q4k::D + 2 * r..q4k::D + 2 * r + 2].copy_from_slice(&blk.d.to_le_bytes());
-    dst[q4k::DMIN + 2 * r..q4k::DMIN + 2 * r + 2].copy_from_slice(&blk.dmin.to_le_bytes());
+/// Writes row `r`'s scales `d`, `dmin` (f16 bits) and packed 6-bit
+/// scales and mins into a Q4_K (or Q5_K) group block.
+fn put_scales_mins(dst: &mut [u8], r: usize, (d, dmin): (u16, u16), scales: &[u8; 12]) {
+    let (sc, m) = get_scale_min_k4(scales);
+    dst[q4k::D + 2 * r..q4k::D + 2 * r + 2].copy_from_slice(&d.to_le_bytes());
+    dst[q4k::DMIN + 2 * r..q4k::DMIN + 2 * r + 2].copy_from_slice(&dmin.to_le_bytes());
     for j in 0..8 {
         dst[q4k::SC + 8 * j + r] = sc[j];
         dst[q4k::M + 8 * j + r] = m[j];
     }
+}
+
+/// Packs row `r` of a group block from its GGUF Q4_K block `b`.
+pub(crate) fn encode_q4_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ4_K::BYTES]) {
+    let blk = BlockQ4_K::from_bytes(b);
+    put_scales_mins(dst, r, (blk.d, blk.dmin), &blk.scales);
     put_nibbles(dst, q4k::NIB, r, &blk.quants());
+}
+
+/// Packs row `r` of a group block from its GGUF Q5_K block `b`.
+pub(crate) fn encode_q5_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ5_K::BYTES]) {
+    let blk = BlockQ5_K::from_bytes(b);
+    put_scales_mins(dst, r, (blk.d, blk.dmin), &blk.scales);
+    let u = blk.quants();
+    put_nibbles(dst, q5k::NIB, r, &u);
+    for k in 0..K_STEPS {
+        for i in 0..STEP {
+            let p = r * STEP + i;
+            dst[q5k::HIGH + 32 * (k / 8) + p] |= (u[k * STEP + i] >> 4 & 1) << (k % 8);
+        }
+    }
 }
 
 /// Packs row `r` of a group block from its GGUF Q6_K block `b`.
@@ -105,6 +134,18 @@ pub(crate) fn row_quants_q4_k(b: &[u8], r: usize) -> [u8; QK_K] {
     nibbles(b, q4k::NIB, r)
 }
 
+/// Row `r`'s unsigned quants in a packed Q5_K group block `b`.
+pub(crate) fn row_quants_q5_k(b: &[u8], r: usize) -> [u8; QK_K] {
+    let mut u = nibbles(b, q5k::NIB, r);
+    for (k, q) in u.chunks_exact_mut(STEP).enumerate() {
+        for (i, q) in q.iter_mut().enumerate() {
+            let hb = b[q5k::HIGH + 32 * (k / 8) + r * STEP + i] >> (k % 8) & 1;
+            *q |= hb << 4;
+        }
+    }
+    u
+}
+
 /// Row `r`'s unsigned quants in a packed Q6_K group block `b`.
 pub(crate) fn row_quants_q6_k(b: &[u8], r: usize) -> [u8; QK_K] {
     let mut u = nibbles(b, q6k::NIB, r);
@@ -119,7 +160,8 @@ pub(crate) fn row_quants_q6_k(b: &[u8], r: usize) -> [u8; QK_K] {
 
 /// The scalar twin's element: packed row `r` of one group block `b` (its
 /// quants `u`, from [`row_quants_q4_k`]) against one Q8_K activation
-/// block `a`, added to `acc` (module diagram).
+/// block `a`, added to `acc` (module diagram). Also Q5_K's (`u` from
+/// [`row_quants_q5_k`]): its group block starts with Q4_K's fields.
 pub(crate) fn element_q4_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
     let s = sub_sums::<8>(u, &a.qs, 32);
     let (mut sumi, mut summ) = (0i32, 0i32);

@@ -1,7 +1,7 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`packed_k`) and their SIMD
 //! kernels (`simd/packed_*`): group and block sizes, the byte offsets of
-//! the Q4_0, Q4_1, Q4_K and Q6_K group blocks, [`PackedFormat`] and the
+//! the Q4_0, Q4_1, Q4_K, Q5_K and Q6_K group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
@@ -11,7 +11,7 @@
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ6_K, BlockQ8_0};
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0};
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
 pub const GROUP_ROWS: usize = 8;
@@ -73,6 +73,8 @@ pub enum PackedFormat {
     Q4_1,
     /// Q4_K super-blocks (see `packed_k`).
     Q4K,
+    /// Q5_K super-blocks: Q4_K's, plus a high-bit plane (see `packed_k`).
+    Q5K,
     /// Q6_K super-blocks (see `packed_k`).
     Q6K,
 }
@@ -86,6 +88,7 @@ impl PackedFormat {
             GgmlType::Q4_0 => Some(PackedFormat::Q4_0),
             GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
+            GgmlType::Q5_K => Some(PackedFormat::Q5K),
             GgmlType::Q6_K => Some(PackedFormat::Q6K),
             _ => None,
         }
@@ -99,6 +102,7 @@ impl PackedFormat {
             PackedFormat::Q4_0 => GgmlType::Q4_0,
             PackedFormat::Q4_1 => GgmlType::Q4_1,
             PackedFormat::Q4K => GgmlType::Q4_K,
+            PackedFormat::Q5K => GgmlType::Q5_K,
             PackedFormat::Q6K => GgmlType::Q6_K,
         }
     }
@@ -117,6 +121,7 @@ impl PackedFormat {
             PackedFormat::Q4_0 => q4::BYTES_0,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q4K => q4k::BYTES,
+            PackedFormat::Q5K => q5k::BYTES,
             PackedFormat::Q6K => q6k::BYTES,
         }
     }
@@ -162,6 +167,19 @@ pub(crate) mod q4k {
     pub(crate) const BYTES: usize = NIB + 32 * 32;
 }
 
+/// Byte offsets of a packed Q5_K group block: a Q4_K group block (the
+/// first [`q4k::BYTES`] bytes: `d`, `dmin`, scales, mins and the nibbles
+/// of the low 4 bits, at [`q4k`]'s offsets), then the high-bit plane.
+pub(crate) mod q5k {
+    /// Nibble chunks (the low 4 bits): chunk `c` at `NIB + 32c`.
+    pub(crate) use super::q4k::NIB;
+
+    /// High-bit chunks: chunk `c` at `HIGH + 32c`.
+    pub(crate) const HIGH: usize = super::q4k::BYTES;
+    /// Bytes.
+    pub(crate) const BYTES: usize = HIGH + 8 * 32;
+}
+
 /// Byte offsets of a packed Q6_K group block.
 pub(crate) mod q6k {
     /// `d`, 8 × f16.
@@ -177,4 +195,6 @@ pub(crate) mod q6k {
 }
 
 const _: () = assert!(q4k::BYTES == 1184);
+const _: () = assert!(q5k::BYTES == 1440);
+const _: () = assert!(q5k::BYTES == GROUP_ROWS * BlockQ5_K::BYTES + 32);
 const _: () = assert!(q6k::BYTES == GROUP_ROWS * BlockQ6_K::BYTES);

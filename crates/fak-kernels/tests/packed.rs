@@ -1,4 +1,4 @@
-//! The packed Q8_0, Q5_0, Q4_K and Q6_K products (`fak_kernels::packed`;
+//! The packed Q8_0, Q5_0, Q4_K, Q5_K and Q6_K products (`fak_kernels::packed`;
 //! Q4_0 and Q4_1 in `packed_q4.rs`): every ISA this CPU
 //! can run gives the bits of the scalar twin, which gives the bits of the
 //! arithmetic written out below from the unpacked blocks; the result stays
@@ -11,7 +11,7 @@
 //! weight quants including -128 and all other quant bytes random.
 
 use fak_kernels::blocks::{
-    get_scale_min_k4, BlockQ4_K, BlockQ5_0, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    get_scale_min_k4, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
@@ -27,10 +27,11 @@ fn seeds() -> [u64; 4] {
     [1, 2, 3, rand::random()]
 }
 
-const FORMATS: [PackedFormat; 4] = [
+const FORMATS: [PackedFormat; 5] = [
     PackedFormat::Q8_0,
     PackedFormat::Q5_0,
     PackedFormat::Q4K,
+    PackedFormat::Q5K,
     PackedFormat::Q6K,
 ];
 
@@ -83,6 +84,16 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
                     d: half(rng),
                     dmin: half(rng),
                     scales: rng.gen(),
+                    qs: bytes(rng),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::Q5K => out.extend(
+                BlockQ5_K {
+                    d: half(rng),
+                    dmin: half(rng),
+                    scales: rng.gen(),
+                    qh: rng.gen(),
                     qs: bytes(rng),
                 }
                 .to_bytes(),
@@ -143,10 +154,17 @@ fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32
                 .sum();
             (f16_to_f32(d) * dx, s, 0.0, 0)
         }
-        PackedFormat::Q4K => {
-            let w = BlockQ4_K::from_bytes(wb.try_into().unwrap());
+        PackedFormat::Q4K | PackedFormat::Q5K => {
+            // Q5_K is Q4_K with 5-bit quants.
+            let (d, dmin, scales, u) = if format == PackedFormat::Q4K {
+                let w = BlockQ4_K::from_bytes(wb.try_into().unwrap());
+                (w.d, w.dmin, w.scales, w.quants())
+            } else {
+                let w = BlockQ5_K::from_bytes(wb.try_into().unwrap());
+                (w.d, w.dmin, w.scales, w.quants())
+            };
             let a = BlockQ8_K::from_bytes(ab.try_into().unwrap());
-            let ((sc, m), u) = (get_scale_min_k4(&w.scales), w.quants());
+            let (sc, m) = get_scale_min_k4(&scales);
             let (mut sumi, mut summ) = (0i32, 0i32);
             for j in 0..8 {
                 let s: i32 = (32 * j..32 * j + 32)
@@ -156,7 +174,7 @@ fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32
                 let bsum = i32::from(a.bsums[2 * j]) + i32::from(a.bsums[2 * j + 1]);
                 summ += i32::from(m[j]) * bsum;
             }
-            let (d, dm) = (f16_to_f32(w.d), f16_to_f32(w.dmin));
+            let (d, dm) = (f16_to_f32(d), f16_to_f32(dmin));
             (d * a.d, sumi, dm * a.d, summ)
         }
         PackedFormat::Q6K => {
@@ -322,11 +340,11 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
 }
 
 /// Quants at the ends of their ranges: every weight quant at its largest
-/// (15 for Q4_K, 63 for Q6_K, 31 for Q5_0, -128 for Q8_0) against
+/// (15 for Q4_K, 31 for Q5_K, 63 for Q6_K, 31 for Q5_0, -128 for Q8_0) against
 /// activation quants all -128 or all 127 (-127 for the Q8_0-activation
 /// formats, whose sign trick is documented for `-127..=127`, the range
 /// their quantizer produces), with scales at their extremes.
-/// The AVX2 k-quant tiles add 8 (Q4_K) or 2 (Q6_K) steps of `maddubs`
+/// The AVX2 k-quant tiles add 8 (Q4_K), 4 (Q5_K) or 2 (Q6_K) steps of `maddubs`
 /// pair sums in `i16` before widening; this is where that would overflow.
 #[test]
 fn extreme_quants_give_the_reference_bits() {
@@ -343,7 +361,7 @@ fn extreme_quants_give_the_reference_bits() {
                     PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
                         b[..2].copy_from_slice(&f32_to_f16(0.01 * (j + 1) as f32).to_le_bytes())
                     }
-                    PackedFormat::Q4K => {
+                    PackedFormat::Q4K | PackedFormat::Q5K => {
                         b[..2].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
                         b[2..4].copy_from_slice(&f32_to_f16(0.002).to_le_bytes());
                     }

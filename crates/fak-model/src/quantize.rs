@@ -21,9 +21,16 @@
 //!   q3_k_s      -                            -                             -
 //!   q3_k_m      i < 2: Q5_K, else Q4_K       i < n/16: Q5_K, else Q4_K     Q4_K
 //!   q3_k_l      Q5_K                         Q5_K                          Q5_K
+//!   q5_k_s      -                            -                             -
+//!   q5_k_m      more_bits(i): Q6_K           more_bits(i): Q6_K            -
 //!   iq4_nl/xs   gqa ≥ 4: Q5_K                i < n/8: Q5_K                 -
 //!   every type: attn_v of an 80-layer model (llama.cpp's "70B"): Q3_K, Q4_K → Q5_K
+//!
+//!   more_bits(i) = i < n/8 or i ≥ 7n/8 or (i − n/8) mod 3 = 2   (llama.cpp's use_more_bits)
 //! ```
+//!
+//! `attn_v` stands for llama.cpp's whole category: a fused `attn_qkv` and
+//! an `attn_kv_b` follow its rules too.
 //!
 //! Values are requantized through f32 with ggml's reference quantizers.
 
@@ -54,6 +61,10 @@ pub enum FileType {
     Q3_K_M,
     /// Q3_K matrices; Q5_K for the sensitive ones.
     Q3_K_L,
+    /// Q5_K matrices.
+    Q5_K_S,
+    /// Q5_K matrices; Q6_K for half of attn_v and ffn_down.
+    Q5_K_M,
     /// IQ4_NL matrices; Q5_K for the first eighth of ffn_down.
     IQ4_NL,
     /// IQ4_XS matrices; Q5_K for the first eighth of ffn_down.
@@ -62,7 +73,7 @@ pub enum FileType {
 
 impl FileType {
     /// Every file type, in llama.cpp's numbering order.
-    pub const ALL: [FileType; 10] = [
+    pub const ALL: [FileType; 12] = [
         FileType::F16,
         FileType::Q4_0,
         FileType::Q4_1,
@@ -71,6 +82,8 @@ impl FileType {
         FileType::Q3_K_S,
         FileType::Q3_K_M,
         FileType::Q3_K_L,
+        FileType::Q5_K_S,
+        FileType::Q5_K_M,
         FileType::IQ4_NL,
         FileType::IQ4_XS,
     ];
@@ -92,6 +105,8 @@ impl FileType {
             FileType::Q3_K_S => "q3_k_s",
             FileType::Q3_K_M => "q3_k_m",
             FileType::Q3_K_L => "q3_k_l",
+            FileType::Q5_K_S => "q5_k_s",
+            FileType::Q5_K_M => "q5_k_m",
             FileType::IQ4_NL => "iq4_nl",
             FileType::IQ4_XS => "iq4_xs",
         }
@@ -108,6 +123,8 @@ impl FileType {
             FileType::Q3_K_S => 11,
             FileType::Q3_K_M => 12,
             FileType::Q3_K_L => 13,
+            FileType::Q5_K_S => 16,
+            FileType::Q5_K_M => 17,
             FileType::IQ4_NL => 25,
             FileType::IQ4_XS => 30,
         }
@@ -122,6 +139,7 @@ impl FileType {
             FileType::Q4_1 => GgmlType::Q4_1,
             FileType::Q2_K => GgmlType::Q2_K,
             FileType::Q3_K_S | FileType::Q3_K_M | FileType::Q3_K_L => GgmlType::Q3_K,
+            FileType::Q5_K_S | FileType::Q5_K_M => GgmlType::Q5_K,
             FileType::IQ4_NL => GgmlType::IQ4_NL,
             FileType::IQ4_XS => GgmlType::IQ4_XS,
         }
@@ -185,7 +203,10 @@ fn category(name: &str) -> Category {
         Category::Output
     } else if name == "token_embd.weight" {
         Category::TokenEmbd
-    } else if name.contains("attn_v.weight") {
+    } else if ["attn_qkv.weight", "attn_kv_b.weight", "attn_v.weight"]
+        .iter()
+        .any(|s| name.contains(s))
+    {
         Category::AttnV
     } else if name.contains("attn_output.weight") {
         Category::AttnOutput
@@ -199,6 +220,12 @@ fn category(name: &str) -> Category {
 /// The layer of a `blk.N.` tensor.
 fn layer(name: &str) -> Option<u32> {
     name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+/// llama.cpp's `use_more_bits`: the first and last eighth of `n` layers,
+/// and every third layer between.
+fn more_bits(i: u32, n: u32) -> bool {
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 
 /// The type of the mixtures' sensitive tensors (before the fallback).
@@ -219,6 +246,7 @@ fn mixture_type(
                 FileType::Q3_K_M => Q4_K,
                 FileType::Q3_K_L => Q5_K,
                 FileType::IQ4_NL | FileType::IQ4_XS if m.n_gqa >= 4 => Q5_K,
+                FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
                 _ => ty,
             };
             // llama.cpp's 70B rule (its model type 70B is 80 layers).
@@ -234,6 +262,7 @@ fn mixture_type(
             FileType::Q3_K_M => Q4_K,
             FileType::Q3_K_L => Q5_K,
             FileType::IQ4_NL | FileType::IQ4_XS if layer < m.n_layer / 8 => Q5_K,
+            FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
             _ => ty,
         },
         Category::AttnOutput => match ftype {

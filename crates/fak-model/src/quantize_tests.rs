@@ -110,6 +110,35 @@ fn mixtures_follow_llama_cpp() {
     assert_eq!(q("blk.5.attn_output.weight", 576, FileType::Q3_K_M), Q5_0);
     assert_eq!(q("blk.5.ffn_up.weight", 1536, FileType::Q3_K_S), Q3_K);
     assert_eq!(q("blk.5.ffn_down.weight", 1536, FileType::Q3_K_L), Q5_K);
+    // Q5_K_M: attn_v and ffn_down Q6_K in llama.cpp's use_more_bits
+    // layers (of 30: 0-2, 26-29 and 5, 8, ..., 23), else Q5_K; Q5_K rows
+    // that are not whole 256-blocks become Q5_1, Q6_K ones Q8_0. Q5_K_S:
+    // Q5_K throughout.
+    let more: Vec<u32> = (0..30)
+        .filter(|&i| q(&format!("blk.{i}.ffn_down.weight"), 1536, FileType::Q5_K_M) == Q6_K)
+        .collect();
+    assert_eq!(
+        more,
+        [0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29].to_vec()
+    );
+    for i in 0..30 {
+        let v = q(&format!("blk.{i}.attn_v.weight"), 1536, FileType::Q5_K_M);
+        assert_eq!(v == Q6_K, more.contains(&i), "layer {i}");
+        assert_eq!(
+            q(&format!("blk.{i}.ffn_down.weight"), 1536, FileType::Q5_K_S),
+            Q5_K
+        );
+    }
+    assert_eq!(q("blk.3.ffn_down.weight", 1536, FileType::Q5_K_M), Q5_K);
+    assert_eq!(q("blk.3.attn_v.weight", 576, FileType::Q5_K_M), Q5_1);
+    assert_eq!(q("blk.2.attn_v.weight", 576, FileType::Q5_K_M), Q8_0);
+    assert_eq!(q("blk.2.attn_q.weight", 1536, FileType::Q5_K_M), Q5_K);
+    assert_eq!(q("blk.2.attn_output.weight", 1536, FileType::Q5_K_M), Q5_K);
+    assert_eq!(q("blk.2.attn_output.weight", 576, FileType::Q5_K_S), Q5_1);
+    // A fused attn_qkv follows attn_v's rules.
+    assert_eq!(q("blk.2.attn_qkv.weight", 1536, FileType::Q5_K_M), Q6_K);
+    assert_eq!(q("blk.3.attn_qkv.weight", 1536, FileType::Q5_K_M), Q5_K);
+    assert_eq!(q("blk.2.attn_qkv.weight", 1536, FileType::Q3_K_M), Q4_K);
     // 80 layers: attn_v Q3_K/Q4_K become Q5_K.
     let big = ModelShape {
         n_layer: 80,

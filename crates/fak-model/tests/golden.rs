@@ -35,6 +35,13 @@ const TIE_MARGIN: f32 = 0.1;
 /// logits by 0.009-0.034 of the range (flash attention on/off, f16/f32 KV;
 /// see bench/peers/README.md), so a tighter bound would test noise.
 const MAX_REL_ERR: f32 = 0.05;
+/// SmolLM2 Q3_K_M's first-step bound: since Q5_K matrices (its `ffn_down`
+/// of layer 0) run packed, `multilingual` misses by 0.053 of the range
+/// (0.039 before). llama.cpp's own flash-attention spread on this file
+/// reaches 0.0525 (docs/GOLDENS.md), and running any one matrix of the
+/// file in another float order (its packed Q4_K or Q4_0 ones unpacked)
+/// moves these first-step logits by 0.024-0.032 of the range.
+const MAX_REL_ERR_SMOLLM2_Q3_K_M: f32 = 0.06;
 
 #[derive(Deserialize)]
 struct Golden {
@@ -334,7 +341,12 @@ fn golden_smollm2_q2_k() {
 
 #[test]
 fn golden_smollm2_q3_k_m() {
-    check_model("smollm2-135m-instruct-q3_k_m", 0.34);
+    check_model_kv(
+        "smollm2-135m-instruct-q3_k_m",
+        0.34,
+        KvType::F16,
+        MAX_REL_ERR_SMOLLM2_Q3_K_M,
+    );
 }
 
 #[test]

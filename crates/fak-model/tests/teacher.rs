@@ -377,8 +377,11 @@ fn teacher_qwen2_5_coder_q4_k_m_kv_q8_0() {
 const TIE_MARGIN_SMOLLM2_Q2_K: f32 = 0.27;
 /// See [`TIE_MARGIN_SMOLLM2_Q2_K`].
 const TIE_MARGIN_SMOLLM2_Q3_K_M: f32 = 0.34;
-/// See [`TIE_MARGIN_SMOLLM2_Q2_K`] (SmolLM2's own margin is the larger).
-const TIE_MARGIN_SMOLLM2_IQ4_NL: f32 = TIE_MARGIN_SMOLLM2;
+/// See [`TIE_MARGIN_SMOLLM2_Q2_K`]: since Q5_K matrices (its first
+/// eighth of `ffn_down`) run packed, fak takes another id at a llama.cpp
+/// gap of 0.342 (`multilingual`, step 2), while its logit errors shrank
+/// (max 0.0399 to 0.0364, median 0.0142 to 0.0138).
+const TIE_MARGIN_SMOLLM2_IQ4_NL: f32 = 0.35;
 /// See [`TIE_MARGIN_SMOLLM2_Q2_K`].
 const TIE_MARGIN_SMOLLM2_IQ4_XS: f32 = 0.42;
 

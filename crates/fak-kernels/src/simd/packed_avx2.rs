@@ -170,6 +170,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe { super::packed_q4_avx2::gemm(g, out) },
         // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_avx2::gemm(g, out) },
+        PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
+            super::packed_k_avx2::gemm(g, out)
+        },
     }
 }

@@ -3,13 +3,14 @@
 //!
 //! ```text
 //!   per super-block, per sub-block j:
-//!     per run of I16_STEPS steps k of j (8 for Q4_K, 2 for Q6_K):
+//!     per run of I16_STEPS steps k of j (8 for Q4_K, 4 for Q5_K, 2 for
+//!     Q6_K):
 //!                       u = the step's unsigned quants (8 rows × 4)
 //!                       per token t: s[t] += maddubs(u, x_t[k])  (i16, exact)
 //!       per token t:    sumi[t] += madd(s[t], sc[j])      (i32, exact)
 //!   per token t: summ = Σ_j m[j] · bsum_t[j]; acc[t] = acc[t] + term
-//!                (term: Q4_K (d·d_x)·f32(sumi) − (dmin·d_x)·f32(summ),
-//!                       Q6_K (d·d_x)·f32(sumi − summ))
+//!                (term: Q4_K, Q5_K (d·d_x)·f32(sumi) − (dmin·d_x)·f32(summ),
+//!                       Q6_K       (d·d_x)·f32(sumi − summ))
 //! ```
 //!
 //! `u` is unsigned (below 64) and `x` signed, so `maddubs` needs no sign
@@ -24,7 +25,7 @@ use super::packed_tiles::{
     act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
 };
 use crate::blocks::BlockQ8_K;
-use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use crate::packed_layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// Activation (Q8_K) block bytes.
 pub(super) const AB: usize = BlockQ8_K::BYTES;
@@ -39,16 +40,17 @@ pub(super) trait KSteps<const B: usize> {
 
     /// Steps whose `maddubs` pair sums add up exactly in `i16`: with
     /// quants below `2^b` and activations in `-128..=127`, each pair sum
-    /// is at most `2 · (2^b − 1) · 128` in size (3,840 for Q4_K, 16,128
-    /// for Q6_K), so 8 (Q4_K) or 2 (Q6_K) of them stay below `i16::MAX`.
+    /// is at most `2 · (2^b − 1) · 128` in size (3,840 for Q4_K, 7,936
+    /// for Q5_K, 16,128 for Q6_K), so 8 (Q4_K), 4 (Q5_K) or 2 (Q6_K) of
+    /// them stay below `i16::MAX`.
     const I16_STEPS: usize;
 
     /// Whether the VNNI two-group tile ([`super::packed_k_vnni`]) also
     /// takes a whole tile of tokens whose weights stream from DRAM, or the
     /// one-group tile does. Measured on a Zen 5 core, 8 tokens against a
     /// DRAM-sized matrix (`cargo bench -p fak-kernels --bench packed_k --
-    /// widths`): Q4_K 8.6 ms paired against 9.9 one group at a time; Q6_K
-    /// 8.3 against 5.4.
+    /// widths`): Q4_K 8.6 ms paired against 9.9 one group at a time; Q5_K
+    /// 14.2 against 9.5; Q6_K 8.3 against 5.4.
     const PAIR_STREAMED: bool;
 
     /// Step `k`'s unsigned quants (8 rows × 4).
@@ -143,7 +145,62 @@ fn nibbles<const B: usize>(b: &[u8; B], nib: usize, k: usize) -> __m256i {
 }
 
 pub(super) struct Q4K;
+pub(super) struct Q5K;
 pub(super) struct Q6K;
+
+/// The scales, mins and float term of a Q4_K group block, which a Q5_K
+/// group block shares (the same fields at the same offsets,
+/// [`crate::packed_layout::q5k`]): the bodies of both formats' [`KSteps`]
+/// methods of those names.
+mod with_mins {
+    use std::arch::x86_64::*;
+
+    use super::{bsum, bytes8, halves, pair16, AB};
+    use crate::packed_layout::q4k;
+
+    /// Sub-block `j`'s scales, one `i32` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn scales<const B: usize>(b: &[u8; B], j: usize) -> __m256i {
+        _mm256_cvtepu8_epi32(bytes8(b, q4k::SC + 8 * j))
+    }
+
+    /// `Σ_j m[j] · (bsums[2j] + bsums[2j + 1])` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn offsets<const B: usize>(b: &[u8; B], a: &[u8; AB]) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..8 {
+            let m = _mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * j));
+            let x = _mm256_set1_epi32(bsum(a, 2 * j) + bsum(a, 2 * j + 1));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(m, x));
+        }
+        s
+    }
+
+    /// `m[j]` in both halves: `m[j] · (bsums[2j] + bsums[2j + 1])`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn offset_pair<const B: usize>(b: &[u8; B], m: usize) -> __m256i {
+        pair16(_mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * m)))
+    }
+
+    /// `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn term<const B: usize>(
+        b: &[u8; B],
+        dx: __m256,
+        sumi: __m256i,
+        summ: __m256i,
+    ) -> __m256 {
+        let (d, dm) = (halves(b, q4k::D), halves(b, q4k::DMIN));
+        _mm256_sub_ps(
+            _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi)),
+            _mm256_mul_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(summ)),
+        )
+    }
+}
 
 impl KSteps<{ q4k::BYTES }> for Q4K {
     const SUB_STEPS: usize = 8;
@@ -159,26 +216,20 @@ impl KSteps<{ q4k::BYTES }> for Q4K {
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn scales(b: &[u8; q4k::BYTES], j: usize) -> __m256i {
-        _mm256_cvtepu8_epi32(bytes8(b, q4k::SC + 8 * j))
+        with_mins::scales(b, j)
     }
 
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offsets(b: &[u8; q4k::BYTES], a: &[u8; AB]) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for j in 0..8 {
-            let m = _mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * j));
-            let x = _mm256_set1_epi32(bsum(a, 2 * j) + bsum(a, 2 * j + 1));
-            s = _mm256_add_epi32(s, _mm256_mullo_epi32(m, x));
-        }
-        s
+        with_mins::offsets(b, a)
     }
 
     /// `m[j]` in both halves: `m[j] · (bsums[2j] + bsums[2j + 1])`.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offset_pair(b: &[u8; q4k::BYTES], m: usize) -> __m256i {
-        pair16(_mm256_cvtepu8_epi32(bytes8(b, q4k::M + 8 * m)))
+        with_mins::offset_pair(b, m)
     }
 
     const OFFSET_SHIFT: i32 = 0;
@@ -187,11 +238,59 @@ impl KSteps<{ q4k::BYTES }> for Q4K {
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn term(b: &[u8; q4k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
-        let (d, dm) = (halves(b, q4k::D), halves(b, q4k::DMIN));
-        _mm256_sub_ps(
-            _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi)),
-            _mm256_mul_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(summ)),
-        )
+        with_mins::term(b, dx, sumi, summ)
+    }
+}
+
+impl KSteps<{ q5k::BYTES }> for Q5K {
+    const SUB_STEPS: usize = 8;
+    const I16_STEPS: usize = 4;
+    const PAIR_STREAMED: bool = false;
+
+    /// The nibbles, with bit `k % 8` of each byte of high-bit chunk
+    /// `k / 8` moved to bit 4: one 16-bit shift and a mask (the bits the
+    /// shift carries over from the byte's neighbour land below bit 4 for a
+    /// left shift of at most 4, above it for a right shift of at most 3).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; q5k::BYTES], k: usize) -> __m256i {
+        let low = nibbles(b, q5k::NIB, k);
+        let high = load(bytes32(b, q5k::HIGH + 32 * (k / 8)));
+        let bit = (k % 8) as i32;
+        let h = if bit <= 4 {
+            _mm256_sll_epi16(high, _mm_cvtsi32_si128(4 - bit))
+        } else {
+            _mm256_srl_epi16(high, _mm_cvtsi32_si128(bit - 4))
+        };
+        _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(16)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; q5k::BYTES], j: usize) -> __m256i {
+        with_mins::scales(b, j)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; q5k::BYTES], a: &[u8; AB]) -> __m256i {
+        with_mins::offsets(b, a)
+    }
+
+    /// As Q4_K's.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; q5k::BYTES], m: usize) -> __m256i {
+        with_mins::offset_pair(b, m)
+    }
+
+    const OFFSET_SHIFT: i32 = 0;
+
+    /// As Q4_K's: `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; q5k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        with_mins::term(b, dx, sumi, summ)
     }
 }
 
@@ -388,7 +487,7 @@ fn pad<const N: usize>(y: [__m256; N]) -> [__m256; 3] {
 }
 
 /// The packed k-quant products of [`crate::packed::packed_gemm`]
-/// (`g.format` is Q4_K or Q6_K; other formats write nothing).
+/// (`g.format` is Q4_K, Q5_K or Q6_K; other formats write nothing).
 ///
 /// # Safety
 ///
@@ -397,8 +496,10 @@ fn pad<const N: usize>(y: [__m256; N]) -> [__m256; 3] {
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
     }

@@ -28,11 +28,11 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q6K};
+use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q5K, Q6K};
 use super::packed_tiles::{
     act_rows, blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
 };
-use crate::packed_layout::{q4k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use crate::packed_layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
 /// the 8 row results of each token. Each step is one `vpdpbusd` into an
@@ -298,8 +298,8 @@ fn rest<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
     }
 }
 
-/// The packed k-quant products on VNNI (`g.format` is Q4_K or Q6_K; other
-/// formats write nothing).
+/// The packed k-quant products on VNNI (`g.format` is Q4_K, Q5_K or Q6_K;
+/// other formats write nothing).
 ///
 /// # Safety
 ///
@@ -308,8 +308,10 @@ fn rest<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
 pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
     }

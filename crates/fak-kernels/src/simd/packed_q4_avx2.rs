@@ -425,7 +425,11 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             PackedFormat::Q4_1 => {
                 gemm_q4::<Q41, Avx2, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
             }
-            PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4K | PackedFormat::Q6K => {}
+            PackedFormat::Q8_0
+            | PackedFormat::Q5_0
+            | PackedFormat::Q4K
+            | PackedFormat::Q5K
+            | PackedFormat::Q6K => {}
         }
     }
 }

@@ -281,6 +281,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             super::packed_q4_vnni::gemm_vnni(g, out)
         },
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
-        PackedFormat::Q4K | PackedFormat::Q6K => unsafe { super::packed_k_vnni::gemm_vnni(g, out) },
+        PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
+            super::packed_k_vnni::gemm_vnni(g, out)
+        },
     }
 }
