@@ -8,7 +8,10 @@
 //! signatures:
 //!
 //! ```text
-//!   softmax(x) ─► softmax_with_isa(isa(), x) ─► Avx2/Avx512 and available? ─yes─► simd::ops_avx2
+//!   softmax(x) ─► softmax_with_isa(isa(), x) ─► Avx512 and available? ─yes─► simd::ops_avx512
+//!                                                  │ no                         (softmax, swiglu)
+//!                                                  ▼
+//!                                               Avx2/Avx512 and available? ─yes─► simd::ops_avx2
 //!                                                  │ no (Scalar, other CPU/arch)
 //!                                                  ▼
 //!                                               scalar::softmax
@@ -34,7 +37,7 @@
 
 use crate::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
-use crate::simd::ops_avx2;
+use crate::simd::{ops_avx2, ops_avx512};
 
 /// The scalar twins of the dispatched operations (same signatures), equal
 /// bit for bit to the forward pass's original scalar code.
@@ -131,6 +134,12 @@ fn avx2_ok(isa: Isa) -> bool {
     isa != Isa::Scalar && Isa::Avx2.is_available()
 }
 
+/// Whether the AVX-512 twins may run for `isa` on this CPU.
+#[cfg(target_arch = "x86_64")]
+fn avx512_ok(isa: Isa) -> bool {
+    isa == Isa::Avx512 && Isa::Avx512.is_available()
+}
+
 /// RMSNorm on the kernels of [`isa()`]; see [`rms_norm_with_isa`].
 #[inline]
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
@@ -171,6 +180,11 @@ pub fn softmax(x: &mut [f32]) {
 /// the same `f64` lane order for the sum.
 pub fn softmax_with_isa(isa: Isa, x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if avx512_ok(isa) {
+        // SAFETY: `avx512_ok` checked that the CPU has AVX-512 F (and AVX2).
+        return unsafe { ops_avx512::softmax(x) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked that the CPU has AVX2, FMA and F16C.
         return unsafe { ops_avx2::softmax(x) };
@@ -193,6 +207,11 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
 /// **Bit-identical on every ISA** (the same `exp`, [`crate::expf`], then
 /// the same division and product; `g < -88.72` gives `-0·u`).
 pub fn swiglu_with_isa(isa: Isa, gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512_ok(isa) {
+        // SAFETY: `avx512_ok` checked that the CPU has AVX-512 F (and AVX2).
+        return unsafe { ops_avx512::swiglu(gate, up) };
+    }
     #[cfg(target_arch = "x86_64")]
     if avx2_ok(isa) {
         // SAFETY: `avx2_ok` checked that the CPU has AVX2, FMA and F16C.

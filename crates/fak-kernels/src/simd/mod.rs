@@ -26,6 +26,8 @@ pub(crate) mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod ops_avx512;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod packed_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod packed_k_avx2;
