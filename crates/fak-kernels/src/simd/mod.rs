@@ -44,8 +44,6 @@ mod packed_tiles;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod packed_vnni;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod peak_avx2;
-#[cfg(target_arch = "x86_64")]
 mod quant_avx2;
 
 use fak_gguf::GgmlType;

@@ -3,12 +3,12 @@
 
 use std::arch::x86_64::*;
 
-use crate::peak::{chain_sum, FmaRun, F32_CHAINS, FMA_ADD, FMA_MUL};
+use super::scalar::{chain_sum, FmaRun, F32_CHAINS, FMA_ADD, FMA_MUL};
 
 /// Accumulator registers per block of the f32 loops.
 const BLOCK: usize = 12;
 
-/// AVX2 twin of `peak::scalar_int8_mac_loop`: per round, `v += 1`
+/// AVX2 twin of `peak::scalar::int8_mac_loop`: per round, `v += 1`
 /// bytewise, then for each of the 8 accumulators
 /// `acc += madd(maddubs(u[j], v), 1)`; returns the wrapping sum of all
 /// lanes (equal to the scalar twin's).
@@ -41,7 +41,7 @@ pub(crate) unsafe fn int8_mac_loop(rounds: u64, u: [[u8; 32]; 8], v0: [i8; 32]) 
     lanes.iter().fold(0i32, |s, &x| s.wrapping_add(x))
 }
 
-/// AVX-512 VNNI twin of `peak::scalar_int8_mac_loop`: the same 256
+/// AVX-512 VNNI twin of `peak::scalar::int8_mac_loop`: the same 256
 /// multiply-adds per round as [`int8_mac_loop`], as four 512-bit
 /// `vpdpbusd` (`u[2j]` and `u[2j + 1]` side by side against `v` in both
 /// halves; its four-byte lane sums are exactly `madd(maddubs(u, v), 1)`'s).
@@ -90,7 +90,7 @@ pub(crate) unsafe fn int8_mac_loop_vnni(rounds: u64, u: [[u8; 32]; 8], v0: [i8; 
     sum
 }
 
-/// AVX2 twin of `peak::scalar_f32_fma_loop`: the 192 chains as two blocks
+/// AVX2 twin of `peak::scalar::f32_fma_loop`: the 192 chains as two blocks
 /// of 12 vectors of 8 (12 accumulators, the multiplier and the addend fill
 /// 14 of the 16 registers; 12 independent `vfmadd` cover the FMA latency
 /// of both ports); each block runs every round.
@@ -125,7 +125,7 @@ pub(crate) unsafe fn f32_fma_loop(rounds: u64, x0: &[f32; F32_CHAINS]) -> FmaRun
     }
 }
 
-/// AVX-512 twin of `peak::scalar_f32_fma_loop`: the 192 chains as one
+/// AVX-512 twin of `peak::scalar::f32_fma_loop`: the 192 chains as one
 /// block of 12 vectors of 16, every round.
 ///
 /// # Safety
