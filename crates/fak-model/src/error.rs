@@ -1,7 +1,5 @@
 //! Errors of model loading and the forward pass.
 
-use crate::kv::KvError;
-
 /// What went wrong while loading a model or running a forward pass.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -71,4 +69,43 @@ pub enum BatchError {
         lo: usize,
         hi: usize,
     },
+}
+
+/// A refused KV access.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    /// The sequence id is not known to the store.
+    #[error("unknown sequence {0}")]
+    UnknownSeq(u32),
+    /// The position does not fit the store's context.
+    #[error("sequence {seq}: position {pos} is beyond the context size {n_ctx}")]
+    ContextFull { seq: u32, pos: usize, n_ctx: usize },
+    /// A write skipped positions or a read asked for an unwritten one.
+    #[error("sequence {seq}: position {pos} is not next (sequence holds {len} positions)")]
+    NotContiguous { seq: u32, pos: usize, len: usize },
+    /// The row width does not match the store's layout.
+    #[error("row of {got} values does not match the KV width {want}")]
+    Width { got: usize, want: usize },
+    /// A paged store has no free block left for the new positions.
+    #[error("KV cache is full: {needed} more blocks needed, {available} available")]
+    OutOfBlocks { needed: usize, available: usize },
+    /// A paged store's block manager (fak-kv) refused the access; its
+    /// error, unchanged.
+    #[error("sequence {seq}: {source}")]
+    Store { seq: u32, source: fak_kv::KvError },
+    /// The store's size overflows memory arithmetic.
+    #[error(
+        "a KV store of {segments} x {seg_rows} rows of {n_kv_dim} values is too large to address"
+    )]
+    TooLarge {
+        segments: usize,
+        seg_rows: usize,
+        n_kv_dim: usize,
+    },
+    /// The allocator refused the store's memory.
+    #[error("cannot allocate {bytes} bytes for KV rows (give a smaller context or KV pool)")]
+    AllocFailed { bytes: usize },
+    /// The KV element type cannot hold this model's rows.
+    #[error("KV type {ty} needs a head dim that is a multiple of 32 (this model's is {head_dim})")]
+    TypeUnsupported { ty: &'static str, head_dim: usize },
 }

@@ -36,8 +36,8 @@ impl QkNormWeights {
         match cfg.qk_norm {
             QkNorm::None => Ok(None),
             QkNorm::PerHead => Ok(Some(QkNormWeights {
-                q: crate::weights::vector(file, &format!("blk.{layer}.attn_q_norm.weight"))?,
-                k: crate::weights::vector(file, &format!("blk.{layer}.attn_k_norm.weight"))?,
+                q: crate::norms::vector(file, &format!("blk.{layer}.attn_q_norm.weight"))?,
+                k: crate::norms::vector(file, &format!("blk.{layer}.attn_k_norm.weight"))?,
             })),
         }
     }

@@ -32,7 +32,7 @@ use fak_kernels::attn::{hadamard_rotate, quantize_q8_0_blocks};
 use fak_kernels::blocks::BlockQ8_0;
 use half::f16;
 
-use crate::kv::KvError;
+use crate::error::KvError;
 use crate::ModelConfig;
 
 /// Largest Hadamard rotation of a Q8_0 cache row (values).

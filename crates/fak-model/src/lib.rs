@@ -31,6 +31,7 @@ mod heads;
 mod kv;
 mod kv_rows;
 mod matmul;
+mod norms;
 mod ops;
 pub mod quantize;
 mod rows;

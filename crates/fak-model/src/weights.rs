@@ -20,6 +20,7 @@ use fak_kernels::pool::ThreadPool;
 use crate::error::ModelError;
 use crate::gemma3::{GemmaNorms, WindowMode};
 use crate::heads::QkNormWeights;
+use crate::norms::vector;
 
 /// A weight matrix `W` of shape `[n_out, n_in]`: `n_out` rows of `n_in`
 /// elements, each row stored contiguously in block format `ty` (GGUF dims
@@ -253,18 +254,4 @@ fn matrix(
         row_bytes,
         packed,
     })
-}
-
-pub(crate) fn vector(file: &GgufFile, name: &str) -> Result<Vec<f32>, ModelError> {
-    let t = file
-        .tensor(name)
-        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
-    let mut out = vec![0.0f32; t.n_elements() as usize];
-    fak_kernels::dequantize_row(t.ty, file.tensor_data(t), &mut out).map_err(|source| {
-        ModelError::Kernel {
-            tensor: name.to_string(),
-            source,
-        }
-    })?;
-    Ok(out)
 }

@@ -108,6 +108,6 @@ pub enum TokenizerError {
     #[error("chat template rendering stopped: it exceeded the {limit}")]
     TemplateLimit {
         /// Which limit.
-        limit: crate::chat::TemplateLimit,
+        limit: crate::limits::TemplateLimit,
     },
 }

@@ -17,7 +17,8 @@ use fak_gguf::GgufFile;
 
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
-use crate::tokenizer::{Tokenizer, TokenizerConfig, VocabKind};
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
+use crate::vocab::VocabKind;
 use crate::vocab::{SpecialStrip, SpecialTokenIds};
 
 /// llama.cpp's BOS/EOS default for BPE vocabs that name none.

@@ -64,8 +64,9 @@ use fak_gguf::GgufFile;
 use crate::error::TokenizerError;
 use crate::pretok::{AddToken, MergePolicy, PreTokenizer};
 use crate::spm::SPACE_MARK;
-use crate::tokenizer::{Tokenizer, TokenizerConfig, VocabKind};
+use crate::tokenizer::{Tokenizer, TokenizerConfig};
 use crate::unicode::BYTE_TO_CHAR;
+use crate::vocab::VocabKind;
 use crate::vocab::{apply_strip, attrs_from_types, derive, Attr, SpecialTokenIds};
 use json::{
     AddedToken, AddedTokenEntry, BpeModel, Decoder, Normalizer, OrderedVocab, Pattern,

@@ -31,6 +31,7 @@ mod chat;
 mod error;
 mod gguf;
 mod hf_export;
+mod limits;
 mod pretok;
 mod spm;
 mod stream;
@@ -38,15 +39,11 @@ mod tokenizer;
 mod unicode;
 mod vocab;
 
-pub use chat::{
-    ChatMessage, ChatTemplate, FunctionCall, TemplateLimit, ToolCall, ToolMessage, ToolSyntax,
-    TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT,
-};
+pub use chat::{ChatMessage, ChatTemplate, FunctionCall, ToolCall, ToolMessage, ToolSyntax};
 pub use error::TokenizerError;
 pub use hf_export::{HfExportOptions, HfExportSummary, HfTokenizerFiles};
+pub use limits::{TemplateLimit, TEMPLATE_FUEL, TEMPLATE_MAX_OUTPUT};
 pub use pretok::{AddToken, MergePolicy, PreSettings, PreTokenizer};
 pub use stream::StreamDecoder;
-pub use tokenizer::{
-    AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig, VocabKind,
-};
-pub use vocab::{SpecialStrip, SpecialTokenIds, TokenType};
+pub use tokenizer::{AddSpecial, EncodeOptions, SpecialTokens, Tokenizer, TokenizerConfig};
+pub use vocab::{SpecialStrip, SpecialTokenIds, TokenType, VocabKind};

@@ -26,18 +26,8 @@ use crate::pretok::{AddToken, MergePolicy, PreTokenizer, Splitter};
 use crate::spm::{escape_spaces, Spm};
 use crate::vocab::{
     apply_strip, attrs_from_types, derive, piece_bytes, Attr, SpecialStrip, SpecialTokenIds,
+    VocabKind,
 };
-
-/// The tokenizer family (`tokenizer.ggml.model`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum VocabKind {
-    /// `gpt2`: byte-level BPE with ranked merges and a pre-tokenizer.
-    #[default]
-    Bpe,
-    /// `llama`: SentencePiece-style, merged by token score, `▁` for spaces,
-    /// `<0xNN>` byte fallback.
-    Spm,
-}
 
 /// How special-token text in the input is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

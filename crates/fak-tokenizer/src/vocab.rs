@@ -12,8 +12,18 @@
 use std::collections::BTreeSet;
 
 use crate::spm::unescape_into;
-use crate::tokenizer::VocabKind;
 use crate::unicode::char_to_byte;
+
+/// The tokenizer family (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VocabKind {
+    /// `gpt2`: byte-level BPE with ranked merges and a pre-tokenizer.
+    #[default]
+    Bpe,
+    /// `llama`: SentencePiece-style, merged by token score, `▁` for spaces,
+    /// `<0xNN>` byte fallback.
+    Spm,
+}
 
 /// `tokenizer.ggml.token_type` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
