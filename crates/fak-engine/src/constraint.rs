@@ -30,6 +30,10 @@
 //! sees the request's own tokens, and the path taken only on the request's
 //! own settings and draws, so constrained outputs keep the engine's batch
 //! invariance.
+//!
+//! The test-only [`MaskFault`] (the `fault-injection` feature) sits here,
+//! beside the constraint state that carries it to the mask worker of
+//! `engine/masks.rs`, which imports it from this module.
 
 use std::sync::Arc;
 
@@ -39,8 +43,23 @@ use llguidance::{Matcher, ParserFactory};
 
 use fak_tokenizer::Tokenizer;
 
+use crate::error::EngineError;
 use crate::sampling::{Logprobs, SamplingParams};
-use crate::EngineError;
+
+/// A failure the mask worker injects when a marked request's matcher is
+/// next lent to it (tests of [`MaskMode::Overlap`](crate::engine::MaskMode::Overlap)'s error paths; the
+/// `fault-injection` feature).
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaskFault {
+    /// The matcher enters llguidance's error state on the worker, as a
+    /// failing grammar would leave it.
+    MatcherError,
+    /// Computing the request's verdict panics on the worker.
+    Panic,
+    /// The worker thread dies holding every matcher of the pass.
+    WorkerDies,
+}
 
 /// What a request's output must match.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +197,7 @@ pub(crate) struct ConstraintState {
     /// A fault the mask worker injects when the matcher is next lent
     /// (tests of its error paths only).
     #[cfg(feature = "fault-injection")]
-    fault: Option<crate::MaskFault>,
+    fault: Option<MaskFault>,
 }
 
 /// The grammar's verdict on the next token, computed before the logits
@@ -227,13 +246,13 @@ impl ConstraintState {
 
     /// Sets the fault injected when the matcher is next lent.
     #[cfg(feature = "fault-injection")]
-    pub(crate) fn set_fault(&mut self, fault: crate::MaskFault) {
+    pub(crate) fn set_fault(&mut self, fault: MaskFault) {
         self.fault = Some(fault);
     }
 
     /// The fault to inject at this lend, once.
     #[cfg(feature = "fault-injection")]
-    pub(crate) fn take_fault(&mut self) -> Option<crate::MaskFault> {
+    pub(crate) fn take_fault(&mut self) -> Option<MaskFault> {
         self.fault.take()
     }
 

@@ -33,9 +33,9 @@ use fak_kv::Tenant;
 use fak_model::{LogitsWanted, Model, SeqId};
 use fak_tokenizer::Tokenizer;
 
+use crate::error::EngineError;
 use crate::paged::PagedKvConfig;
 use crate::seqs::{Append, PrefixCache, Sequences};
-use crate::EngineError;
 
 /// How a draft model drafts.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -35,11 +35,11 @@ use fak_kv::Tenant;
 use fak_model::Model;
 
 use crate::engine::{Engine, EngineConfig};
+use crate::error::EngineError;
 use crate::paged::PagedKvConfig;
 use crate::request::{Context, Event, MaxTokens, Request, RequestId, SessionId, StopAt, StopRules};
 use crate::sampling::SamplingParams;
 use crate::seqs::{EvictMode, EvictReport, PrefixCache, Sequences};
-use crate::EngineError;
 
 /// Identifies an agent of a [`Fleet`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,7 +58,7 @@ pub struct FleetConfig {
     /// Cache namespace of this fleet's sequences.
     pub tenant: Tenant,
     /// Whether decode verifies drafted tokens (the output is the same).
-    pub speculative: crate::Speculative,
+    pub speculative: crate::spec::Speculative,
 }
 
 /// Something that happened during a [`Fleet::step`].
@@ -136,8 +136,8 @@ impl<'m> Fleet<'m> {
                 prefix_cache: cfg.prefix_cache,
                 // A turn's results arrive together and are measured as a
                 // whole: the fewest passes win.
-                prefill: crate::PrefillMix::Fill,
-                mask: crate::MaskMode::default(),
+                prefill: crate::engine::PrefillMix::Fill,
+                mask: crate::engine::MaskMode::default(),
             },
         )?;
         engine.set_speculative(cfg.speculative);

@@ -10,10 +10,10 @@ use fak_model::{
 use fak_tokenizer::Tokenizer;
 
 use crate::engine::{Engine, EngineConfig};
+use crate::error::EngineError;
 use crate::request::{Event, FinishReason, Request, RequestId, StopAt, StopRules};
 use crate::sampling::SamplingParams;
 use crate::seqs::PrefixCache;
-use crate::EngineError;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +105,7 @@ pub struct Generation {
     pub finish: FinishReason,
     /// The engine's counters at the end (forward passes, draft tokens and
     /// those accepted); for a batch, the whole batch's.
-    pub stats: crate::EngineStats,
+    pub stats: crate::request::EngineStats,
 }
 
 /// One sequence with its own KV store.
@@ -213,7 +213,7 @@ pub fn generate(
 #[derive(Clone, Copy)]
 pub struct Drafting<'a> {
     pub model: &'a Model,
-    pub params: crate::DraftParams,
+    pub params: crate::drafter::DraftParams,
 }
 
 impl std::fmt::Debug for Drafting<'_> {
@@ -225,8 +225,8 @@ impl std::fmt::Debug for Drafting<'_> {
     }
 }
 
-/// [`generate`] with a draft model for [`crate::Speculative::Draft`] and
-/// [`crate::Speculative::Auto`] (the output is the same).
+/// [`generate`] with a draft model for [`crate::spec::Speculative::Draft`] and
+/// [`crate::spec::Speculative::Auto`] (the output is the same).
 ///
 /// # Errors
 ///
@@ -245,7 +245,7 @@ pub fn generate_drafted(
         generated_ids: Vec::new(),
         text: String::new(),
         finish: FinishReason::Length,
-        stats: crate::EngineStats::default(),
+        stats: crate::request::EngineStats::default(),
     };
     if prompt_ids.is_empty() {
         return Err(EngineError::EmptyPrompt);

@@ -17,11 +17,11 @@ use fak_model::Model;
 use fak_tokenizer::Tokenizer;
 
 use crate::engine::{Engine, EngineConfig};
+use crate::error::EngineError;
 use crate::generate::{drain, request_context, GenerateParams, Generation, Output};
 use crate::paged::PagedKvConfig;
 use crate::request::{FinishReason, RequestId};
 use crate::seqs::PrefixCache;
-use crate::EngineError;
 
 /// How [`generate_many`] schedules its prompts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +44,8 @@ pub struct ManyParams<'a> {
     pub block_size: usize,
     /// Most tokens in one forward call.
     pub max_batch_tokens: usize,
-    /// A draft model (for [`crate::Speculative::Draft`] and `Auto`).
-    pub draft: Option<crate::Drafting<'a>>,
+    /// A draft model (for [`crate::spec::Speculative::Draft`] and `Auto`).
+    pub draft: Option<crate::generate::Drafting<'a>>,
 }
 
 /// Generates a continuation of every prompt. `on_logits(i, logits)` sees
@@ -54,7 +54,7 @@ pub struct ManyParams<'a> {
 /// # Errors
 ///
 /// [`EngineError::EmptyPrompt`] if a prompt has no tokens; the context
-/// checks of [`check_context`](crate::check_context) for the longest
+/// checks of [`check_context`](crate::generate::check_context) for the longest
 /// prompt; [`EngineError::Kv`] for a block size or token budget of 0; the
 /// first request failure.
 pub fn generate_many(
@@ -74,7 +74,7 @@ pub fn generate_many(
             generated_ids: Vec::new(),
             text: String::new(),
             finish: FinishReason::Length,
-            stats: crate::EngineStats::default(),
+            stats: crate::request::EngineStats::default(),
         })
         .collect();
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
@@ -108,7 +108,7 @@ pub fn generate_many(
             block_size: bs,
             n_blocks: blocks,
             kv_type: params.gen.kv_type,
-            window: crate::KvWindow::Drop,
+            window: crate::paged::KvWindow::Drop,
         },
         token_budget: params.max_batch_tokens,
         max_running: prompts.len(),
@@ -116,8 +116,8 @@ pub fn generate_many(
         n_ctx,
         prefix_cache: PrefixCache::Off,
         // An offline batch: the fewest passes win.
-        prefill: crate::PrefillMix::Fill,
-        mask: crate::MaskMode::default(),
+        prefill: crate::engine::PrefillMix::Fill,
+        mask: crate::engine::MaskMode::default(),
     };
     let mut engine = Engine::new(model, Some(tok), cfg)?;
     engine.set_speculative(params.gen.speculative);

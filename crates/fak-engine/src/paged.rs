@@ -65,7 +65,7 @@ use fak_model::{
     KeyRun, KvError, KvRowBuf, KvRowShape, KvRun, KvStore, KvType, ModelConfig, SeqId,
 };
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Default tokens per KV block for the CLI's commands.
 ///

@@ -15,34 +15,9 @@ use std::time::Duration;
 use fak_kv::Tenant;
 
 use crate::constraint::Constraint;
+use crate::error::EngineError;
+pub use crate::ids::{RequestId, SessionId};
 use crate::sampling::{Logprobs, SamplingParams};
-use crate::EngineError;
-
-/// A request's handle: a slot of the engine's table plus that slot's
-/// generation, so a stale id never names a later request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId {
-    /// Index in the engine's request table.
-    pub slot: u32,
-    /// How many requests used this slot before this one.
-    pub generation: u32,
-}
-
-impl std::fmt::Display for RequestId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.slot, self.generation)
-    }
-}
-
-/// A persistent sequence of the engine (a shared prefix, an agent's
-/// context): requests can append to it, and it outlives them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionId {
-    /// Index in the engine's session table.
-    pub slot: u32,
-    /// How many sessions used this slot before this one.
-    pub generation: u32,
-}
 
 /// Whether an end-of-generation token ends a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -21,7 +21,7 @@
 //! batch, and the cache stores rows exactly), which the tests check as
 //! bytes.
 //!
-//! With sliding-window rows dropped ([`crate::KvWindow::Drop`]), cutting a
+//! With sliding-window rows dropped ([`crate::paged::KvWindow::Drop`]), cutting a
 //! sequence back (`truncate`, exact eviction, a failed step's rollback) to a
 //! length whose next token would read dropped rows cannot keep the rows: the
 //! cache is then emptied and the kept tokens become *pending*, recomputed
@@ -41,8 +41,8 @@ use std::ops::Range;
 use fak_kv::Tenant;
 use fak_model::{Batch, BatchToken, ForwardTimes, KvStore, LogitsWanted, Model, SeqId, Workspace};
 
+use crate::error::EngineError;
 use crate::paged::{PagedKv, PagedKvConfig};
-use crate::EngineError;
 
 /// Whether new sequences look for, and offer, cached prefixes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl Sequences {
     ) -> Result<Sequences, EngineError> {
         // A model made to read every position in every layer needs them all.
         let sizes = match model.window_mode() {
-            fak_model::WindowMode::Full => sizes.with_window(crate::KvWindow::Keep),
+            fak_model::WindowMode::Full => sizes.with_window(crate::paged::KvWindow::Keep),
             fak_model::WindowMode::AsTrained => sizes,
         };
         Ok(Sequences {

@@ -46,8 +46,10 @@ use std::time::{Duration, Instant};
 
 use llguidance::Matcher;
 
+#[cfg(feature = "fault-injection")]
+use crate::constraint::MaskFault;
 use crate::constraint::Ready;
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Where constrained requests' token masks are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,21 +65,6 @@ pub enum MaskMode {
     /// During the forward pass, on a worker thread: every constrained
     /// item's mask is ready when its logits are.
     Overlap,
-}
-
-/// A failure the mask worker injects when a marked request's matcher is
-/// next lent to it (tests of [`MaskMode::Overlap`]'s error paths; the
-/// `fault-injection` feature).
-#[cfg(feature = "fault-injection")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaskFault {
-    /// The matcher enters llguidance's error state on the worker, as a
-    /// failing grammar would leave it.
-    MatcherError,
-    /// Computing the request's verdict panics on the worker.
-    Panic,
-    /// The worker thread dies holding every matcher of the pass.
-    WorkerDies,
 }
 
 /// One matcher lent to the worker: the item of the pass it belongs to.
@@ -263,7 +250,7 @@ impl super::Engine<'_> {
     /// [`EngineError::BadConstraint`] when it has no constraint.
     pub fn inject_mask_fault(
         &mut self,
-        id: crate::RequestId,
+        id: crate::request::RequestId,
         fault: MaskFault,
     ) -> Result<(), EngineError> {
         self.live(id)?;

@@ -34,7 +34,7 @@ mod tests;
 mod text;
 
 #[cfg(feature = "fault-injection")]
-pub use masks::MaskFault;
+pub use crate::constraint::MaskFault;
 pub use masks::MaskMode;
 pub use sessions::{Residency, SessionBlocks};
 
@@ -45,13 +45,13 @@ use fak_model::{Model, SeqId};
 use fak_tokenizer::{StreamDecoder, Tokenizer};
 
 use crate::constraint::{ConstraintState, Grammars};
+use crate::error::EngineError;
 use crate::paged::PagedKvConfig;
 use crate::request::{
     Context, EngineStats, Event, FinishReason, MaxTokens, Request, RequestId, Usage,
 };
 use crate::sampling::{Logprobs, Sampler, MAX_TOP_LOGPROBS};
 use crate::seqs::{PrefixCache, Sequences};
-use crate::EngineError;
 use sessions::SessionSlot;
 use text::StopScanner;
 
@@ -122,7 +122,7 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// Room for `n_req` requests of up to `n_ctx` tokens each, all running
-    /// at once, in [`DEFAULT_BLOCK_SIZE`](crate::DEFAULT_BLOCK_SIZE)-token
+    /// at once, in [`DEFAULT_BLOCK_SIZE`](crate::paged::DEFAULT_BLOCK_SIZE)-token
     /// blocks (one spare block per request for a copy-on-write).
     pub fn for_requests(
         n_req: usize,
@@ -130,7 +130,7 @@ impl EngineConfig {
         kv_type: fak_model::KvType,
         prefix_cache: PrefixCache,
     ) -> EngineConfig {
-        let bs = crate::DEFAULT_BLOCK_SIZE;
+        let bs = crate::paged::DEFAULT_BLOCK_SIZE;
         let n_req = n_req.max(1);
         EngineConfig {
             kv: PagedKvConfig::for_sequences(bs, n_req, n_ctx.saturating_add(bs))
@@ -399,8 +399,8 @@ impl<'m> Engine<'m> {
     /// greedy continuations the target verifies (see the `drafter`
     /// module). Its KV pool has as many blocks as the target's.
     ///
-    /// [`Speculative::Draft`]: crate::Speculative::Draft
-    /// [`Speculative::Auto`]: crate::Speculative::Auto
+    /// [`Speculative::Draft`]: crate::spec::Speculative::Draft
+    /// [`Speculative::Auto`]: crate::spec::Speculative::Auto
     ///
     /// # Errors
     ///
@@ -409,7 +409,7 @@ impl<'m> Engine<'m> {
     pub fn set_draft_model(
         &mut self,
         draft: &'m Model,
-        params: crate::DraftParams,
+        params: crate::drafter::DraftParams,
     ) -> Result<(), EngineError> {
         self.drafter = Some(crate::drafter::Drafter::new(
             self.model,

@@ -21,9 +21,9 @@ use fak_kv::Tenant;
 use fak_model::SeqId;
 
 use super::Engine;
+use crate::error::EngineError;
 use crate::request::{RequestId, SessionId};
 use crate::seqs::{EvictMode, EvictReport, PrefixCache};
-use crate::EngineError;
 
 /// Where a session's tokens are.
 pub(super) enum SessionKv {
@@ -289,7 +289,7 @@ impl Engine<'_> {
     /// # Errors
     ///
     /// [`EngineError::UnknownSession`], [`EngineError::SessionBusy`]; as
-    /// [`Sequences::evict`](crate::Sequences::evict).
+    /// [`Sequences::evict`](crate::seqs::Sequences::evict).
     pub fn evict_session(
         &mut self,
         id: SessionId,
@@ -462,9 +462,9 @@ mod tests {
     use fak_model::{KvType, Model};
 
     use super::*;
+    use crate::engine::EngineConfig;
     use crate::paged::PagedKvConfig;
     use crate::request::{Context, Event, Request, StopAt, Usage};
-    use crate::EngineConfig;
 
     fn model() -> Model {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -533,15 +533,15 @@ mod tests {
                 block_size: 16,
                 n_blocks: 64,
                 kv_type: KvType::F16,
-                window: crate::KvWindow::Drop,
+                window: crate::paged::KvWindow::Drop,
             },
             token_budget: 512,
             max_running: 4,
             max_waiting: None,
             n_ctx: 512,
             prefix_cache: PrefixCache::On,
-            prefill: crate::SERIAL_PREFILL,
-            mask: crate::MaskMode::default(),
+            prefill: crate::engine::SERIAL_PREFILL,
+            mask: crate::engine::MaskMode::default(),
         };
         let mut e = Engine::new(&m, None, cfg).expect("engine");
         let (p1, p2, p3) = (ids(1, 40), ids(2, 9), ids(3, 7));

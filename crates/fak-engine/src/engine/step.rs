@@ -20,12 +20,12 @@ use super::masks::{Job, MaskMode, MaskWorker, Pending};
 use super::text::{logprobs, Scan};
 use super::{Engine, Phase, PrefillMix, Release, Slot};
 use crate::constraint::{Check, ConstraintState, Ready};
+use crate::error::EngineError;
 use crate::request::{
     Context, EngineStats, Event, FinishReason, RequestId, SpecMode, StepLogprobs, StopAt,
 };
 use crate::sampling::{Logprobs, Sampler};
 use crate::seqs::{Append, PrefixCache, Rows};
-use crate::EngineError;
 
 /// What one item of a pass does for its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
