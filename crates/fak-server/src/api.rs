@@ -10,7 +10,6 @@ use serde::Deserialize;
 use fak_engine::{Logprobs, SamplingParams, StopRules, MAX_TOP_LOGPROBS};
 
 use crate::error::ApiError;
-use crate::state::Named;
 
 /// `stop`: one string or a list.
 #[derive(Debug, Deserialize)]
@@ -163,6 +162,14 @@ impl Prediction {
                 Ok(s)
             }
         }
+    }
+}
+
+/// A request body that may name a model.
+pub trait Named {
+    /// The body's `model`, if it has one.
+    fn model(&self) -> Option<&str> {
+        None
     }
 }
 

@@ -19,9 +19,11 @@
 
 mod anthropic;
 mod api;
+mod chat;
 mod engine_thread;
 mod error;
 mod handlers;
+mod key;
 mod kv_events;
 mod metrics;
 mod oai_responses;
@@ -222,7 +224,7 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
                 );
                 // Sessions are back before the first request is served.
                 sessions::restore(&st).await;
-                st.stored().restore(&st).await;
+                st.stored().restore(st.engine(), st.store()).await;
                 st.set_loaded(info);
                 tokio::spawn(sweep_stored(st.clone()));
                 if let Some(ttl) = st.session_ttl {
@@ -264,7 +266,7 @@ async fn sweep_stored(st: state::AppState) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        st.stored().sweep(&st).await;
+        st.stored().sweep(st.engine(), st.store()).await;
     }
 }
 

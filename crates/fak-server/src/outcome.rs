@@ -15,7 +15,7 @@ use fak_engine::{Event, FinishReason, Usage};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::error::ApiError;
-use crate::reply::ToolReply;
+use crate::tools::ToolReply;
 use crate::tools::{CallParser, Piece};
 
 /// One part of a reply.

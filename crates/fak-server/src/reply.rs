@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::error::ApiError;
+use crate::tools::ToolReply;
 
 /// Which endpoint's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,29 +49,6 @@ pub struct Shape {
     pub session: Option<Arc<OnceLock<Value>>>,
     /// How tool calls are read out of the reply, when they can happen.
     pub tools: Option<ToolReply>,
-}
-
-/// Tool calls in a chat reply: their syntax and the base of their ids.
-#[derive(Debug, Clone)]
-pub struct ToolReply {
-    pub syntax: fak_tokenizer::ToolSyntax,
-    /// `tools::call_id(base, i)` is call `i`'s id.
-    pub base: u128,
-    /// `tool_choice: "auto"`: a reply that is one call written as a JSON
-    /// object (bare or fenced) is read as that call.
-    pub whole: Option<Arc<crate::tools::WholeCall>>,
-}
-
-impl ToolReply {
-    /// A reader of this reply's calls (streamed or whole: the same).
-    pub fn parser(&self) -> crate::tools::CallParser {
-        crate::tools::CallParser::new(self.syntax).with_whole(self.whole.clone())
-    }
-
-    /// The whole reply's content and calls.
-    pub fn read(&self, text: &str) -> (String, Vec<crate::tools::Call>) {
-        crate::tools::read_with(self.parser(), text)
-    }
 }
 
 /// `tool_calls` instead of `stop` when the reply ended after calls.

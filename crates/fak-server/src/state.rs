@@ -27,12 +27,12 @@ use axum::extract::{FromRequest, FromRequestParts, Request as HttpRequest};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use fak_kv::Tenant;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
+use crate::api::Named;
 use crate::engine_thread::{EngineHandle, Loaded};
 use crate::error::ApiError;
+pub use crate::key::KeyTenant;
 use crate::metrics::Metrics;
 use crate::sessions::persist::Store;
 use crate::sessions::{Limits, Registry};
@@ -283,11 +283,6 @@ impl Dialect for OpenAi {
     type Error = ApiError;
 }
 
-/// The tenant of the request's API key (0 without keys), before any
-/// narrowing by `user` or `cache_salt` ([`KeyTenant::narrowed`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct KeyTenant(pub u64);
-
 impl KeyTenant {
     /// The key given as `Authorization: Bearer KEY` or `X-Api-Key: KEY`,
     /// checked against the configured keys.
@@ -307,31 +302,6 @@ impl KeyTenant {
             Some(i) => Ok(KeyTenant(i as u64 + 1)),
             None => Err(ApiError::unauthorized()),
         }
-    }
-
-    /// The tenant of a request: its key's, narrowed by `user` and
-    /// `cache_salt` when given, so prefix-cache entries never cross
-    /// between them.
-    pub fn narrowed(self, user: Option<&str>, salt: Option<&str>) -> Tenant {
-        if user.is_none() && salt.is_none() {
-            return Tenant(self.0);
-        }
-        let mut h = Sha256::new();
-        h.update(self.0.to_le_bytes());
-        for part in [user, salt] {
-            match part {
-                Some(s) => {
-                    h.update([1]);
-                    h.update((s.len() as u64).to_le_bytes());
-                    h.update(s.as_bytes());
-                }
-                None => h.update([0]),
-            }
-        }
-        let d = h.finalize();
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&d[..8]);
-        Tenant(u64::from_le_bytes(b))
     }
 }
 
@@ -369,14 +339,6 @@ impl<D: Dialect> FromRequestParts<AppState> for Caller<D> {
             arrived,
             dialect: PhantomData,
         })
-    }
-}
-
-/// A request body that may name a model.
-pub trait Named {
-    /// The body's `model`, if it has one.
-    fn model(&self) -> Option<&str> {
-        None
     }
 }
 
@@ -466,15 +428,5 @@ mod tests {
             ..n
         };
         assert_eq!(any.resolve(Some("claude-x")).unwrap(), "claude-x");
-    }
-
-    #[test]
-    fn narrowing_separates_users_and_salts() {
-        let k = KeyTenant(3);
-        assert_eq!(k.narrowed(None, None), Tenant(3));
-        let a = k.narrowed(Some("u"), None);
-        assert_ne!(a, k.narrowed(None, Some("u")));
-        assert_ne!(a, KeyTenant(4).narrowed(Some("u"), None));
-        assert_eq!(a, k.narrowed(Some("u"), None));
     }
 }

@@ -32,11 +32,11 @@ use fak_tokenizer::ToolMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine_thread::SessionOp;
+use crate::engine_thread::{EngineHandle, SessionOp};
 use crate::error::ApiError;
+use crate::key::KeyTenant;
 use crate::sessions::persist::{read_checked, write_checked, StateError, Store};
 use crate::sessions::Owner;
-use crate::state::{AppState, KeyTenant};
 
 /// Default cap on stored responses per API key.
 pub const DEFAULT_MAX_STORED: usize = 256;
@@ -194,7 +194,13 @@ impl Stored {
     /// # Errors
     ///
     /// 404 when there is none such for `key`.
-    pub async fn remove(&self, st: &AppState, key: KeyTenant, id: &str) -> Result<(), ApiError> {
+    pub async fn remove(
+        &self,
+        engine: &EngineHandle,
+        store: Option<&Store>,
+        key: KeyTenant,
+        id: &str,
+    ) -> Result<(), ApiError> {
         let sid = StoredId::parse(id).ok_or_else(|| not_found(id))?;
         let e = {
             let mut m = self.lock();
@@ -204,7 +210,7 @@ impl Stored {
             }
         };
         let e = e.ok_or_else(|| not_found(id))?;
-        drop_all(st, vec![(sid, e.session)]).await;
+        drop_all(engine, store, vec![(sid, e.session)]).await;
         Ok(())
     }
 
@@ -215,7 +221,8 @@ impl Stored {
     /// used first.
     pub async fn insert(
         &self,
-        st: &AppState,
+        engine: &EngineHandle,
+        store: Option<&Store>,
         id: StoredId,
         entry: NewEntry,
         max_tokens_total: usize,
@@ -230,7 +237,7 @@ impl Stored {
             tokens: entry.tokens,
             last_used: Instant::now(),
         };
-        if let Some(store) = st.store() {
+        if let Some(store) = store {
             if let Err(err) = write(store, id, &e) {
                 eprintln!("fak serve: state: cannot save response {id}: {err}");
             }
@@ -240,7 +247,7 @@ impl Stored {
             m.insert(id, e);
             self.over_bounds(&mut m, key, max_tokens_total)
         };
-        drop_all(st, dropped).await;
+        drop_all(engine, store, dropped).await;
     }
 
     /// Removes expired entries and, least recently used first, entries
@@ -286,18 +293,18 @@ impl Stored {
     }
 
     /// Drops expired entries (the periodic sweep).
-    pub async fn sweep(&self, st: &AppState) {
+    pub async fn sweep(&self, engine: &EngineHandle, store: Option<&Store>) {
         let gone = {
             let mut m = self.lock();
             self.expired(&mut m)
         };
-        drop_all(st, gone).await;
+        drop_all(engine, store, gone).await;
     }
 
     /// Loads `--state-dir`'s stored responses (their KV recomputed at
     /// their next use); a refused file costs one log line.
-    pub async fn restore(&self, st: &AppState) {
-        let Some(store) = st.store().cloned() else {
+    pub async fn restore(&self, engine: &EngineHandle, store: Option<&Store>) {
+        let Some(store) = store.cloned() else {
             return;
         };
         let dir = store.dir().join(DIR);
@@ -313,11 +320,7 @@ impl Stored {
         for path in files {
             match read(&store, &path) {
                 Ok((id, mut e, tokens)) => {
-                    e.session = match st
-                        .engine()
-                        .session(SessionOp::Restore(e.tenant, tokens))
-                        .await
-                    {
+                    e.session = match engine.session(SessionOp::Restore(e.tenant, tokens)).await {
                         Ok(crate::engine_thread::SessionReply::Id(s)) => Some(s),
                         _ => None,
                     };
@@ -403,21 +406,25 @@ fn read(store: &Store, path: &Path) -> Result<(StoredId, Entry, Vec<u32>), State
 }
 
 /// Frees the sessions of dropped entries and deletes their files.
-async fn drop_all(st: &AppState, gone: Vec<(StoredId, Option<SessionId>)>) {
+async fn drop_all(
+    engine: &EngineHandle,
+    store: Option<&Store>,
+    gone: Vec<(StoredId, Option<SessionId>)>,
+) {
     for (id, s) in gone {
-        if let Some(store) = st.store() {
+        if let Some(store) = store {
             let _ = std::fs::remove_file(path_of(store, id));
         }
-        free(st, s).await;
+        free(engine, s).await;
     }
 }
 
 /// Frees an engine session (retrying a little while a request that was
 /// cancelled still holds it).
-pub async fn free(st: &AppState, s: Option<SessionId>) {
+pub async fn free(engine: &EngineHandle, s: Option<SessionId>) {
     let Some(s) = s else { return };
     for _ in 0..20 {
-        match st.engine().session(SessionOp::Free(s)).await {
+        match engine.session(SessionOp::Free(s)).await {
             Err(crate::engine_thread::SubmitError::Engine(
                 fak_engine::EngineError::SessionBusy(_),
             )) => tokio::time::sleep(Duration::from_millis(50)).await,

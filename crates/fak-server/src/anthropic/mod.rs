@@ -1,6 +1,6 @@
 //! The Anthropic Messages API: `POST /v1/messages` and
 //! `POST /v1/messages/count_tokens`, translated into the same engine
-//! request as chat completions (`handlers::chat_request`).
+//! request as chat completions (`chat::chat_request`).
 //!
 //! ```text
 //!   system (string | text blocks) ─► a system message; blocks that start
@@ -26,10 +26,11 @@ use fak_tokenizer::{FunctionCall, ToolCall, ToolMessage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::Named;
 use crate::api::{Common, Stop};
+use crate::chat::{chat_request, submit, ChatInput, OutputLimit};
 use crate::error::ApiError;
-use crate::handlers::{chat_request, submit, ChatInput, OutputLimit};
-use crate::state::{AppState, Call, Dialect, Named};
+use crate::state::{AppState, Call, Dialect};
 
 /// Claude Code's first system block: a billing line that changes with
 /// every request. Rendered, it would make every prompt differ from its

@@ -30,7 +30,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::AnthropicError;
 use crate::error::ApiError;
 use crate::outcome::{Part, Reader, Whole};
-use crate::reply::ToolReply;
+use crate::tools::ToolReply;
 
 /// What an answer needs besides the events.
 pub struct Answer {
@@ -289,5 +289,5 @@ pub fn sse(answer: Answer, rx: UnboundedReceiver<Event>) -> Response {
             }
         }
     });
-    crate::handlers::event_stream(stream)
+    crate::chat::event_stream(stream)
 }

@@ -1,6 +1,6 @@
 //! The OpenAI Responses API: `POST /v1/responses`, and the stored
 //! responses' `GET` / `DELETE /v1/responses/{id}`, translated into the
-//! same engine request as chat completions (`handlers::chat_request`).
+//! same engine request as chat completions (`chat::chat_request`).
 //!
 //! ```text
 //!   instructions            ─► a system message (not carried to later turns)
@@ -33,9 +33,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::Common;
+use crate::api::Named;
+use crate::chat::{chat_request, submit, ChatInput, OutputLimit};
 use crate::error::ApiError;
-use crate::handlers::{chat_request, submit, ChatInput, OutputLimit};
-use crate::state::{AppState, Call, Caller, Named};
+use crate::state::{AppState, Call, Caller};
 use crate::stored::StoredId;
 
 pub use stream::Echo;
@@ -525,7 +526,9 @@ async fn retrieve(c: Caller, Path(id): Path<String>) -> Result<Response, ApiErro
 }
 
 async fn delete(c: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    c.st.stored().remove(&c.st, c.key, &id).await?;
+    c.st.stored()
+        .remove(c.st.engine(), c.st.store(), c.key, &id)
+        .await?;
     Ok((
         StatusCode::OK,
         Json(json!({"id": id, "object": "response.deleted", "deleted": true})),

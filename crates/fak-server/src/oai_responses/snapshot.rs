@@ -42,7 +42,7 @@ impl Drop for Scratch {
             let st = self.st.clone();
             // A stream dropped mid-reply: its request is being cancelled.
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move { free(&st, Some(s)).await });
+                rt.spawn(async move { free(st.engine(), Some(s)).await });
             }
         }
     }
@@ -111,7 +111,7 @@ pub async fn settle(
                 }
             }
         }
-        free(st, Some(s)).await;
+        free(st.engine(), Some(s)).await;
     }
     crate::sessions::create_holding(st, tenant, tokens)
         .await

@@ -31,10 +31,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::engine_thread::Loaded;
 use crate::error::ApiError;
 use crate::outcome::{Part, Reader, Whole};
-use crate::reply::ToolReply;
 use crate::state::{AppState, KeyTenant};
 use crate::stored::StoredId;
 use crate::tools::call_id;
+use crate::tools::ToolReply;
 
 /// The request's fields a response object repeats.
 pub struct Echo {
@@ -228,7 +228,7 @@ impl Turn {
         if self.echo.store {
             self.keep(reply, v.clone()).await;
         } else if let Some(s) = self.scratch.take() {
-            crate::stored::free(&self.keep.st, Some(s)).await;
+            crate::stored::free(self.keep.st.engine(), Some(s)).await;
         }
         v
     }
@@ -261,7 +261,9 @@ impl Turn {
             session,
             tokens,
         };
-        k.st.stored().insert(&k.st, self.id, entry, max_total).await;
+        k.st.stored()
+            .insert(k.st.engine(), k.st.store(), self.id, entry, max_total)
+            .await;
     }
 }
 
@@ -525,5 +527,5 @@ pub fn sse(turn: Turn, rx: UnboundedReceiver<Event>) -> Response {
             }
         }
     });
-    crate::handlers::event_stream(stream)
+    crate::chat::event_stream(stream)
 }

@@ -9,8 +9,8 @@ use fak_engine::{EvictMode, Residency};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::handlers::{append, persist, state_of};
 use super::lineage::{self, Evicted};
+use super::ops::{append, persist, state_of};
 use super::{unix_now, Owner};
 use crate::api;
 use crate::engine_thread::{SessionOp, SessionReply};

@@ -19,17 +19,18 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::handlers::{checked_messages, persist, prompt_ids, state_of, stored, tenant};
 use super::lineage::{self, Origin};
+use super::ops::{checked_messages, persist, prompt_ids, state_of, stored, tenant};
 use super::turn::{chat_delta, close_after};
 use super::{Claim, Owner, StoredMessage};
 use crate::api::{self, ChatRequest, Common, Prompt};
+use crate::chat::{respond, OutputLimit};
 use crate::engine_thread::Loaded;
 use crate::error::ApiError;
-use crate::handlers::{respond, OutputLimit};
-use crate::reply::{Kind, Shape, ToolReply};
+use crate::reply::{Kind, Shape};
 use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
+use crate::tools::ToolReply;
 
 /// What a turn adds to the session's records when it ends.
 enum Plan {

@@ -1,6 +1,8 @@
 //! The session endpoints under `/v1/sessions`, scoped to the API key; the
 //! lifecycle ones are here (create, fork, list, detail, delete), the
-//! generating ones in `generate.rs`, evict in `evict.rs`.
+//! generating ones in `generate.rs`, evict in `evict.rs`; what they share
+//! (engine session queries, appending, persisting, prompt encoding) is in
+//! `ops.rs`.
 //!
 //! ```text
 //!   POST   /v1/sessions                          create: prefix computed once (or cached)
@@ -14,26 +16,21 @@
 //!           at the end: tokens from the engine, lineage, persist, release
 //! ```
 
-use std::time::Instant;
-
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use fak_engine::{
-    Context, Event, MaxTokens, Request, Residency, SamplingParams, SessionId, StopRules, Usage,
-};
-use fak_kv::Tenant;
-use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
+use fak_engine::{Residency, SessionId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::lineage::{self, Origin};
+use super::ops::{append, checked_messages, new_id, persist, prompt_ids, state_of, stored, tenant};
 use super::turn::chat_delta;
-use super::{not_found, Owner, PublicId, Record, StoredMessage};
+use super::{not_found, Owner, PublicId, Record};
 use crate::api::{self, Prompt};
-use crate::engine_thread::{Loaded, SessionOp, SessionReply, SessionState};
+use crate::engine_thread::SessionOp;
 use crate::error::ApiError;
 use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
@@ -53,142 +50,6 @@ pub fn routes() -> Router<AppState> {
             post(super::generate::completions),
         )
         .route("/v1/sessions/{id}/evict", post(super::evict::evict))
-}
-
-pub(super) fn tenant(o: Owner) -> Tenant {
-    Tenant(o.0)
-}
-
-pub async fn state_of(st: &AppState, id: SessionId) -> Result<SessionState, ApiError> {
-    match st.engine().session(SessionOp::Info(id)).await? {
-        SessionReply::Info(s) => Ok(s),
-        r => Err(ApiError::internal(format!("unexpected engine reply {r:?}"))),
-    }
-}
-
-pub(super) async fn new_id(st: &AppState, op: SessionOp) -> Result<SessionId, ApiError> {
-    match st.engine().session(op).await? {
-        SessionReply::Id(s) => Ok(s),
-        r => Err(ApiError::internal(format!("unexpected engine reply {r:?}"))),
-    }
-}
-
-/// Writes the session's file, when the server has a state directory.
-pub(super) fn persist(st: &AppState, id: PublicId, r: &Record, tokens: &[u32]) {
-    if let Some(store) = st.store() {
-        if let Err(e) = store.write(id, r, tokens) {
-            eprintln!("fak serve: state: cannot save session {id}: {e}");
-        }
-    }
-}
-
-/// Appends `tokens` to a session without generating; the usage.
-pub(super) async fn append(
-    st: &AppState,
-    owner: Owner,
-    id: SessionId,
-    tokens: Vec<u32>,
-) -> Result<Usage, ApiError> {
-    let req = Request {
-        prompt: tokens,
-        sampling: SamplingParams::greedy(),
-        max_tokens: MaxTokens::Strict(0),
-        stop: StopRules::default(),
-        logprobs: fak_engine::Logprobs::Off,
-        tenant: tenant(owner),
-        context: Context::Session(id),
-        constraint: None,
-        speculation: Default::default(),
-    };
-    let (_, mut rx) = st.engine().submit(req, Instant::now()).await?;
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            Event::Finished { usage, .. } => return Ok(usage),
-            Event::Failed { error, .. } => return Err(error.into()),
-            _ => {}
-        }
-    }
-    Err(ApiError::unavailable("the engine stopped"))
-}
-
-/// Appends `tokens` to the idle engine session `id` of `tenant`, without
-/// generating.
-///
-/// # Errors
-///
-/// The engine's refusal.
-pub async fn append_to(
-    st: &AppState,
-    tenant: Tenant,
-    id: SessionId,
-    tokens: Vec<u32>,
-) -> Result<(), ApiError> {
-    append(st, Owner(tenant.0), id, tokens).await.map(|_| ())
-}
-
-/// A new engine session in `tenant` holding `tokens` (their KV found in
-/// the prefix cache where it is there, computed where not), its full
-/// blocks offered to the prefix cache. Freed again if any step fails.
-///
-/// # Errors
-///
-/// The engine's refusal (a pool too small, a queue full).
-pub async fn create_holding(
-    st: &AppState,
-    tenant: Tenant,
-    tokens: Vec<u32>,
-) -> Result<SessionId, ApiError> {
-    let eid = new_id(st, SessionOp::Create(tenant)).await?;
-    let made = async {
-        append(st, Owner(tenant.0), eid, tokens).await?;
-        st.engine().session(SessionOp::Publish(eid)).await?;
-        Ok::<_, ApiError>(())
-    }
-    .await;
-    if let Err(e) = made {
-        let _ = st.engine().session(SessionOp::Free(eid)).await;
-        return Err(e);
-    }
-    Ok(eid)
-}
-
-fn encode(l: &Loaded, text: &str, first: bool) -> Vec<u32> {
-    let add = if first {
-        AddSpecial::FromMetadata
-    } else {
-        AddSpecial::Never
-    };
-    l.tok.encode(
-        text,
-        EncodeOptions {
-            add,
-            ..Default::default()
-        },
-    )
-}
-
-pub(super) fn prompt_ids(l: &Loaded, p: Option<Prompt>, first: bool) -> Result<Vec<u32>, ApiError> {
-    Ok(match p {
-        None => Vec::new(),
-        Some(Prompt::Text(t)) => encode(l, &t, first),
-        Some(Prompt::Ids(ids)) => ids,
-        Some(Prompt::Texts(mut v)) if v.len() == 1 => encode(l, &v.remove(0), first),
-        Some(Prompt::IdLists(mut v)) if v.len() == 1 => v.remove(0),
-        Some(_) => {
-            return Err(ApiError::bad_param(
-                "prompt",
-                "give one prompt (a string or a list of token ids)",
-            ))
-        }
-    })
-}
-
-pub(super) fn checked_messages(msgs: &[api::Message]) -> Result<Vec<ToolMessage>, ApiError> {
-    msgs.iter().enumerate().map(|(i, m)| m.checked(i)).collect()
-}
-
-pub(super) fn stored(m: &ToolMessage) -> StoredMessage {
-    StoredMessage::new(m)
 }
 
 #[derive(Deserialize)]

@@ -8,7 +8,7 @@
 //!   each 1 s: idle past the TTL ─► SessionOp::Free, file removed
 //! ```
 
-use super::handlers::{new_id, persist, state_of, tenant};
+use super::ops::{new_id, persist, state_of, tenant};
 use super::{PublicId, Record};
 use crate::engine_thread::SessionOp;
 use crate::state::AppState;

@@ -19,6 +19,7 @@ mod generate;
 mod handlers;
 mod lifecycle;
 mod lineage;
+mod ops;
 pub mod persist;
 mod turn;
 
@@ -29,9 +30,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fak_engine::SessionId;
 use serde::{Deserialize, Serialize};
 
-pub use handlers::{append_to, create_holding, routes, state_of};
+pub use handlers::routes;
 pub use lifecycle::{restore, save_all, sweep};
 pub use lineage::{Evicted, Segment};
+pub use ops::{append_to, create_holding, state_of};
 
 use crate::error::ApiError;
 

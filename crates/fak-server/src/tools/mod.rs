@@ -25,6 +25,13 @@
 //! `tools` if it reads them, and `auto` then answers in plain text;
 //! `required` or a named function is a 400, since no call syntax can be
 //! constrained.
+//!
+//! How a reply's calls are read ([`ToolReply`]: the syntax, the base of
+//! the call ids, the whole-call reader) is defined here too, so the
+//! writers of replies (`reply.rs`, `outcome.rs`, the APIs' streams) import
+//! it from this module and nothing here imports them.
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -363,17 +370,38 @@ pub fn constrain(req: &mut fak_engine::Request, tools: Option<&Tools>) -> Result
     Ok(())
 }
 
+/// Tool calls in a chat reply: their syntax and the base of their ids.
+#[derive(Debug, Clone)]
+pub struct ToolReply {
+    pub syntax: fak_tokenizer::ToolSyntax,
+    /// `tools::call_id(base, i)` is call `i`'s id.
+    pub base: u128,
+    /// `tool_choice: "auto"`: a reply that is one call written as a JSON
+    /// object (bare or fenced) is read as that call.
+    pub whole: Option<Arc<WholeCall>>,
+}
+
+impl ToolReply {
+    /// A reader of this reply's calls (streamed or whole: the same).
+    pub fn parser(&self) -> CallParser {
+        CallParser::new(self.syntax).with_whole(self.whole.clone())
+    }
+
+    /// The whole reply's content and calls.
+    pub fn read(&self, text: &str) -> (String, Vec<Call>) {
+        read_with(self.parser(), text)
+    }
+}
+
 /// How the reply's calls are read (none when they cannot happen).
-pub fn reply(tools: Option<&Tools>) -> Option<crate::reply::ToolReply> {
-    tools
-        .and_then(Tools::reading)
-        .map(|syntax| crate::reply::ToolReply {
-            syntax,
-            base: new_base(),
-            whole: tools
-                .filter(|t| t.choice == Choice::Auto)
-                .map(|t| std::sync::Arc::new(WholeCall::new(syntax, &t.tools))),
-        })
+pub fn reply(tools: Option<&Tools>) -> Option<ToolReply> {
+    tools.and_then(Tools::reading).map(|syntax| ToolReply {
+        syntax,
+        base: new_base(),
+        whole: tools
+            .filter(|t| t.choice == Choice::Auto)
+            .map(|t| Arc::new(WholeCall::new(syntax, &t.tools))),
+    })
 }
 
 /// A refused submission; a grammar error of a tools request names the tool.
