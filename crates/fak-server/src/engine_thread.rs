@@ -30,9 +30,9 @@ use fak_model::Model;
 use fak_tokenizer::{ChatTemplate, Tokenizer};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::ServerConfig;
 use crate::kv_events::EventSink;
 use crate::metrics::{set_counter, CacheConfig, Metrics};
-use crate::ServerConfig;
 
 /// What the loaded model offers the handlers.
 #[derive(Clone)]

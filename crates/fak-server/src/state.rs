@@ -30,6 +30,7 @@ use axum::response::IntoResponse;
 use serde::de::DeserializeOwned;
 
 use crate::api::Named;
+use crate::config::{AnyModel, ModelNames, ServerConfig};
 use crate::engine_thread::{EngineHandle, Loaded};
 use crate::error::ApiError;
 pub use crate::key::KeyTenant;
@@ -37,7 +38,6 @@ use crate::metrics::Metrics;
 use crate::sessions::persist::Store;
 use crate::sessions::{Limits, Registry};
 use crate::stored::Stored;
-use crate::ServerConfig;
 
 /// Where the server is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,27 +64,8 @@ impl Phase {
     }
 }
 
-/// The names a request's `model` may use.
-#[derive(Debug, Clone)]
-pub struct ModelNames {
-    /// The name `/v1/models` lists and answers carry by default.
-    pub primary: String,
-    /// Other names accepted for the same model.
-    pub aliases: Vec<String>,
-    /// Whether any name is accepted (`--accept-any-model`).
-    pub any: AnyModel,
-}
-
-/// Whether a request may name any model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AnyModel {
-    /// Only the served name and its aliases.
-    #[default]
-    Refuse,
-    /// Any name is this server's model (clients with fixed model names).
-    Accept,
-}
-
+/// How a request's `model` resolves: here, beside the preamble whose
+/// 404 it is, while the names themselves are settings (`config.rs`).
 impl ModelNames {
     /// The name an answer carries for a request that asked for `asked`.
     ///

@@ -32,17 +32,12 @@ use fak_tokenizer::ToolMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::StoredLimits;
 use crate::engine_thread::{EngineHandle, SessionOp};
 use crate::error::ApiError;
 use crate::key::KeyTenant;
 use crate::sessions::persist::{read_checked, write_checked, StateError, Store};
 use crate::sessions::Owner;
-
-/// Default cap on stored responses per API key.
-pub const DEFAULT_MAX_STORED: usize = 256;
-
-/// Default time an unused stored response is kept.
-pub const DEFAULT_STORED_TTL: Duration = Duration::from_secs(3600);
 
 /// A stored response's id: `resp_` and 32 hex digits (128 random bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,24 +62,6 @@ impl StoredId {
 impl std::fmt::Display for StoredId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "resp_{:032x}", self.0)
-    }
-}
-
-/// How many responses are kept, and for how long.
-#[derive(Debug, Clone, Copy)]
-pub struct StoredLimits {
-    /// Most entries per API key.
-    pub max_per_tenant: usize,
-    /// Entries unused this long are dropped.
-    pub ttl: Duration,
-}
-
-impl Default for StoredLimits {
-    fn default() -> StoredLimits {
-        StoredLimits {
-            max_per_tenant: DEFAULT_MAX_STORED,
-            ttl: DEFAULT_STORED_TTL,
-        }
     }
 }
 
