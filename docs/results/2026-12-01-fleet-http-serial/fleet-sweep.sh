@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 set -u
-cd /work/main
+cd .
 M=models/smollm2-135m-instruct-q8_0.gguf
-O=/work/runs/fleet-sweep
+O=$OUT/fleet-sweep
 mkdir -p $O
 for round in 1 2; do
   for mix in serial fill; do
-    FAK=/tmp/fak-final ENGINES=fak FAK_ARGS="--prefill $mix" FAK_BENCH_OUT=$O/r$round-$mix quiet bench/fleet_http.sh $M 2 probe > $O/r$round-$mix.log 2>&1
+    FAK=$TMPDIR/fak-final ENGINES=fak FAK_ARGS="--prefill $mix" FAK_BENCH_OUT=$O/r$round-$mix bench/fleet_http.sh $M 2 probe > $O/r$round-$mix.log 2>&1
   done
-  ENGINES=llama-server FA_MODES=off KVU_MODES=off FAK_BENCH_OUT=$O/r$round-llama quiet bench/fleet_http.sh $M 2 probe > $O/r$round-llama.log 2>&1
+  ENGINES=llama-server FA_MODES=off KVU_MODES=off FAK_BENCH_OUT=$O/r$round-llama bench/fleet_http.sh $M 2 probe > $O/r$round-llama.log 2>&1
 done
 echo done > $O/DONE

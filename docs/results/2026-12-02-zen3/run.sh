@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Session 17 measurements on this machine (AMD EPYC Zen 3, /proc/cpuinfo
 # family 25 model 1, AVX2 only, 2 vCPUs, 24 GiB): fak at 41121f2 (row-major
-# f16 keys; /tmp/fak-base) against the dims-major key layout in 32-row tiles
-# of this commit (/tmp/fak-tiled), each piece alone under quiet (/usr/local/bin/quiet:
+# f16 keys; $TMPDIR/fak-base) against the dims-major key layout in 32-row tiles
+# of this commit ($TMPDIR/fak-tiled), each piece alone on an idle machine (:
 # SIGSTOPs every niced process while it runs). `run.sh STEP` runs one step;
 # times.txt logs them.
 set -u
-cd /work/main
-BASE=/tmp/fak-base
-NEW=/tmp/fak-tiled
-PY=/work/main/bench/.venv/bin/python
-export PATH=/work/main/bench/.venv/bin:$PATH
+cd .
+BASE=$TMPDIR/fak-base
+NEW=$TMPDIR/fak-tiled
+PY=bench/.venv/bin/python
+export PATH=bench/.venv/bin:$PATH
 O=docs/results/2026-12-02-zen3; mkdir -p $O
 SMOL=models/smollm2-135m-instruct-q8_0.gguf
 QWEN=models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
@@ -20,10 +20,10 @@ case "${1:-all}" in
 probes|all)
   step probes
   $NEW inspect --system > $O/system.txt
-  quiet $NEW bench bandwidth --threads 2 --json > $O/bandwidth.json
-  quiet $NEW bench peak --threads 2 --json > $O/peak.json
+  $NEW bench bandwidth --threads 2 --json > $O/bandwidth.json
+  $NEW bench peak --threads 2 --json > $O/peak.json
   ;;&
-# ab-untiled/ holds a first try (/tmp/fak-kcols: keys dims-major over a
+# ab-untiled/ holds a first try ($TMPDIR/fak-kcols: keys dims-major over a
 # whole segment, i.e. dims 512 bytes apart in a fleet's 256-row blocks),
 # measured with this script's `ab` step: probe pairs 1-3 and bounded-long
 # pair 1 (pair 2 was cut off).
@@ -31,8 +31,8 @@ kernels|all)
   # The score kernels alone, one thread: row-major vs dims-major keys in
   # cache (attn_cols_speed) and over DRAM (attn_mem).
   step kernels
-  quiet target/release/examples/attn_cols_speed > $O/attn_cols_speed.txt
-  quiet target/release/examples/attn_mem > $O/attn_mem.txt
+  target/release/examples/attn_cols_speed > $O/attn_cols_speed.txt
+  target/release/examples/attn_mem > $O/attn_mem.txt
   ;;&
 ab|all)
   # Issue 22: row-major (41121f2) vs dims-major f16 keys, the probe alternated
@@ -42,14 +42,14 @@ ab|all)
   for r in 1 2 3; do
     for b in base new; do
       if [[ $b == base ]]; then bin=$BASE; else bin=$NEW; fi
-      quiet $bin bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
+      $bin bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
         --json > $O/ab/probe-$b-$r.json 2> $O/ab/probe-$b-$r.err
     done
   done
   for r in 1 2; do
     for b in base new; do
       if [[ $b == base ]]; then bin=$BASE; else bin=$NEW; fi
-      quiet $bin bench fleet -m $SMOL -t 2 $BL --bandwidth $O/bandwidth.json --peak $O/peak.json \
+      $bin bench fleet -m $SMOL -t 2 $BL --bandwidth $O/bandwidth.json --peak $O/peak.json \
         --json > $O/ab/bl-$b-$r.json 2> $O/ab/bl-$b-$r.err
     done
   done
@@ -63,7 +63,7 @@ single|all)
     for b in base new; do
       if [[ $b == base ]]; then bin=$BASE; else bin=$NEW; fi
       for m in $SMOL $QWEN; do
-        quiet $bin bench model -m $m -t 2 --json > $O/single/$(basename $m .gguf)-$b-$r.json 2> /dev/null
+        $bin bench model -m $m -t 2 --json > $O/single/$(basename $m .gguf)-$b-$r.json 2> /dev/null
       done
     done
   done
@@ -73,11 +73,11 @@ peer|all)
   # setting on every CPU so far), once.
   step peer
   mkdir -p $O/peer
-  quiet $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
+  $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
     --flash-attn off --type-kv f16 --out $O/peer/llamacpp-per-seq-fa-off.json > $O/peer/llamacpp-off.err 2>&1
   ;;
 esac
 step "done-${1:-all}"
 # After `peer`, one fak probe run right after it for the pair (session 17):
-#   quiet /tmp/fak-tiled bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json \
+#   $TMPDIR/fak-tiled bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json \
 #     --peak $O/peak.json --json > $O/peer/fak.json 2> $O/peer/fak.err

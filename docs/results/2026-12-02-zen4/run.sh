@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# Session 13 measurements on this machine (AMD EPYC Zen 4), each piece under quiet.
+# Session 13 measurements on this machine (AMD EPYC Zen 4), each piece on an idle machine.
 set -u
-cd /work/main
-LB=/work/main/bench/.venv/llama.cpp-build/bin/llama-bench
-export PATH=/work/main/bench/.venv/bin:$PATH
-O=/tmp/zen4; mkdir -p $O
+cd .
+LB=bench/.venv/llama.cpp-build/bin/llama-bench
+export PATH=bench/.venv/bin:$PATH
+O=$TMPDIR/zen4; mkdir -p $O
 date -u > $O/start.txt
 target/release/fak inspect --system > $O/system.txt
-quiet target/release/fak bench bandwidth --json > $O/bandwidth.json
+target/release/fak bench bandwidth --json > $O/bandwidth.json
 for m in qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct-q4_k_m smollm2-135m-instruct-q8_0; do
-  quiet python3 bench/single_pairs.py models/$m.gguf --threads 2 --pairs 3 --fak target/release/fak --llama-bench $LB --out $O/models/$m > $O/models-$m.txt 2>&1
+  python3 bench/single_pairs.py models/$m.gguf --threads 2 --pairs 3 --fak target/release/fak --llama-bench $LB --out $O/models/$m > $O/models-$m.txt 2>&1
 done
 echo "models done $(date -u)" >> $O/start.txt
-FAK_BENCH_OUT=$O/fleet quiet bench/fleet.sh models/smollm2-135m-instruct-q8_0.gguf 2 probe > $O/fleet-probe.txt 2>&1
+FAK_BENCH_OUT=$O/fleet bench/fleet.sh models/smollm2-135m-instruct-q8_0.gguf 2 probe > $O/fleet-probe.txt 2>&1
 echo "fleet done $(date -u)" >> $O/start.txt
 mkdir -p $O/fleet15
-quiet target/release/fak bench fleet -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -t 2 --profile probe --json > $O/fleet15/fak.json 2> $O/fleet15/fak.err
-quiet python3 bench/peers/llamacpp.py fleet --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --threads 2 --profile probe --kv per-seq --flash-attn off --type-kv f16 --out $O/fleet15/llamacpp-per-seq-fa-off.json > $O/fleet15/llamacpp.err 2>&1
+target/release/fak bench fleet -m models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -t 2 --profile probe --json > $O/fleet15/fak.json 2> $O/fleet15/fak.err
+python3 bench/peers/llamacpp.py fleet --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --threads 2 --profile probe --kv per-seq --flash-attn off --type-kv f16 --out $O/fleet15/llamacpp-per-seq-fa-off.json > $O/fleet15/llamacpp.err 2>&1
 python3 bench/compare.py fleet $O/fleet15/fak.json $O/fleet15/llamacpp-per-seq-fa-off.json > $O/fleet15/compare.txt 2>&1
 echo "fleet15 done $(date -u)" >> $O/start.txt
-FAK_BENCH_OUT=$O/serve CONCURRENCY="8 32" FA_MODES="off" quiet bench/serve.sh models/smollm2-135m-instruct-q8_0.gguf 2 > $O/serve.txt 2>&1
+FAK_BENCH_OUT=$O/serve CONCURRENCY="8 32" FA_MODES="off" bench/serve.sh models/smollm2-135m-instruct-q8_0.gguf 2 > $O/serve.txt 2>&1
 echo "all done $(date -u)" >> $O/start.txt

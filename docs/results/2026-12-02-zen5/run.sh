@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Session 16 measurements on this machine (AMD EPYC Zen 5, /proc/cpuinfo
 # family 26, AVX-512 VNNI/BF16, 2 vCPUs, 24 GiB), fak at e5f9867 (binary
-# copied to /tmp/fak-main-bin), the 38c041b build at /tmp/fak-38c041b; each
-# piece alone under quiet (/usr/local/bin/quiet: SIGSTOPs every niced
+# copied to $TMPDIR/fak-main-bin), the 38c041b build at $TMPDIR/fak-38c041b; each
+# piece alone on an idle machine (: SIGSTOPs every niced
 # process while it runs). `run.sh STEP` runs one step; times.txt logs them.
 set -u
-cd /work/main
-F=/tmp/fak-main-bin
-OLD=/tmp/fak-38c041b
-LB=/work/main/bench/.venv/llama.cpp-build/bin/llama-bench
-PY=/work/main/bench/.venv/bin/python
-export PATH=/work/main/bench/.venv/bin:$PATH
+cd .
+F=$TMPDIR/fak-main-bin
+OLD=$TMPDIR/fak-38c041b
+LB=bench/.venv/llama.cpp-build/bin/llama-bench
+PY=bench/.venv/bin/python
+export PATH=bench/.venv/bin:$PATH
 O=docs/results/2026-12-02-zen5; mkdir -p $O
 SMOL=models/smollm2-135m-instruct-q8_0.gguf
 Q15=models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -20,17 +20,17 @@ case "${1:-all}" in
 probes|all)
   step probes
   $F inspect --system > $O/system.txt
-  quiet $F bench bandwidth --threads 2 --json > $O/bandwidth.json
-  quiet $F bench peak --threads 2 --json > $O/peak.json
+  $F bench bandwidth --threads 2 --json > $O/bandwidth.json
+  $F bench peak --threads 2 --json > $O/peak.json
   ;;&
 models|all)
   step models
   mkdir -p $O/models
   for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-0.5b-instruct-q4_k_m gemma-3-270m-q4_k_m qwen2.5-coder-1.5b-instruct-q4_k_m; do
-    quiet python3 bench/single_pairs.py models/$m.gguf --threads 2 --pairs 3 --fak $F --llama-bench $LB \
+    python3 bench/single_pairs.py models/$m.gguf --threads 2 --pairs 3 --fak $F --llama-bench $LB \
       --out $O/models/$m-t2 > $O/models/$m-t2.txt 2>&1
   done
-  quiet python3 bench/single_pairs.py $Q15 --threads 1 --pairs 3 --fak $F --llama-bench $LB \
+  python3 bench/single_pairs.py $Q15 --threads 1 --pairs 3 --fak $F --llama-bench $LB \
     --out $O/models/qwen2.5-coder-1.5b-instruct-q4_k_m-t1 > $O/models/qwen2.5-coder-1.5b-instruct-q4_k_m-t1.txt 2>&1
   ;;&
 fleet|all)
@@ -39,14 +39,14 @@ fleet|all)
   step fleet
   mkdir -p $O/fleet
   for r in 1 2 3; do
-    quiet $F bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
+    $F bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
       --json > $O/fleet/fak-$r.json 2> $O/fleet/fak-$r.err
-    quiet $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
+    $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
       --flash-attn off --type-kv f16 --out $O/fleet/llamacpp-per-seq-fa-off-$r.json > $O/fleet/llamacpp-off-$r.err 2>&1
   done
-  quiet $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
+  $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv per-seq \
     --flash-attn auto --type-kv f16 --out $O/fleet/llamacpp-per-seq-fa-auto.json > $O/fleet/llamacpp-auto.err 2>&1
-  quiet $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv unified \
+  $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 --profile probe --kv unified \
     --flash-attn off --type-kv f16 --out $O/fleet/llamacpp-unified-fa-off.json > $O/fleet/llamacpp-unified-off.err 2>&1
   ;;&
 old|all)
@@ -56,8 +56,8 @@ old|all)
   for r in 1 2 3; do
     for b in old new; do
       if [[ $b == old ]]; then bin=$OLD; else bin=$F; fi
-      quiet $bin bench fleet -m $SMOL -t 2 --profile probe --json > $O/vs-38c041b/probe-$b-$r.json 2> $O/vs-38c041b/probe-$b-$r.err
-      quiet $bin bench fleet -m $SMOL -t 2 $BL --json > $O/vs-38c041b/bl-$b-$r.json 2> $O/vs-38c041b/bl-$b-$r.err
+      $bin bench fleet -m $SMOL -t 2 --profile probe --json > $O/vs-38c041b/probe-$b-$r.json 2> $O/vs-38c041b/probe-$b-$r.err
+      $bin bench fleet -m $SMOL -t 2 $BL --json > $O/vs-38c041b/bl-$b-$r.json 2> $O/vs-38c041b/bl-$b-$r.err
     done
   done
   ;;&
@@ -65,9 +65,9 @@ bl|all)
   # bounded-long T40 A8 in process with the roofline, against llama.cpp per-seq FA off.
   step bl
   mkdir -p $O/bl
-  quiet $F bench fleet -m $SMOL -t 2 $BL --bandwidth $O/bandwidth.json --peak $O/peak.json \
+  $F bench fleet -m $SMOL -t 2 $BL --bandwidth $O/bandwidth.json --peak $O/peak.json \
     --json > $O/bl/fak.json 2> $O/bl/fak.err
-  quiet $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 $BL --kv per-seq \
+  $PY bench/peers/llamacpp.py fleet --model $SMOL --threads 2 $BL --kv per-seq \
     --flash-attn off --type-kv f16 --out $O/bl/llamacpp-per-seq-fa-off.json > $O/bl/llamacpp-off.err 2>&1
   ;;&
 fleethttp|all)
@@ -75,11 +75,11 @@ fleethttp|all)
   # alternated (three rounds of the probe, then bounded-long).
   step fleethttp
   for r in 1 2 3; do
-    FAK=$F FAK_BENCH_OUT=$O/fleet-http/probe-$r FA_MODES=off KVU_MODES=off quiet bench/fleet_http.sh \
+    FAK=$F FAK_BENCH_OUT=$O/fleet-http/probe-$r FA_MODES=off KVU_MODES=off bench/fleet_http.sh \
       $SMOL 2 probe > $O/fleet-http/probe-$r.txt 2>&1
   done
   for r in 1 2 3; do
-    FAK=$F FAK_BENCH_OUT=$O/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" quiet bench/fleet_http.sh \
+    FAK=$F FAK_BENCH_OUT=$O/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" bench/fleet_http.sh \
       $SMOL 2 bounded-long > $O/fleet-http/bl-$r.txt 2>&1
   done
   ;;&
@@ -90,7 +90,7 @@ blllama|all)
   step blllama
   for r in 1 2 3; do
     FAK=$F ENGINES=llama-server FAK_BENCH_OUT=$O/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" \
-      quiet bench/fleet_http.sh $SMOL 2 bounded-long > $O/fleet-http/bl-llama-$r.txt 2>&1
+      bench/fleet_http.sh $SMOL 2 bounded-long > $O/fleet-http/bl-llama-$r.txt 2>&1
   done
   ;;&
 prefill|all)
@@ -99,21 +99,21 @@ prefill|all)
   step prefill
   for r in 1 2; do
     for mix in serial fill; do
-      FAK=$F ENGINES=fak FAK_ARGS="--prefill $mix" FAK_BENCH_OUT=$O/fleet-http-ab/$mix-$r quiet bench/fleet_http.sh \
+      FAK=$F ENGINES=fak FAK_ARGS="--prefill $mix" FAK_BENCH_OUT=$O/fleet-http-ab/$mix-$r bench/fleet_http.sh \
         $SMOL 2 probe > $O/fleet-http-ab/$mix-$r.txt 2>&1
     done
   done
   ;;&
 serve|all)
   step serve
-  FAK=$F FAK_BENCH_OUT=$O/serve CONCURRENCY=8 FA_MODES=off quiet bench/serve.sh $SMOL 2 > $O/serve.txt 2>&1
+  FAK=$F FAK_BENCH_OUT=$O/serve CONCURRENCY=8 FA_MODES=off bench/serve.sh $SMOL 2 > $O/serve.txt 2>&1
   ;;&
 fleet15|all)
   step fleet15
   mkdir -p $O/fleet15
-  quiet $F bench fleet -m $Q15 -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
+  $F bench fleet -m $Q15 -t 2 --profile probe --bandwidth $O/bandwidth.json --peak $O/peak.json \
     --json > $O/fleet15/fak.json 2> $O/fleet15/fak.err
-  quiet $PY bench/peers/llamacpp.py fleet --model $Q15 --threads 2 --profile probe --kv per-seq \
+  $PY bench/peers/llamacpp.py fleet --model $Q15 --threads 2 --profile probe --kv per-seq \
     --flash-attn off --type-kv f16 --out $O/fleet15/llamacpp-per-seq-fa-off.json > $O/fleet15/llamacpp-off.err 2>&1
   ;;
 esac

@@ -1,7 +1,7 @@
 """fak old vs new, alternated in pairs: `fak bench model --reps 1 --json` (single_pairs.py's fak command)."""
 import json, statistics, subprocess, sys
 model, out = sys.argv[1], sys.argv[2]
-bins = {"old": "/tmp/fak-old", "new": "/tmp/fak-new"}
+bins = {"old": "$TMPDIR/fak-old", "new": "$TMPDIR/fak-new"}
 pairs = []
 for i in range(3):
     p = {}

@@ -6,10 +6,10 @@
 #   docs/results/2026-12-03-zen3-s22/run.sh blpeer   # llama-server's other settings on bounded-long T40 A8: -fa on; --cache-ram 0
 #   docs/results/2026-12-03-zen3-s22/run.sh abtile   # the Q8_0 tile driver without from_fn and the per-product memset: before/after, alternated
 #   docs/results/2026-12-03-zen3-s22/run.sh abscratch # products' row-split scratch kept per thread, not allocated and zeroed per product
-# /tmp/fak-s22 is `cargo build --release -p fak-cli` at 76c0057 (b9c3119's forward
+# $TMPDIR/fak-s22 is `cargo build --release -p fak-cli` at 76c0057 (b9c3119's forward
 # pass plus two /metrics counters); `blhttp`, `cacheram` and `blpeer` ran it, and
-# `abtile` compares it with 546baeb's build (/tmp/fak-tile).
-# Timings ran alone under /usr/local/bin/quiet (SIGSTOPs niced processes).
+# `abtile` compares it with 546baeb's build ($TMPDIR/fak-tile).
+# Timings ran alone under (SIGSTOPs niced processes).
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s22
 M=models/smollm2-135m-instruct-q8_0.gguf
@@ -18,8 +18,8 @@ blhttp)
   export PATH=$PWD/bench/.venv/bin:$PATH
   mkdir -p $D/fleet-http
   for r in 1 2 3; do
-    FAK=/tmp/fak-s22 FAK_BENCH_OUT=$D/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" \
-      quiet bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-$r.txt 2>&1
+    FAK=$TMPDIR/fak-s22 FAK_BENCH_OUT=$D/fleet-http/bl-$r FA_MODES=off KVU_MODES=off SHAPE="1024 40 8 32 48" \
+      bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-$r.txt 2>&1
   done
   ;;
 cacheram)
@@ -28,38 +28,38 @@ cacheram)
   export PATH=$PWD/bench/.venv/bin:$PATH
   mkdir -p $D/cache-ram
   for r in 1 2; do
-    FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/default-$r FA_MODES=off KVU_MODES=off \
-      quiet bench/fleet_http.sh $M 2 probe > $D/cache-ram/default-$r.txt 2>&1
-    FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/off-$r FA_MODES=off KVU_MODES=off LLAMA_ARGS="--cache-ram 0" \
-      quiet bench/fleet_http.sh $M 2 probe > $D/cache-ram/off-$r.txt 2>&1
+    FAK=$TMPDIR/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/default-$r FA_MODES=off KVU_MODES=off \
+      bench/fleet_http.sh $M 2 probe > $D/cache-ram/default-$r.txt 2>&1
+    FAK=$TMPDIR/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/cache-ram/off-$r FA_MODES=off KVU_MODES=off LLAMA_ARGS="--cache-ram 0" \
+      bench/fleet_http.sh $M 2 probe > $D/cache-ram/off-$r.txt 2>&1
   done
   ;;
 blpeer)
   export PATH=$PWD/bench/.venv/bin:$PATH
-  FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-fa-on FA_MODES=on KVU_MODES=off \
-    SHAPE="1024 40 8 32 48" quiet bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-fa-on.txt 2>&1
-  FAK=/tmp/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-cache-ram-0 FA_MODES=off KVU_MODES=off \
-    LLAMA_ARGS="--cache-ram 0" SHAPE="1024 40 8 32 48" quiet bench/fleet_http.sh $M 2 bounded-long \
+  FAK=$TMPDIR/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-fa-on FA_MODES=on KVU_MODES=off \
+    SHAPE="1024 40 8 32 48" bench/fleet_http.sh $M 2 bounded-long > $D/fleet-http/bl-fa-on.txt 2>&1
+  FAK=$TMPDIR/fak-s22 ENGINES=llama-server FAK_BENCH_OUT=$D/fleet-http/bl-cache-ram-0 FA_MODES=off KVU_MODES=off \
+    LLAMA_ARGS="--cache-ram 0" SHAPE="1024 40 8 32 48" bench/fleet_http.sh $M 2 bounded-long \
     > $D/fleet-http/bl-cache-ram-0.txt 2>&1
   ;;
 abtile)
-  # /tmp/fak-s22: the binary before the change; /tmp/fak-tile: `cargo build --release -p fak-cli` with it.
+  # $TMPDIR/fak-s22: the binary before the change; $TMPDIR/fak-tile: `cargo build --release -p fak-cli` with it.
   O=$D/ab-tile; mkdir -p $O
   for i in 1 2 3 4; do for b in s22 tile; do
-    quiet /tmp/fak-$b bench batch -m $M -t 2 --batch 8 --reps 9 --json > $O/batch-$b-$i.json
+    $TMPDIR/fak-$b bench batch -m $M -t 2 --batch 8 --reps 9 --json > $O/batch-$b-$i.json
   done; done
   for i in 1 2 3; do for b in s22 tile; do
-    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
+    $TMPDIR/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
   done; done
   ;;
 abscratch)
-  # /tmp/fak-tile: 546baeb's build; /tmp/fak-scratch: the same with the row-split
+  # $TMPDIR/fak-tile: 546baeb's build; $TMPDIR/fak-scratch: the same with the row-split
   # products' scratch kept per thread (a thread_local Vec<f32> of at most 16 MiB,
   # never zeroed, in fak-model's matmul.rs). Not kept: docs/PERFORMANCE.md,
   # "Tried in session 22".
   O=$D/ab-scratch; mkdir -p $O
   for i in 1 2 3; do for b in tile scratch; do
-    quiet /tmp/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
+    $TMPDIR/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json
   done; done
   ;;
 *)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 19 (2026-12-03), AMD EPYC Zen 3 (family 25 model 1; AVX2/FMA/F16C,
 # no AVX-512; `fak inspect --system`: kernel path avx2), 2 threads.
-# Every timing ran alone under /usr/local/bin/quiet (SIGSTOPs niced jobs).
+# Every timing ran alone under (SIGSTOPs niced jobs).
 #   docs/results/2026-12-03-zen3/run.sh STEP
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
@@ -14,7 +14,7 @@ case "${1:-}" in
     # c8k-* ran fak at c21778e, c32k-* at da541c9 (same KV code for f16).
     for ctx in 8192 32768; do
       for w in drop keep; do
-        quiet /usr/bin/time -v "$FAK" bench model -m models/gemma-3-270m-q4_k_m.gguf -t 2 \
+        /usr/bin/time -v "$FAK" bench model -m models/gemma-3-270m-q4_k_m.gguf -t 2 \
           --contexts $ctx --kv-window $w --json \
           > $R/gemma-rss/c$((ctx / 1024))k-$w.json 2> $R/gemma-rss/c$((ctx / 1024))k-$w.err
       done
@@ -32,11 +32,11 @@ case "${1:-}" in
     # Qwen2.5-Coder-1.5B, fak (da541c9) and llama-bench back to back, two
     # pairs, with the read bandwidth before and after.
     D=$R/single-1.5b
-    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-before.json
-    quiet python3 bench/single_pairs.py models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+    "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-before.json
+    python3 bench/single_pairs.py models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
       --threads 2 --pairs 2 --fak "$FAK" \
       --llama-bench bench/.venv/llama.cpp-build/bin/llama-bench --out $D > $D/pairs.txt
-    quiet "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-after.json ;;
+    "$FAK" bench bandwidth -t 2 --json > $D/bandwidth-after.json ;;
   spin)
     # The pool's spin, 2 ms (da541c9) vs 50 us (da541c9 with SPIN =
     # from_micros(50) in crates/fak-kernels/src/pool.rs, not committed):
@@ -45,11 +45,11 @@ case "${1:-}" in
     # of each tree). Goldens two tests at a time, then decode pairs.
     D=$R/spin
     (cd crates/fak-model && for v in "$GOLDEN" "$GOLDEN_SPIN50" "$GOLDEN" "$GOLDEN_SPIN50"; do
-      /usr/bin/time -f "$v %e s" quiet "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
+      /usr/bin/time -f "$v %e s" "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
     for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-0.5b-instruct-q4_k_m qwen2.5-coder-1.5b-instruct-q4_k_m; do
       for i in 1 2; do
-        quiet "$FAK" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-da541c9-$i.json
-        quiet "$FAK_SPIN50" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-spin50-$i.json
+        "$FAK" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-da541c9-$i.json
+        "$FAK_SPIN50" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-spin50-$i.json
       done
     done ;;
   adaptive-spin)
@@ -57,16 +57,16 @@ case "${1:-}" in
     # (1435454): FAK_MAIN=... FAK_ADAPT=... GOLDEN_MAIN=... GOLDEN_ADAPT=...
     D=$R/adaptive-spin
     (cd crates/fak-model && for v in "$GOLDEN_MAIN" "$GOLDEN_ADAPT" "$GOLDEN_MAIN" "$GOLDEN_ADAPT" "$GOLDEN_MAIN" "$GOLDEN_ADAPT"; do
-      /usr/bin/time -f "$v %e s" quiet "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
+      /usr/bin/time -f "$v %e s" "$v" --test-threads 2 -q; done) 2>&1 | tee $D/golden-times.txt
     for m in smollm2-135m-instruct-q8_0 qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct-q4_k_m; do
       for i in 1 2; do
-        quiet "$FAK_MAIN" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-main-$i.json
-        quiet "$FAK_ADAPT" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-adapt-$i.json
+        "$FAK_MAIN" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-main-$i.json
+        "$FAK_ADAPT" bench model -m models/$m.gguf -t 2 --reps 3 --json > $D/$m-adapt-$i.json
       done
     done
-    quiet "$FAK_MAIN" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-main.json
-    quiet "$FAK_ADAPT" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-adapt.json
-    # The probe over HTTP, each side's server and client under one quiet.
+    "$FAK_MAIN" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-main.json
+    "$FAK_ADAPT" bench fleet -m models/smollm2-135m-instruct-q8_0.gguf -t 2 --profile probe --json > $D/probe-adapt.json
+    # The probe over HTTP, each side's server and client on an otherwise idle machine.
     http1() {
       "$1" serve --model models/smollm2-135m-instruct-q8_0.gguf --threads 2 --host 127.0.0.1 --port 18091 >/dev/null 2>&1 &
       local p=$!
@@ -76,8 +76,8 @@ case "${1:-}" in
     }
     export -f http1
     for i in 1 2; do
-      quiet bash -c "http1 '$FAK_MAIN' $D/http-probe-main-$i.json"
-      quiet bash -c "http1 '$FAK_ADAPT' $D/http-probe-adapt-$i.json"
+      bash -c "http1 '$FAK_MAIN' $D/http-probe-main-$i.json"
+      bash -c "http1 '$FAK_ADAPT' $D/http-probe-adapt-$i.json"
     done ;;
   *) echo "usage: $0 gemma-rss|serve-rss|single-1.5b|spin|adaptive-spin" >&2; exit 2 ;;
 esac
