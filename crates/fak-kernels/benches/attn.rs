@@ -13,8 +13,11 @@
 //! keeps only the cases whose label contains it (`-- hd128`). Each case is
 //! timed over enough calls to take ~0.2 s, best of 3.
 
+mod common;
+
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+
+use common::{row as noise, time_per_call};
 
 use fak_kernels::attn::{
     axpy_f16_rows_group_with_isa, dot_f32_f16_cols_group_with_isa, KvCols, KvRows, QueryGroup,
@@ -24,49 +27,6 @@ use half::f16;
 
 /// Rows per cache block (fak-engine's default block size).
 const BLOCK: usize = 64;
-
-/// Best-of-3 mean time per call of `f`.
-fn time_per_call(mut f: impl FnMut()) -> Duration {
-    let mut calls = 1u32;
-    loop {
-        let t = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
-        if t.elapsed() > Duration::from_millis(50) {
-            break;
-        }
-        calls = calls.saturating_mul(2);
-    }
-    let target = Duration::from_millis(200);
-    (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            let mut done = 0u32;
-            while t.elapsed() < target {
-                for _ in 0..calls {
-                    f();
-                }
-                done += calls;
-            }
-            t.elapsed() / done.max(1)
-        })
-        .min()
-        .unwrap_or_default()
-}
-
-/// Deterministic values in `[-1, 1)`.
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));

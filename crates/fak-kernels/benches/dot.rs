@@ -8,41 +8,10 @@
 mod common;
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
-use common::row;
+use common::{row, time_per_call};
 use fak_gguf::GgmlType;
 use fak_kernels::{quantize_row_to_vec, vec_dot_type, vec_dot_with_isa, Isa};
-
-/// Best-of-3 mean time per call of `f`.
-fn time_per_call(mut f: impl FnMut() -> f32) -> Duration {
-    let mut calls = 1u32;
-    loop {
-        let t = Instant::now();
-        for _ in 0..calls {
-            black_box(f());
-        }
-        if t.elapsed() > Duration::from_millis(50) {
-            break;
-        }
-        calls = calls.saturating_mul(2);
-    }
-    let target = Duration::from_millis(200);
-    (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            let mut done = 0u32;
-            while t.elapsed() < target {
-                for _ in 0..calls {
-                    black_box(f());
-                }
-                done += calls;
-            }
-            t.elapsed() / done.max(1)
-        })
-        .min()
-        .unwrap_or_default()
-}
 
 fn main() -> Result<(), fak_kernels::KernelError> {
     let cases = [
