@@ -21,7 +21,10 @@ run: fak ``--speculative off|lookup|auto`` and llama-server plain,
 ``--draft-model``, also fak ``--speculative draft`` and llama-server
 ``-md`` with that model.
 
-For every workload run: wall seconds, completion tokens, tokens/s, the
+Requests are streamed. For every workload run: wall seconds, completion
+tokens, tokens/s over the wall time, decode tokens/s (the tokens after
+each answer's first over the time after it, leaving out the prompt's
+prefill, which speculation does not change), the
 SHA-256 of the answers (text and tool calls; every fak configuration must
 print the same digest as fak plain: speculation is exact; the exit status
 is 1 if one does not), and for fak the draft tokens verified and accepted
@@ -147,11 +150,16 @@ def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
     before = spec_counters(url)
     h = hashlib.sha256()
     secs, n, accepted, rejected = 0.0, 0, 0, 0
+    # Decode: the tokens after each answer's first, over the time after it.
+    decode_secs, decode_n = 0.0, 0
     finish = []
     for b in bodies:
         r = ask(url, {**b, "model": "m", "temperature": 0, "user": tenant})
         secs += r["seconds"]
         n += r["completion_tokens"]
+        if r["first_token_seconds"] is not None and r["completion_tokens"] > 1:
+            decode_secs += r["seconds"] - r["first_token_seconds"]
+            decode_n += r["completion_tokens"] - 1
         h.update(r["answer"].encode())
         accepted += r["accepted_prediction_tokens"] or 0
         rejected += r["rejected_prediction_tokens"] or 0
@@ -163,6 +171,7 @@ def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
         "seconds": secs,
         "completion_tokens": n,
         "tokens_per_s": n / secs if secs > 0 else 0.0,
+        "decode_tokens_per_s": decode_n / decode_secs if decode_secs > 0 else None,
         "sha256": h.hexdigest(),
         "accepted_prediction_tokens": accepted,
         "rejected_prediction_tokens": rejected,
@@ -173,29 +182,58 @@ def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
 
 
 def ask(url: str, body: dict) -> dict:
+    """One streamed chat request: the answer, its usage, and its times
+    (wall seconds, and seconds to the first content or tool-call delta:
+    the prompt's prefill, which both engines pay alike)."""
     req = urllib.request.Request(
         url + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
+        data=json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}).encode(),
         headers={"Content-Type": "application/json"},
     )
     t = time.perf_counter()
+    first = None
+    content: list[str] = []
+    calls: dict[int, list[str]] = {}
+    usage: dict = {}
+    finish = None
     with urllib.request.urlopen(req, timeout=1800) as r:
-        out = json.loads(r.read())
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[len("data:"):].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                delta = choice.get("delta") or {}
+                got = False
+                if delta.get("content"):
+                    content.append(delta["content"])
+                    got = True
+                for c in delta.get("tool_calls") or []:
+                    call = calls.setdefault(c.get("index", 0), ["", ""])
+                    f = c.get("function") or {}
+                    call[0] += f.get("name") or ""
+                    call[1] += f.get("arguments") or ""
+                    got = True
+                if got and first is None:
+                    first = time.perf_counter() - t
     secs = time.perf_counter() - t
-    msg = out["choices"][0]["message"]
-    calls = [(c["function"]["name"], c["function"]["arguments"]) for c in msg.get("tool_calls") or []]
-    answer = json.dumps([msg.get("content") or "", calls])
-    usage = out.get("usage", {})
+    answer = json.dumps(["".join(content), [tuple(calls[i]) for i in sorted(calls)]])
     details = usage.get("completion_tokens_details") or {}
     n = usage.get("completion_tokens", 0)
     return {
         "seconds": secs,
+        "first_token_seconds": first,
         "completion_tokens": n,
         "tokens_per_s": n / secs if secs > 0 else 0.0,
         "answer": answer,
         "accepted_prediction_tokens": details.get("accepted_prediction_tokens"),
         "rejected_prediction_tokens": details.get("rejected_prediction_tokens"),
-        "finish_reason": out["choices"][0].get("finish_reason"),
+        "finish_reason": finish,
     }
 
 
@@ -205,8 +243,10 @@ def summarize(rows: list[dict]) -> dict:
         # The plain baseline: fak-off on the same request without a
         # prediction (edit+prediction is compared with plain edit).
         plain_wl = "edit" if wl == "edit+prediction" else wl
-        base = [r["tokens_per_s"] for r in rows if r["workload"] == plain_wl and r["config"] == "fak-off"]
-        b = statistics.median(base) if base else None
+        base = [r for r in rows if r["workload"] == plain_wl and r["config"] == "fak-off"]
+        b = statistics.median(r["tokens_per_s"] for r in base) if base else None
+        bd = [r["decode_tokens_per_s"] for r in base if r.get("decode_tokens_per_s")]
+        bd = statistics.median(bd) if bd else None
         plain = {r["sha256"] for r in rows if r["workload"] == plain_wl and r["config"] == "fak-off"}
         out[wl] = {}
         for cfg in dict.fromkeys(r["config"] for r in rows):
@@ -214,12 +254,16 @@ def summarize(rows: list[dict]) -> dict:
             if not mine:
                 continue
             med = statistics.median(r["tokens_per_s"] for r in mine)
+            dec = [r["decode_tokens_per_s"] for r in mine if r.get("decode_tokens_per_s")]
+            dec = statistics.median(dec) if dec else None
             digests = sorted({r["sha256"] for r in mine})
             drafted = [r.get("draft_tokens") for r in mine if r.get("draft_tokens")]
             kept = [r.get("accepted_draft_tokens") or 0 for r in mine if r.get("draft_tokens")]
             out[wl][cfg] = {
                 "median_tokens_per_s": med,
                 "vs_fak_off_plain": med / b if b else None,
+                "median_decode_tokens_per_s": dec,
+                "decode_vs_fak_off_plain": dec / bd if dec and bd else None,
                 "runs": len(mine),
                 "sha256": digests,
                 "same_as_fak_off": (set(digests) == plain) if cfg.startswith("fak") and plain else None,
@@ -274,8 +318,9 @@ def main() -> int:
                     acc = ""
                     if r["draft_tokens"]:
                         acc = f"  drafts {r['accepted_draft_tokens']:.0f}/{r['draft_tokens']:.0f} accepted"
+                    dec = f"{r['decode_tokens_per_s']:7.2f}" if r["decode_tokens_per_s"] else "      -"
                     print(f"rep {rep} {cfg:20} {wl:16} {r['completion_tokens']:4} tok {r['seconds']:7.2f} s "
-                          f"{r['tokens_per_s']:7.2f} tok/s  {r['sha256'][:12]}{acc}",
+                          f"{r['tokens_per_s']:7.2f} tok/s (decode {dec})  {r['sha256'][:12]}{acc}",
                           file=sys.stderr, flush=True)
             finally:
                 proc.terminate()
@@ -301,9 +346,12 @@ def main() -> int:
     for wl, per in summary.items():
         for cfg, s in per.items():
             vs = f"{s['vs_fak_off_plain']:.2f}x" if s["vs_fak_off_plain"] else "-"
+            dvs = f"{s['decode_vs_fak_off_plain']:.2f}x" if s["decode_vs_fak_off_plain"] else "-"
+            dec = f"{s['median_decode_tokens_per_s']:7.2f}" if s["median_decode_tokens_per_s"] else "      -"
             same = {True: "same ids as fak-off", False: "DIFFERENT from fak-off", None: ""}[s["same_as_fak_off"]]
             acc = f"  acceptance {s['acceptance']:.0%}" if s["acceptance"] is not None else ""
-            print(f"{wl:16} {cfg:20} {s['median_tokens_per_s']:7.2f} tok/s  {vs:>6}  {same}{acc}")
+            print(f"{wl:16} {cfg:20} {s['median_tokens_per_s']:7.2f} tok/s  {vs:>6}  "
+                  f"decode {dec} tok/s {dvs:>6}  {same}{acc}")
     bad = [(wl, c) for wl, per in summary.items() for c, s in per.items() if s["same_as_fak_off"] is False]
     return 1 if bad else 0
 

@@ -588,7 +588,7 @@ impl Engine<'_> {
         let k = l
             .pred
             .acceptance
-            .draft_len(crate::spec::PREDICTION_MAX_DRAFT)
+            .draft_len(crate::spec::LONG_DRAFT)
             .min(max);
         if let Some((start, d)) =
             crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
@@ -597,7 +597,7 @@ impl Engine<'_> {
         }
         // The grammar has already taken the unfed token (it was accepted).
         if let (true, Some(c), Some(tok)) = (grammar, l.constraint.as_mut(), self.tok) {
-            let d = c.forced(tok, crate::spec::PREDICTION_MAX_DRAFT.min(max));
+            let d = c.forced(tok, crate::spec::LONG_DRAFT.min(max));
             if !d.is_empty() {
                 return (d, Some(DraftSource::Grammar));
             }
@@ -609,10 +609,18 @@ impl Engine<'_> {
             max_draft: n.min(max),
             ..params
         };
-        let found: &[u32] = if own > 0 {
-            crate::spec::prompt_lookup(ctx, with(own))
-        } else {
-            &[]
+        // A match of `max_ngram` tokens at full acceptance (a file being
+        // re-emitted) earns a long draft, as a prediction does.
+        let found: &[u32] = match (own > 0)
+            .then(|| crate::spec::prompt_lookup(ctx, params))
+            .flatten()
+        {
+            Some(m) => {
+                let long = own == params.max_draft && m.matched >= params.max_ngram;
+                let k = if long { crate::spec::LONG_DRAFT } else { own };
+                m.draft(ctx, k.min(max))
+            }
+            None => &[],
         };
         let (d, source) = match found {
             [] if fleet > 0 => (
