@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -u
 cd "$(git rev-parse --show-toplevel)"
 M=models/smollm2-135m-instruct-q8_0.gguf

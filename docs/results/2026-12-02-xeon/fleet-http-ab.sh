@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # fak over HTTP against fak in process on the probe, alternated: serve's
 # default serial prefill vs --prefill fill (Fleet's mix), two rounds.
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -u
 cd .
 O=docs/results/2026-12-02-xeon/fleet-http-ab

@@ -2,6 +2,9 @@
 # The commands of this directory's runs (2026-12-02, AMD EPYC Zen 1 "Naples",
 # family 23 model 1, AVX2 in 128-bit halves, 2 vCPUs), fak at fe6c4d3
 # (copied to $TMPDIR/fak-main-bin), each step alone under .
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 D=docs/results/2026-12-02-zen1
 FAK=$TMPDIR/fak-main-bin

@@ -5,6 +5,9 @@
 # of this commit ($TMPDIR/fak-tiled), each piece alone on an idle machine (:
 # SIGSTOPs every niced process while it runs). `run.sh STEP` runs one step;
 # times.txt logs them.
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -u
 cd .
 BASE=$TMPDIR/fak-base

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Session 13 measurements on this machine (AMD EPYC Zen 4), each piece on an idle machine.
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -u
 cd .
 LB=bench/.venv/llama.cpp-build/bin/llama-bench

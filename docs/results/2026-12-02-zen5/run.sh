@@ -4,6 +4,9 @@
 # copied to $TMPDIR/fak-main-bin), the 38c041b build at $TMPDIR/fak-38c041b; each
 # piece alone on an idle machine (: SIGSTOPs every niced
 # process while it runs). `run.sh STEP` runs one step; times.txt logs them.
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -u
 cd .
 F=$TMPDIR/fak-main-bin

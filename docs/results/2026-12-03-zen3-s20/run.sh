@@ -5,6 +5,9 @@
 #   docs/results/2026-12-03-zen3-s20/run.sh threeway  # fak vs llama.cpp flash attention on and off
 #   docs/results/2026-12-03-zen3-s20/run.sh fma       # a rounding-only change in fak, on the same scale
 # Timings ran alone under (SIGSTOPs niced processes).
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s20
 M=models/smollm2-135m-instruct-q8_0.gguf

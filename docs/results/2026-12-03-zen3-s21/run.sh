@@ -7,6 +7,9 @@
 #   docs/results/2026-12-03-zen3-s21/run.sh abpf    # Q8_0 prefetch on every product: before/after, alternated 3x
 # `peer` and `http` ran the fak binary built at 6911b14 (copied to $TMPDIR/fak-s21).
 # Timings ran alone under (SIGSTOPs niced processes).
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s21
 M=models/smollm2-135m-instruct-q8_0.gguf

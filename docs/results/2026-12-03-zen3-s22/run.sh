@@ -10,6 +10,9 @@
 # pass plus two /metrics counters); `blhttp`, `cacheram` and `blpeer` ran it, and
 # `abtile` compares it with 546baeb's build ($TMPDIR/fak-tile).
 # Timings ran alone under (SIGSTOPs niced processes).
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s22
 M=models/smollm2-135m-instruct-q8_0.gguf

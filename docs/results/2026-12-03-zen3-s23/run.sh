@@ -9,6 +9,9 @@
 # $TMPDIR/fak-base: `cargo build --release -p fak-cli` at 38c3dee; $TMPDIR/fak-fmas: the same with
 # the attention scores' multiply-adds fused (every ISA and the scalar twins).
 # Timings ran alone under (SIGSTOPs niced processes).
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 D=docs/results/2026-12-03-zen3-s23
 M=models/smollm2-135m-instruct-q8_0.gguf

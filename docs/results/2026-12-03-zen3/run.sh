@@ -3,6 +3,9 @@
 # no AVX-512; `fak inspect --system`: kernel path avx2), 2 threads.
 # Every timing ran alone under (SIGSTOPs niced jobs).
 #   docs/results/2026-12-03-zen3/run.sh STEP
+# The files these commands wrote are kept in this folder: the ones a page names
+# as they were written, the rest as keys of runs.json (a subfolder's as
+# folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 R=docs/results/2026-12-03-zen3
