@@ -24,7 +24,9 @@ run: fak ``--speculative off|lookup|auto`` and llama-server plain,
 Requests are streamed. For every workload run: wall seconds, completion
 tokens, tokens/s over the wall time, decode tokens/s (the tokens after
 each answer's first over the time after it, leaving out the prompt's
-prefill, which speculation does not change), the
+prefill, which speculation does not change; an answer that came in fewer
+than 4 deltas, as a reply that may be a bare JSON call under
+``tool_choice: auto`` does, is left out), the
 SHA-256 of the answers (text and tool calls; every fak configuration must
 print the same digest as fak plain: speculation is exact; the exit status
 is 1 if one does not), and for fak the draft tokens verified and accepted
@@ -157,7 +159,10 @@ def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
         r = ask(url, {**b, "model": "m", "temperature": 0, "user": tenant})
         secs += r["seconds"]
         n += r["completion_tokens"]
-        if r["first_token_seconds"] is not None and r["completion_tokens"] > 1:
+        # Under `tool_choice: auto` a reply that may be a bare JSON call is
+        # held back until it is whole, so its first delta comes at the end:
+        # only answers that streamed (4 deltas or more) time decoding.
+        if r["first_token_seconds"] is not None and r["completion_tokens"] > 1 and r["deltas"] >= 4:
             decode_secs += r["seconds"] - r["first_token_seconds"]
             decode_n += r["completion_tokens"] - 1
         h.update(r["answer"].encode())
@@ -192,6 +197,7 @@ def ask(url: str, body: dict) -> dict:
     )
     t = time.perf_counter()
     first = None
+    deltas = 0
     content: list[str] = []
     calls: dict[int, list[str]] = {}
     usage: dict = {}
@@ -219,8 +225,10 @@ def ask(url: str, body: dict) -> dict:
                     call[0] += f.get("name") or ""
                     call[1] += f.get("arguments") or ""
                     got = True
-                if got and first is None:
-                    first = time.perf_counter() - t
+                if got:
+                    deltas += 1
+                    if first is None:
+                        first = time.perf_counter() - t
     secs = time.perf_counter() - t
     answer = json.dumps(["".join(content), [tuple(calls[i]) for i in sorted(calls)]])
     details = usage.get("completion_tokens_details") or {}
@@ -231,6 +239,7 @@ def ask(url: str, body: dict) -> dict:
         "completion_tokens": n,
         "tokens_per_s": n / secs if secs > 0 else 0.0,
         "answer": answer,
+        "deltas": deltas,
         "accepted_prediction_tokens": details.get("accepted_prediction_tokens"),
         "rejected_prediction_tokens": details.get("rejected_prediction_tokens"),
         "finish_reason": finish,

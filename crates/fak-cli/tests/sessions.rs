@@ -717,3 +717,66 @@ fn fork_reads_its_body_before_replying_on_a_keep_alive_connection() {
     );
     assert_eq!(ok.status, 200, "no body: {}", ok.text());
 }
+
+/// `"speculative": false` opts a request out of speculative decoding on
+/// every generating endpoint, a session's turn as much as a fresh chat:
+/// under `--speculative lookup`, a prompt that repeats itself is drafted
+/// for (its last tokens occurred earlier) unless the request opts out.
+/// The session path once built its engine request apart and dropped the
+/// field, so its opt-out drafted anyway.
+#[test]
+fn the_speculation_opt_out_holds_in_sessions_and_fresh_chats() {
+    let s = Server::start(&["--ctx", "1024", "--speculative", "lookup"]);
+    let drafts = |s: &Server| s.metrics().value("vllm:spec_decode_num_draft_tokens_total");
+    let repeat = "red green blue red green blue red green blue red green blue";
+    let session = |spec: Option<bool>| {
+        let (id, _) = system_session(&s, None);
+        let mut body =
+            json!({"prompt": repeat, "max_tokens": 8, "temperature": 0, "ignore_eos": true});
+        if let Some(v) = spec {
+            body["speculative"] = json!(v);
+        }
+        req(
+            &s,
+            "POST",
+            &format!("/v1/sessions/{id}/completions"),
+            None,
+            &body,
+        )
+        .ok()["choices"][0]["text"]
+            .as_str()
+            .expect("text")
+            .to_string()
+    };
+    let chat = |spec: Option<bool>| {
+        let mut body = json!({
+            "messages": [{"role": "user", "content": repeat}],
+            "max_tokens": 8, "temperature": 0, "ignore_eos": true,
+        });
+        if let Some(v) = spec {
+            body["speculative"] = json!(v);
+        }
+        s.post("/v1/chat/completions", &body).ok()["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content")
+            .to_string()
+    };
+    for (what, run) in [
+        ("session", &session as &dyn Fn(Option<bool>) -> String),
+        ("chat", &chat),
+    ] {
+        let before = drafts(&s);
+        let off = run(Some(false));
+        assert_eq!(
+            drafts(&s),
+            before,
+            "{what}: drafted despite speculative: false"
+        );
+        let on = run(None);
+        assert!(
+            drafts(&s) > before,
+            "{what}: nothing drafted for a repeating prompt"
+        );
+        assert_eq!(off, on, "{what}: speculation changed the text");
+    }
+}

@@ -1,5 +1,6 @@
 //! The chat-request layer every generating API shares: the one place an
-//! API's parameters become an engine [`Request`] ([`prepare`]), a
+//! API's parameters become an engine [`Request`] ([`engine_request`];
+//! [`prepare`] for a fresh context), a
 //! conversation in any API's terms ([`ChatInput`]) rendered, tokenized and
 //! held to its tools' grammar ([`chat_request`]), the hand-off to the
 //! engine thread ([`submit`]), and the answer as one JSON object or as
@@ -7,8 +8,8 @@
 //!
 //! ```text
 //!   handlers.rs (chat, completions) ─┐
-//!   oai_responses/, anthropic/ ──────┼─► chat_request ─► prepare ─► Request
-//!   sessions/ ───────────────────────┘         │
+//!   oai_responses/, anthropic/ ──────┴─► chat_request ─► prepare ─┐
+//!   sessions/ (a session's context) ─────────────────────────────┴─► engine_request ─► Request
 //!                                   submit ─► EngineHandle ─► events
 //!                                   respond / event_stream ─► JSON or SSE
 //! ```
@@ -24,6 +25,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fak_engine::{Context, Event, MaxTokens, Request, SpecMode, Speculation};
+use fak_kv::Tenant;
 use fak_tokenizer::ToolMessage;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -35,8 +37,54 @@ use crate::reply::{self, Shape};
 use crate::state::{AppState, KeyTenant};
 use crate::tools::{self, Tools};
 
+/// Where an engine request runs and how long it may answer: what the
+/// endpoints sharing [`engine_request`] fill in differently.
+pub(crate) struct Placement {
+    /// The KV namespace (a key's tenant, narrowed by `user`; a session's
+    /// owner).
+    pub tenant: Tenant,
+    /// A fresh context, or a session's.
+    pub context: Context,
+    pub max_tokens: MaxTokens,
+}
+
+/// The engine request for `prompt` under `c`'s settings, placed by `at`:
+/// the one place an API's parameters become a [`Request`]. Every
+/// generating endpoint comes through here, sessions included, so sampling,
+/// stop strings, structured output and the speculation opt-out read the
+/// same on all of them.
+///
+/// # Errors
+///
+/// 400 naming the parameter at fault.
+pub(crate) fn engine_request(
+    c: &Common,
+    prompt: Vec<u32>,
+    logprobs: fak_engine::Logprobs,
+    at: Placement,
+) -> Result<Request, ApiError> {
+    c.check_n()?;
+    Ok(Request {
+        prompt,
+        sampling: c.sampling()?,
+        max_tokens: at.max_tokens,
+        stop: c.stop_rules()?,
+        logprobs,
+        tenant: at.tenant,
+        context: at.context,
+        constraint: c.constraint()?,
+        speculation: Speculation {
+            mode: match c.speculative {
+                Some(false) => SpecMode::Off,
+                Some(true) | None => SpecMode::Engine,
+            },
+            prediction: Vec::new(),
+        },
+    })
+}
+
 /// The engine request for `prompt` under `c`'s settings, in a fresh
-/// context: the one place an API's parameters become a [`Request`].
+/// context ([`engine_request`]).
 ///
 /// # Errors
 ///
@@ -48,28 +96,16 @@ pub(crate) fn prepare(
     logprobs: fak_engine::Logprobs,
     limit: OutputLimit,
 ) -> Result<Request, ApiError> {
-    c.check_n()?;
     if prompt.is_empty() {
         return Err(ApiError::bad_param("prompt", "the prompt is empty"));
     }
     let max_tokens = limit.max_tokens(c.max_tokens()?);
-    Ok(Request {
-        prompt,
-        sampling: c.sampling()?,
-        max_tokens,
-        stop: c.stop_rules()?,
-        logprobs,
+    let at = Placement {
         tenant: key.narrowed(c.user.as_deref(), c.cache_salt.as_deref()),
         context: Context::Fresh,
-        constraint: c.constraint()?,
-        speculation: Speculation {
-            mode: match c.speculative {
-                Some(false) => SpecMode::Off,
-                Some(true) | None => SpecMode::Engine,
-            },
-            prediction: Vec::new(),
-        },
-    })
+        max_tokens,
+    };
+    engine_request(c, prompt, logprobs, at)
 }
 
 /// What an API's output limit means.

@@ -29,6 +29,7 @@ mod kv_events;
 mod metrics;
 mod oai_responses;
 mod outcome;
+mod registry;
 mod reply;
 mod sessions;
 mod state;
@@ -75,7 +76,7 @@ async fn serve(cfg: ServerConfig) -> Result<(), ServerError> {
     let local = listener.local_addr().map_err(ServerError::Io)?;
     let store = match &cfg.state_dir {
         Some(dir) => Some(
-            sessions::persist::Store::open(dir, &cfg.model, &cfg.api_keys)
+            registry::persist::Store::open(dir, &cfg.model, &cfg.api_keys)
                 .map_err(|e| ServerError::State(dir.clone(), e))?,
         ),
         None => None,

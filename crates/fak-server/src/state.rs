@@ -35,8 +35,8 @@ use crate::engine_thread::{EngineHandle, Loaded};
 use crate::error::ApiError;
 pub use crate::key::KeyTenant;
 use crate::metrics::Metrics;
-use crate::sessions::persist::Store;
-use crate::sessions::{Limits, Registry};
+use crate::registry::persist::Store;
+use crate::registry::{Limits, Registry};
 use crate::stored::Stored;
 
 /// Where the server is in its life.

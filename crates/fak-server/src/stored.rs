@@ -36,8 +36,8 @@ use crate::config::StoredLimits;
 use crate::engine_thread::{EngineHandle, SessionOp};
 use crate::error::ApiError;
 use crate::key::KeyTenant;
-use crate::sessions::persist::{read_checked, write_checked, StateError, Store};
-use crate::sessions::Owner;
+use crate::registry::persist::{read_checked, write_checked, StateError, Store};
+use crate::registry::Owner;
 
 /// A stored response's id: `resp_` and 32 hex digits (128 random bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -26,7 +26,10 @@
 //! it runs, what runs beside it, and whether it was preempted and
 //! recomputed never change its output.
 
+mod drafts;
+mod lifecycle;
 mod masks;
+mod pick;
 mod sessions;
 mod step;
 #[cfg(test)]
@@ -322,16 +325,8 @@ pub struct Engine<'m> {
     /// The mask worker ([`MaskMode::Overlap`]), started at the first
     /// constrained pass.
     masks: Option<masks::MaskWorker>,
-    /// Whether decode items carry drafts to verify.
-    spec: crate::spec::Speculative,
-    /// A sequence's context, gathered for a draft lookup (reused).
-    spec_context: Vec<u32>,
-    /// Measured pass cost (for [`crate::spec::Speculative::Auto`]).
-    pass_cost: crate::spec::PassCost,
-    /// Recent outputs per tenant, a draft source.
-    fleet_index: crate::spec::FleetIndex,
-    /// The draft model, when one is set.
-    drafter: Option<crate::drafter::Drafter<'m>>,
+    /// Speculative decoding: the draft sources and what they measured.
+    drafts: drafts::Drafts<'m>,
 }
 
 impl<'m> Engine<'m> {
@@ -377,11 +372,7 @@ impl<'m> Engine<'m> {
             grammars: None,
             masked: Vec::new(),
             masks: None,
-            spec: crate::spec::Speculative::Off,
-            spec_context: Vec::new(),
-            pass_cost: crate::spec::PassCost::default(),
-            fleet_index: crate::spec::FleetIndex::default(),
-            drafter: None,
+            drafts: drafts::Drafts::new(),
         })
     }
 
@@ -391,7 +382,7 @@ impl<'m> Engine<'m> {
     /// logits with the request's sampler (and grammar), and a draft token
     /// is kept only while it equals the sampled one (see `step.rs`).
     pub fn set_speculative(&mut self, spec: crate::spec::Speculative) {
-        self.spec = spec;
+        self.drafts.mode = spec;
     }
 
     /// Sets a draft model, used by [`Speculative::Draft`] and
@@ -411,7 +402,7 @@ impl<'m> Engine<'m> {
         draft: &'m Model,
         params: crate::drafter::DraftParams,
     ) -> Result<(), EngineError> {
-        self.drafter = Some(crate::drafter::Drafter::new(
+        self.drafts.model = Some(crate::drafter::Drafter::new(
             self.model,
             draft,
             params,
@@ -478,12 +469,17 @@ impl<'m> Engine<'m> {
                 p.used as f64 / p.capacity as f64
             },
             forward: self.seqs.forward_times(),
-            draft_model_passes: self.drafter.as_ref().map_or(0, |d| d.counters.passes),
+            draft_model_passes: self.drafts.model.as_ref().map_or(0, |d| d.counters.passes),
             draft_model_time: self
-                .drafter
+                .drafts
+                .model
                 .as_ref()
                 .map_or_else(Default::default, |d| d.counters.time),
-            draft_model_failures: self.drafter.as_ref().map_or(0, |d| d.counters.failures),
+            draft_model_failures: self
+                .drafts
+                .model
+                .as_ref()
+                .map_or(0, |d| d.counters.failures),
             ..self.stats
         }
     }

@@ -16,15 +16,14 @@
 
 use fak_model::{LogitsWanted, SeqId};
 
+use super::drafts::DraftSource;
 use super::masks::{Job, MaskMode, MaskWorker, Pending};
-use super::text::{logprobs, Scan};
-use super::{Engine, Phase, PrefillMix, Release, Slot};
-use crate::constraint::{Check, ConstraintState, Ready};
+use super::pick::{sample_constrained, sample_ready, step_logprobs};
+use super::text::Scan;
+use super::{Engine, Phase, PrefillMix, Slot};
+use crate::constraint::{Check, Ready};
 use crate::error::EngineError;
-use crate::request::{
-    Context, EngineStats, Event, FinishReason, RequestId, SpecMode, StepLogprobs, StopAt,
-};
-use crate::sampling::{Logprobs, Sampler};
+use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
 use crate::seqs::{Append, PrefixCache, Rows};
 
 /// What one item of a pass does for its request.
@@ -48,73 +47,6 @@ struct Item {
     verify: Option<usize>,
     /// Where the draft came from.
     source: Option<DraftSource>,
-}
-
-/// Where a draft came from (for the request's prediction counters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DraftSource {
-    /// The request's prediction, starting at this position in it.
-    Prediction { start: usize },
-    /// Prompt lookup over the sequence's own context.
-    Lookup,
-    /// The tenant's recent outputs (the fleet index).
-    Fleet,
-    /// Text the request's grammar forces next.
-    Grammar,
-    /// The draft model.
-    Model,
-}
-
-/// A constrained request's token: drawn from the raw logits and checked
-/// against the grammar where that is exact ([`Check::First`]), else (or
-/// when the check fails) drawn from the masked logits, left in `masked`
-/// (see the `constraint` module).
-fn sample_constrained(
-    c: &mut ConstraintState,
-    sampler: &mut Sampler,
-    check: Check,
-    logits: &[f32],
-    masked: &mut Vec<f32>,
-    stats: &mut EngineStats,
-) -> Result<Option<u32>, EngineError> {
-    if check == Check::First {
-        if let Some(t) = sampler.sample(logits) {
-            if c.allows(t)? {
-                stats.constraint_checks += 1;
-                return Ok(Some(t));
-            }
-        }
-    }
-    masked.clear();
-    masked.extend_from_slice(logits);
-    c.apply(masked)?;
-    stats.constraint_masks += 1;
-    Ok(sampler.sample(masked))
-}
-
-/// [`sample_constrained`] with the grammar's verdict computed beforehand
-/// ([`MaskMode::Overlap`]): the same draws, the check a bit test.
-fn sample_ready(
-    c: &mut ConstraintState,
-    ready: &Ready,
-    sampler: &mut Sampler,
-    check: Check,
-    logits: &[f32],
-    masked: &mut Vec<f32>,
-    stats: &mut EngineStats,
-) -> Option<u32> {
-    if check == Check::First {
-        if let Some(t) = sampler.sample(logits) {
-            if c.allows_ready(ready, t) {
-                stats.constraint_checks += 1;
-                return Some(t);
-            }
-        }
-    }
-    masked.clear();
-    masked.extend_from_slice(logits);
-    c.apply_ready(ready, masked);
-    sampler.sample(masked)
 }
 
 /// Waits for the mask worker's verdicts of a pass and gives the lent
@@ -152,26 +84,6 @@ fn settle(
             )));
         }
     }
-}
-
-/// The log-probabilities of `token` a request asked for: from the masked
-/// logits for a constrained request (which with log-probabilities always
-/// masks, leaving them in `masked`), else from the raw ones.
-fn step_logprobs(
-    live: &super::Live,
-    masked: &[f32],
-    logits: &[f32],
-    token: u32,
-) -> Option<StepLogprobs> {
-    let Logprobs::Top(n) = live.req.logprobs else {
-        return None;
-    };
-    let l = if live.constraint.is_some() {
-        masked
-    } else {
-        logits
-    };
-    Some(logprobs(l, token, n))
 }
 
 /// What the sampler made of an item's logits.
@@ -243,7 +155,8 @@ impl Engine<'_> {
             let ran = self.run(&plan, &mut on_logits);
             if ran.is_ok() {
                 let tokens = plan.iter().map(|i| i.ids.len()).sum();
-                self.pass_cost
+                self.drafts
+                    .pass_cost
                     .observe(tokens, started.elapsed().as_secs_f64());
             }
             match ran {
@@ -286,123 +199,6 @@ impl Engine<'_> {
             }
         }
         Ok(events)
-    }
-
-    /// Admits queued requests, oldest first, while the pool can hold their
-    /// prompts. A request whose prompt shares whole blocks with one that is
-    /// prefilling now waits for those blocks to reach the prefix cache
-    /// instead of computing them a second time (later requests may pass
-    /// it meanwhile).
-    fn admit(&mut self, events: &mut Vec<Event>) -> Result<(), EngineError> {
-        let mut at = 0;
-        while self.running.len() < self.cfg.max_running && at < self.queue.len() {
-            let slot = self.queue[at];
-            let Some(live) = self.slots[slot as usize].live.as_ref() else {
-                self.queue.remove(at);
-                continue;
-            };
-            if self.awaits_prefix(live) {
-                at += 1;
-                continue;
-            }
-            let (seq, fresh) = match live.req.context {
-                Context::Fresh => (self.seqs.create(live.req.tenant), true),
-                Context::Session(s) => (self.session_seq(s)?, false),
-            };
-            let attachable = self.cfg.prefix_cache == PrefixCache::On
-                && (fresh || self.seqs.tokens(seq)?.is_empty());
-            let cached = if attachable {
-                self.seqs.attach_prefix(seq, &live.input)?
-            } else {
-                0
-            };
-            let bs = self.cfg.kv.block_size;
-            let held = self.seqs.tokens(seq)?.len();
-            let end = live.base + live.input.len();
-            let needed = end.div_ceil(bs).saturating_sub(held / bs) + 1;
-            let p = self.seqs.kv().stats();
-            let mut available = p.free + p.cached;
-            // Idle sessions give up their rows, least recently used first.
-            while needed > available && self.drop_lru_session()? {
-                let p = self.seqs.kv().stats();
-                available = p.free + p.cached;
-            }
-            if needed > available {
-                if fresh {
-                    self.seqs.free(seq)?;
-                } else if cached > 0 {
-                    self.seqs.truncate(seq, 0)?;
-                }
-                if self.running.is_empty() {
-                    self.queue.remove(at);
-                    let e = EngineError::KvExhausted { needed, available };
-                    self.fail(slot, e, events)?;
-                    continue;
-                }
-                break;
-            }
-            self.queue.remove(at);
-            let ticket = self.next_ticket;
-            self.next_ticket += 1;
-            let generation = self.slots[slot as usize].generation;
-            let Some(live) = self.slots[slot as usize].live.as_mut() else {
-                continue;
-            };
-            live.seq = Some(seq);
-            live.fed = cached;
-            live.phase = Phase::Prefill;
-            live.ticket = ticket;
-            if !live.reported {
-                live.reported = true;
-                live.cached = cached;
-                self.stats.prefix_queries_tokens += live.input.len() as u64;
-                self.stats.prefix_hits_tokens += cached as u64;
-                self.stats.prompt_tokens += (live.base + live.n_input) as u64;
-                events.push(Event::Admitted {
-                    id: RequestId { slot, generation },
-                    cached_tokens: live.base + cached,
-                    queued: live.queued_at.elapsed(),
-                });
-            }
-            self.running.push(slot);
-            let live = self.slots[slot as usize].live.as_ref();
-            if live.is_some_and(|l| l.fed == l.input.len()) {
-                // Nothing to compute (an empty append to a session).
-                self.finish(slot, FinishReason::Length, events)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether `live` should wait for a running prefill to publish blocks
-    /// of a prompt they share (same tenant, whole blocks beyond what is
-    /// computed so far).
-    fn awaits_prefix(&self, live: &super::Live) -> bool {
-        if self.cfg.prefix_cache != PrefixCache::On || live.req.context != Context::Fresh {
-            return false;
-        }
-        let bs = self.cfg.kv.block_size;
-        // At most all but the last prompt token can come from the cache.
-        let usable = live.input.len().saturating_sub(1);
-        self.running.iter().any(|&r| {
-            let Some(o) = self.slots[r as usize].live.as_ref() else {
-                return false;
-            };
-            if o.phase != Phase::Prefill
-                || o.req.context != Context::Fresh
-                || o.req.tenant != live.req.tenant
-            {
-                return false;
-            }
-            let common = live
-                .input
-                .iter()
-                .zip(&o.input)
-                .take(usable)
-                .take_while(|(a, b)| a == b)
-                .count();
-            common / bs > o.fed / bs
-        })
     }
 
     /// One pass: decode tokens round-robin, then prefill chunks oldest
@@ -456,8 +252,10 @@ impl Engine<'_> {
                 spare -= d.0.len();
                 drafts.push(d);
             }
-            if spare > 0 && self.drafter.is_some() {
-                self.model_drafts(&chosen, &mut drafts, spare);
+            if spare > 0 && self.drafts.model.is_some() {
+                let slots = &mut self.slots;
+                self.drafts
+                    .model_drafts(slots, &self.seqs, &chosen, &mut drafts, spare);
             }
             for (slot, (draft, source)) in chosen.into_iter().zip(drafts) {
                 budget -= draft.len();
@@ -527,210 +325,13 @@ impl Engine<'_> {
     }
 
     /// Draft tokens for a decoding request (at most `room`), and where
-    /// they came from: the request's prediction first, then what its
-    /// grammar forces, then prompt lookup and the fleet index when the
-    /// engine drafts (for a constrained request cut to what its grammar
-    /// accepts). None when the request opted out, and never more than it
-    /// may still generate after the token this pass samples anyway.
+    /// they came from ([`Drafts::propose`]).
     fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
-        let none = (Vec::new(), None);
-        let lookup = self.spec.lookup();
-        // Draft lengths of prompt lookup and of the fleet index, each scored
-        // on its own acceptance: with `auto`, a source drafts only where it
-        // pays, as long as its acceptance says; one left out drifts back to
-        // be tried again.
-        let (mut own, mut fleet) = (0, 0);
-        if let (Some(p), Some(l)) = (lookup, self.slots[slot as usize].live.as_mut()) {
-            (own, fleet) = (p.max_draft, p.max_draft);
-            if let crate::spec::Speculative::Auto(_) = self.spec {
-                let fit = self.pass_cost.fit();
-                for (acc, len) in [
-                    (&mut l.acceptance, &mut own),
-                    (&mut l.fleet_acceptance, &mut fleet),
-                ] {
-                    let rate = acc.rate();
-                    let pays =
-                        fit.is_none_or(|(a, b)| crate::spec::drafting_pays(a, b, batch, rate));
-                    if pays {
-                        *len = acc.draft_len(p.max_draft);
-                    } else {
-                        *len = 0;
-                        acc.idle();
-                    }
-                }
-            }
-        }
-        let grammar = self.spec != crate::spec::Speculative::Off;
         let Some(l) = self.slots[slot as usize].live.as_mut() else {
-            return none;
+            return (Vec::new(), None);
         };
-        let spec = &l.req.speculation;
-        if spec.mode == SpecMode::Off
-            || (lookup.is_none() && spec.prediction.is_empty() && !grammar)
-        {
-            return none;
-        }
-        let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
-            return none;
-        };
-        let left = l.max_tokens.saturating_sub(l.generated.len() + 1);
-        let max = room.min(left);
-        if max == 0 {
-            return none;
-        }
-        let Ok(tokens) = self.seqs.tokens(seq) else {
-            return none;
-        };
-        let ctx = &mut self.spec_context;
-        ctx.clear();
-        ctx.extend_from_slice(tokens);
-        ctx.push(unfed);
-        let k = l
-            .pred
-            .acceptance
-            .draft_len(crate::spec::LONG_DRAFT)
-            .min(max);
-        if let Some((start, d)) =
-            crate::spec::prediction_draft(ctx, &spec.prediction, l.pred.cursor, k)
-        {
-            return (d.to_vec(), Some(DraftSource::Prediction { start }));
-        }
-        // The grammar has already taken the unfed token (it was accepted).
-        if let (true, Some(c), Some(tok)) = (grammar, l.constraint.as_mut(), self.tok) {
-            let d = c.forced(tok, crate::spec::LONG_DRAFT.min(max));
-            if !d.is_empty() {
-                return (d, Some(DraftSource::Grammar));
-            }
-        }
-        let Some(params) = lookup else {
-            return none;
-        };
-        let with = |n: usize| crate::spec::LookupParams {
-            max_draft: n.min(max),
-            ..params
-        };
-        // A match of `max_ngram` tokens at full acceptance (a file being
-        // re-emitted) earns a long draft, as a prediction does.
-        let found: &[u32] = match (own > 0)
-            .then(|| crate::spec::prompt_lookup(ctx, params))
-            .flatten()
-        {
-            Some(m) => {
-                let long = own == params.max_draft && m.matched >= params.max_ngram;
-                let k = if long { crate::spec::LONG_DRAFT } else { own };
-                m.draft(ctx, k.min(max))
-            }
-            None => &[],
-        };
-        let (d, source) = match found {
-            [] if fleet > 0 => (
-                self.fleet_index.draft(l.req.tenant, ctx, with(fleet)),
-                DraftSource::Fleet,
-            ),
-            [] => return none,
-            d => (d, DraftSource::Lookup),
-        };
-        let n = match l.constraint.as_mut() {
-            Some(c) => c.valid_prefix(d),
-            None => d.len(),
-        };
-        if n == 0 {
-            return none;
-        }
-        (d[..n].to_vec(), Some(source))
-    }
-
-    /// Draft-model drafts for the chosen decoding requests that have no
-    /// draft yet, within `spare` tokens: all of them in the same few draft
-    /// passes. [`Speculative::Auto`] drafts for a sequence only while
-    /// [`model_drafting_pays`] says so at its acceptance.
-    ///
-    /// [`Speculative::Auto`]: crate::spec::Speculative::Auto
-    /// [`model_drafting_pays`]: crate::spec::model_drafting_pays
-    fn model_drafts(
-        &mut self,
-        chosen: &[u32],
-        drafts: &mut [(Vec<u32>, Option<DraftSource>)],
-        mut spare: usize,
-    ) {
-        let auto = match self.spec {
-            crate::spec::Speculative::Draft => false,
-            crate::spec::Speculative::Auto(_) => true,
-            _ => return,
-        };
-        let Some(drafter) = self.drafter.as_mut() else {
-            return;
-        };
-        let batch = chosen.len();
-        let target = self.pass_cost.fit();
-        let cost = drafter.cost.per_token();
-        let max_draft = drafter.params.max_draft;
-        let mut jobs = Vec::new();
-        let mut at = Vec::new();
-        for (k, &slot) in chosen.iter().enumerate() {
-            if spare == 0 {
-                break;
-            }
-            if drafts.get(k).is_none_or(|d| !d.0.is_empty()) {
-                continue;
-            }
-            let generation = self.slots[slot as usize].generation;
-            let Some(l) = self.slots[slot as usize].live.as_mut() else {
-                continue;
-            };
-            if l.req.speculation.mode == SpecMode::Off {
-                continue;
-            }
-            let (Some(seq), Some(unfed)) = (l.seq, l.unfed) else {
-                continue;
-            };
-            if auto {
-                let rate = l.model_acceptance.rate();
-                let pays =
-                    target.is_none_or(|t| crate::spec::model_drafting_pays(t, cost, batch, rate));
-                if !pays {
-                    l.model_acceptance.idle();
-                    continue;
-                }
-            }
-            let left = l.max_tokens.saturating_sub(l.generated.len() + 1);
-            let max = l.model_acceptance.draft_len(max_draft).min(left).min(spare);
-            let Ok(context) = self.seqs.tokens(seq) else {
-                continue;
-            };
-            if max == 0 {
-                continue;
-            }
-            spare -= max;
-            jobs.push(crate::drafter::DraftJob {
-                slot,
-                generation,
-                tenant: l.req.tenant,
-                context,
-                unfed,
-                max,
-                out: Vec::new(),
-            });
-            at.push(k);
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        drafter.draft(&mut jobs);
-        for (job, k) in jobs.into_iter().zip(at) {
-            let mut d = job.out;
-            let constraint = self.slots[job.slot as usize]
-                .live
-                .as_mut()
-                .and_then(|l| l.constraint.as_mut());
-            if let Some(c) = constraint {
-                let n = c.valid_prefix(&d);
-                d.truncate(n);
-            }
-            if let (false, Some(slot)) = (d.is_empty(), drafts.get_mut(k)) {
-                *slot = (d, Some(DraftSource::Model));
-            }
-        }
+        let tokens = l.seq.and_then(|seq| self.seqs.tokens(seq).ok());
+        self.drafts.propose(l, tokens, self.tok, room, batch)
     }
 
     /// Runs a plan as one forward pass and samples every item that asked
@@ -1132,126 +733,5 @@ impl Engine<'_> {
             None if done_len || full => self.finish(slot, FinishReason::Length, events),
             None => Ok(()),
         }
-    }
-
-    /// Ends a request normally.
-    pub(super) fn finish(
-        &mut self,
-        slot: u32,
-        reason: FinishReason,
-        events: &mut Vec<Event>,
-    ) -> Result<(), EngineError> {
-        let generation = self.slots[slot as usize].generation;
-        let text = match self.slots[slot as usize].live.as_mut() {
-            Some(l) if !matches!(reason, FinishReason::StopString(_)) => {
-                let mut t = l.scanner.finish();
-                t.push_str(&l.decoder.finish());
-                t
-            }
-            _ => String::new(),
-        };
-        let usage = self.usage(slot);
-        if let Some(l) = self.slots[slot as usize].live.as_ref() {
-            self.fleet_index.record(l.req.tenant, &l.generated);
-        }
-        self.release(slot, Release::Finish)?;
-        events.push(Event::Finished {
-            id: RequestId { slot, generation },
-            reason,
-            usage,
-            text,
-        });
-        Ok(())
-    }
-
-    /// Ends a request with an error; the others go on.
-    fn fail(
-        &mut self,
-        slot: u32,
-        error: EngineError,
-        events: &mut Vec<Event>,
-    ) -> Result<(), EngineError> {
-        let generation = self.slots[slot as usize].generation;
-        self.release(slot, Release::Rollback)?;
-        events.push(Event::Failed {
-            id: RequestId { slot, generation },
-            error,
-        });
-        Ok(())
-    }
-
-    /// Frees a running request's blocks and puts it back at the head of
-    /// the queue; it recomputes its prompt and what it generated when
-    /// admitted again, which gives the same logits.
-    fn preempt(&mut self, slot: u32) -> Result<(), EngineError> {
-        self.running.retain(|&s| s != slot);
-        let prefix = self.cfg.prefix_cache;
-        let Some(live) = self.slots[slot as usize].live.as_mut() else {
-            return Ok(());
-        };
-        if let Some(seq) = live.seq.take() {
-            match live.req.context {
-                Context::Fresh => {
-                    if prefix == PrefixCache::On {
-                        // Released blocks stay findable until the pool needs them.
-                        self.seqs.publish(seq)?;
-                    }
-                    self.seqs.free(seq)?;
-                }
-                Context::Session(_) => self.seqs.truncate(seq, live.base)?,
-            }
-        }
-        live.input.truncate(live.n_input);
-        live.input.extend_from_slice(&live.generated);
-        live.fed = 0;
-        live.unfed = None;
-        live.phase = Phase::Queued;
-        self.queue.push_front(slot);
-        self.stats.preemptions += 1;
-        Ok(())
-    }
-
-    /// Removes a request from the tables and settles its sequence.
-    pub(super) fn release(&mut self, slot: u32, how: Release) -> Result<(), EngineError> {
-        self.running.retain(|&s| s != slot);
-        self.queue.retain(|&s| s != slot);
-        let entry = &mut self.slots[slot as usize];
-        let Some(live) = entry.live.take() else {
-            return Ok(());
-        };
-        entry.generation = entry.generation.wrapping_add(1);
-        self.free_slots.push(slot);
-        if let Some(d) = self.drafter.as_mut() {
-            d.release(slot);
-        }
-        match live.req.context {
-            Context::Fresh => {
-                if let Some(seq) = live.seq {
-                    if how == Release::Finish && self.cfg.prefix_cache == PrefixCache::On {
-                        self.seqs.publish(seq)?;
-                    }
-                    self.seqs.free(seq)?;
-                }
-            }
-            Context::Session(s) => {
-                let rollback = how == Release::Rollback;
-                match (live.restore, rollback) {
-                    (Some(tokens), true) => self.unrestore(s, tokens)?,
-                    (None, true) => {
-                        if let Some(seq) = live.seq {
-                            self.seqs.truncate(seq, live.base)?;
-                        }
-                    }
-                    _ => {}
-                }
-                if let Some(sess) = self.session_mut(s) {
-                    sess.busy = None;
-                    if !rollback {
-                        sess.unfed = live.unfed;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 }

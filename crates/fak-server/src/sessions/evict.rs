@@ -9,12 +9,12 @@ use fak_engine::{EvictMode, Residency};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::lineage::{self, Evicted};
 use super::ops::{append, persist, state_of};
-use super::{unix_now, Owner};
 use crate::api;
 use crate::engine_thread::{SessionOp, SessionReply};
 use crate::error::ApiError;
+use crate::registry::lineage::{self, Evicted};
+use crate::registry::{unix_now, Owner};
 use crate::state::{Caller, RawBody};
 
 #[derive(Deserialize)]

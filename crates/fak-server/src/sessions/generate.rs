@@ -19,14 +19,14 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::lineage::{self, Origin};
 use super::ops::{checked_messages, persist, prompt_ids, state_of, stored, tenant};
 use super::turn::{chat_delta, close_after};
-use super::{Claim, Owner, StoredMessage};
 use crate::api::{self, ChatRequest, Common, Prompt};
-use crate::chat::{respond, OutputLimit};
+use crate::chat::{engine_request, respond, OutputLimit, Placement};
 use crate::engine_thread::Loaded;
 use crate::error::ApiError;
+use crate::registry::lineage::{self, Origin};
+use crate::registry::{Claim, Owner, StoredMessage};
 use crate::reply::{Kind, Shape};
 use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
@@ -156,22 +156,16 @@ fn request(
     logprobs: fak_engine::Logprobs,
     max_tokens: Option<usize>,
 ) -> Result<Request, ApiError> {
-    c.check_n()?;
     let max_tokens = match max_tokens {
         Some(n) => MaxTokens::Strict(n),
         None => OutputLimit::Strict.max_tokens(c.max_tokens()?),
     };
-    Ok(Request {
-        prompt,
-        sampling: c.sampling()?,
-        max_tokens,
-        stop: c.stop_rules()?,
-        logprobs,
+    let at = Placement {
         tenant: tenant(claim.record.owner),
         context: Context::Session(claim.engine),
-        constraint: c.constraint()?,
-        speculation: Default::default(),
-    })
+        max_tokens,
+    };
+    engine_request(c, prompt, logprobs, at)
 }
 
 #[allow(clippy::too_many_arguments)]

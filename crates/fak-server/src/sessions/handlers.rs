@@ -25,13 +25,13 @@ use fak_engine::{Residency, SessionId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::lineage::{self, Origin};
 use super::ops::{append, checked_messages, new_id, persist, prompt_ids, state_of, stored, tenant};
 use super::turn::chat_delta;
-use super::{not_found, Owner, PublicId, Record};
 use crate::api::{self, Prompt};
 use crate::engine_thread::SessionOp;
 use crate::error::ApiError;
+use crate::registry::lineage::{self, Origin};
+use crate::registry::{not_found, Owner, PublicId, Record};
 use crate::state::{AppState, Caller, RawBody};
 use crate::tools;
 
@@ -68,7 +68,7 @@ async fn create(c: Caller, RawBody(body): RawBody) -> Result<Response, ApiError>
     let owner = Owner(key.0);
     let max = st.limits().max_per_tenant;
     if st.sessions().count(owner) >= max {
-        return Err(super::limit_error(max));
+        return Err(crate::registry::limit_error(max));
     }
     // The engine session comes after the body is checked.
     let placeholder = SessionId {
@@ -163,14 +163,14 @@ async fn fork(
     let claim = st.sessions().claim(owner, &id)?;
     let max = st.limits().max_per_tenant;
     if st.sessions().count(owner) >= max {
-        return Err(super::limit_error(max));
+        return Err(crate::registry::limit_error(max));
     }
     let eid = new_id(&st, SessionOp::Fork(claim.engine)).await?;
     let src = &claim.record;
     let mut rec = Record {
         lineage: lineage::forked(&src.lineage, claim.id, src.tokens),
         parent: Some(claim.id),
-        state: super::Use::Idle,
+        state: crate::registry::Use::Idle,
         ..Record::new(owner, eid, Some(claim.id))
     };
     rec.tokens = src.tokens;
@@ -236,7 +236,7 @@ async fn info(
         "tokens": r.tokens,
         "blocks": {"owned": s.blocks.owned, "shared": s.blocks.shared},
         "resident": s.blocks.residency == Residency::Resident,
-        "busy": r.state == super::Use::Busy,
+        "busy": r.state == crate::registry::Use::Busy,
         "parent": r.parent,
         "created": r.created,
         "last_used": r.last_used_unix,

@@ -9,8 +9,8 @@
 //! ```
 
 use super::ops::{new_id, persist, state_of, tenant};
-use super::{PublicId, Record};
 use crate::engine_thread::SessionOp;
+use crate::registry::{PublicId, Record};
 use crate::state::AppState;
 
 /// Loads the state directory's sessions (KV recomputed at their next

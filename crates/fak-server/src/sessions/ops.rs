@@ -19,10 +19,10 @@ use fak_engine::{Context, Event, MaxTokens, Request, SamplingParams, SessionId, 
 use fak_kv::Tenant;
 use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
 
-use super::{Owner, PublicId, Record, StoredMessage};
 use crate::api::{self, Prompt};
 use crate::engine_thread::{Loaded, SessionOp, SessionReply, SessionState};
 use crate::error::ApiError;
+use crate::registry::{Owner, PublicId, Record, StoredMessage};
 use crate::state::AppState;
 
 pub(super) fn tenant(o: Owner) -> Tenant {

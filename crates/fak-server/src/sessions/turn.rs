@@ -17,10 +17,10 @@
 use fak_tokenizer::{AddSpecial, EncodeOptions, ToolMessage};
 use serde_json::Value;
 
-use super::lineage::Origin;
-use super::Record;
 use crate::engine_thread::Loaded;
 use crate::error::ApiError;
+use crate::registry::lineage::Origin;
+use crate::registry::Record;
 
 /// Tokens a turn appends before generating, span by span.
 pub struct Delta {
