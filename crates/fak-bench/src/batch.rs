@@ -102,7 +102,9 @@ fn run_once(model: &Model, b: usize, p: &Params) -> Result<Timing> {
     let sizes = PagedKvConfig::for_sequences(p.block_size, b, PROMPT_TOKENS + DECODE_STEPS)
         .with_kv_type(p.kv_type);
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, p.ubatch)?;
-    let ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
+    let ids: Vec<SeqId> = (0..b)
+        .map(|_| seqs.create(Tenant(0)))
+        .collect::<Result<_, _>>()?;
     let mut sink = 0.0f32;
     let items = appends(&ids, &prompts);
     let t0 = Instant::now();

@@ -83,7 +83,7 @@ pub fn decode_at_contexts(
     };
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, UBATCH)?;
     let mut ids = LcgIds::new(model.config().n_vocab);
-    let root = seqs.create(Tenant(0));
+    let root = seqs.create(Tenant(0))?;
     let mut len = 0usize;
     let mut points = Vec::with_capacity(cs.len());
     let mut sink = 0.0f32;

@@ -114,7 +114,7 @@ pub fn run(p: &Params) -> Result<EvictReport> {
     let sizes = PagedKvConfig::for_sequences(16, 6, p.len.saturating_add(16));
     let mut seqs = Sequences::new(&model, sizes, PrefixCache::Off, p.ubatch)?;
     eprintln!("bench evict: computing the {}-token sequence", p.len);
-    let root = seqs.create(Tenant(0));
+    let root = seqs.create(Tenant(0))?;
     seqs.ingest(&model, root, &ids)?;
     let mut exact = Vec::new();
     let mut reingest = Vec::new();
@@ -142,7 +142,7 @@ pub fn run(p: &Params) -> Result<EvictReport> {
         let sh = t.elapsed().as_secs_f64();
         seqs.free(s)?;
 
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0))?;
         let t = Instant::now();
         seqs.ingest(&model, s, &remaining)?;
         let f = t.elapsed().as_secs_f64();

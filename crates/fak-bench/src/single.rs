@@ -335,7 +335,7 @@ impl BenchKv for PagedBench {
         if let Some(s) = self.seq.take() {
             self.kv.free(s)?;
         }
-        let s = self.kv.create(Tenant(0));
+        let s = self.kv.create(Tenant(0))?;
         self.seq = Some(s);
         Ok(s)
     }

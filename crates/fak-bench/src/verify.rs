@@ -159,7 +159,7 @@ pub fn run(p: &Params) -> Result<Report> {
     };
     let mut seqs = Sequences::new(&model, sizes, PrefixCache::Off, MAX_WIDTH)?;
     let mut ids = LcgIds::new(model.config().n_vocab);
-    let root = seqs.create(Tenant(0));
+    let root = seqs.create(Tenant(0))?;
     let grow: Vec<u32> = ids.by_ref().take(p.context).collect();
     seqs.ingest(&model, root, &grow)?;
     let agent = seqs.fork(root)?;

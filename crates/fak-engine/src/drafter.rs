@@ -219,7 +219,7 @@ impl<'m> Drafter<'m> {
         let seq = match self.mirrors.get(&job.slot) {
             Some(m) => m.seq,
             None => {
-                let seq = self.seqs.create(job.tenant);
+                let seq = self.seqs.create(job.tenant)?;
                 self.mirrors.insert(
                     job.slot,
                     Mirror {

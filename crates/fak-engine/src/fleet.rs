@@ -182,7 +182,7 @@ impl<'m> Fleet<'m> {
         if ids.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let root = self.engine.create_session(self.tenant);
+        let root = self.engine.create_session(self.tenant)?;
         let req = Request {
             context: Context::Session(root),
             tenant: self.tenant,
@@ -234,7 +234,7 @@ impl<'m> Fleet<'m> {
                 self.tokens_reused += self.engine.session_tokens(s)?.len() as u64;
                 s
             }
-            None => self.engine.create_session(self.tenant),
+            None => self.engine.create_session(self.tenant)?,
         };
         self.agents.push(Agent {
             session,

@@ -55,4 +55,4 @@ pub use request::{
 pub use sampling::reference as sampling_reference;
 pub use sampling::{argmax, BadSampling, Logprobs, Sampler, SamplingParams, MAX_TOP_LOGPROBS};
 pub use seqs::{Append, EvictMode, EvictReport, PrefixCache, Rows, Sequences};
-pub use spec::{prompt_lookup, LookupParams, Speculative};
+pub use spec::{longest_match, prompt_lookup, LookupParams, Match, Speculative};

@@ -300,8 +300,11 @@ pub struct PagedKv {
     n_kv_dim: usize,
     block_size: usize,
     kv_type: KvType,
-    /// Positions whose rows are complete in every layer, per sequence.
+    /// Positions whose rows are complete in every layer, per sequence:
+    /// also the set of live slots.
     committed: HashMap<SeqSlot, usize>,
+    /// The next slot to issue ([`PagedKv::new_slot`]).
+    next_slot: u32,
 }
 
 impl PagedKv {
@@ -379,6 +382,7 @@ impl PagedKv {
             block_size: sizes.block_size,
             kv_type: sizes.kv_type,
             committed: HashMap::new(),
+            next_slot: 0,
         })
     }
 
@@ -449,18 +453,24 @@ impl PagedKv {
         self.groups.iter().map(|g| g.k.bytes() + g.v.bytes()).sum()
     }
 
-    /// A new, empty sequence in `tenant`'s namespace.
-    pub fn create(&mut self, tenant: Tenant) -> SeqId {
-        let slots: Vec<SeqSlot> = self
-            .groups
-            .iter_mut()
-            .map(|g| g.mgr.create_seq(tenant))
-            .collect();
-        let s = slots.first().copied().unwrap_or(SeqSlot(0));
-        // Every group saw the same calls, so it issued the same slot.
-        debug_assert!(slots.iter().all(|&o| o == s), "layer groups out of step");
+    /// A new, empty sequence in `tenant`'s namespace, under one slot in
+    /// every layer group (one numbering the store issues to all of them).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] ([`fak_kv::KvError::SlotTaken`]) if a group
+    /// holds the slot already: the groups would be out of step, which the
+    /// single numbering rules out; nothing is created then.
+    pub fn create(&mut self, tenant: Tenant) -> Result<SeqId, EngineError> {
+        let s = self.new_slot();
+        for k in 0..self.groups.len() {
+            if let Err(e) = self.groups[k].mgr.create_seq_at(s, tenant) {
+                self.unwind(s, k);
+                return Err(e.into());
+            }
+        }
         self.committed.insert(s, 0);
-        SeqId(s.0)
+        Ok(SeqId(s.0))
     }
 
     /// A copy of `src` that shares all of its blocks (O(blocks)).
@@ -470,16 +480,44 @@ impl PagedKv {
     /// [`EngineError::Kv`] for an unknown sequence.
     pub fn fork(&mut self, src: SeqId) -> Result<SeqId, EngineError> {
         let len = self.committed_len(src)?;
-        let mut s = SeqSlot(0);
-        for (i, g) in self.groups.iter_mut().enumerate() {
-            let f = g.mgr.fork(SeqSlot(src.0))?;
-            debug_assert!(i == 0 || f == s, "layer groups out of step");
-            s = f;
+        let s = self.new_slot();
+        for k in 0..self.groups.len() {
+            let mgr = &mut self.groups[k].mgr;
+            if let Err(e) = mgr.fork_at(SeqSlot(src.0), s) {
+                self.unwind(s, k);
+                return Err(e.into());
+            }
             // A fork holds exactly the committed rows of its parent.
-            g.mgr.truncate(f, len)?;
+            if let Err(e) = mgr.truncate(s, len) {
+                self.unwind(s, k + 1);
+                return Err(e.into());
+            }
         }
         self.committed.insert(s, len);
         Ok(SeqId(s.0))
+    }
+
+    /// The slot for a new sequence: one numbering for every layer group,
+    /// issued here, so that the groups hold a sequence under the same slot
+    /// by construction (each group's manager refuses a slot it holds).
+    /// Slots go up and are reused only after the counter wraps, skipping
+    /// live ones.
+    fn new_slot(&mut self) -> SeqSlot {
+        loop {
+            let s = SeqSlot(self.next_slot);
+            self.next_slot = self.next_slot.wrapping_add(1);
+            if !self.committed.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    /// Frees slot `s` in the first `made` groups (a create or fork that
+    /// failed part way).
+    fn unwind(&mut self, s: SeqSlot, made: usize) {
+        for g in &mut self.groups[..made] {
+            let _ = g.mgr.free_seq(s);
+        }
     }
 
     /// Drops a sequence and releases its blocks.
@@ -889,6 +927,86 @@ mod tests {
             rope_freq_factors: None,
             gemma3: None,
         }
+    }
+
+    /// SmolLM2's shapes with every other layer local (window 8): two
+    /// layer groups, each with its own block manager.
+    fn two_group_shapes() -> ModelConfig {
+        use fak_model::{Gemma3Params, SlidingWindow};
+        let mut m = smollm2_shapes();
+        m.n_layer = 4;
+        m.gemma3 = Some(Gemma3Params {
+            sliding: Some(SlidingWindow {
+                window: 8,
+                layers: (0..4)
+                    .map(|l| {
+                        if l % 2 == 0 {
+                            fak_model::LayerAttn::Local
+                        } else {
+                            fak_model::LayerAttn::Global
+                        }
+                    })
+                    .collect(),
+            }),
+            rope_theta_local: 10000.0,
+            attn_scale: 1.0,
+            final_logit_softcap: None,
+        });
+        m
+    }
+
+    /// The layer groups hold every sequence under the same slot: the
+    /// store issues one numbering to all of them, so creates, forks and
+    /// frees in any order keep them in step; and a group that holds a
+    /// slot already makes `create` and `fork` fail without changing any
+    /// group, instead of handing out a slot that names two sequences.
+    #[test]
+    fn layer_groups_share_one_slot_numbering() {
+        let cfg = PagedKvConfig {
+            block_size: 4,
+            n_blocks: 64,
+            kv_type: KvType::F16,
+            window: KvWindow::Drop,
+        };
+        let mut kv = PagedKv::new(&two_group_shapes(), cfg).expect("store");
+        assert_eq!(kv.groups.len(), 2);
+        let live = |kv: &PagedKv| -> Vec<Vec<bool>> {
+            kv.groups
+                .iter()
+                .map(|g| (0..12).map(|s| g.mgr.len(SeqSlot(s)).is_ok()).collect())
+                .collect()
+        };
+        let a = kv.create(Tenant(1)).expect("create");
+        let b = kv.create(Tenant(1)).expect("create");
+        let c = kv.fork(a).expect("fork");
+        kv.free(b).expect("free");
+        let d = kv.fork(c).expect("fork");
+        let e = kv.create(Tenant(2)).expect("create");
+        let groups = live(&kv);
+        assert_eq!(groups[0], groups[1]);
+        for s in [a, c, d, e] {
+            assert!(groups[0][s.0 as usize], "{s:?} not live");
+        }
+        assert!(!groups[0][b.0 as usize]);
+        // Group 1 holds the next slot by itself: out of step. Both calls
+        // refuse, and group 0 is left as it was.
+        let next = SeqSlot(e.0 + 1);
+        kv.groups[1]
+            .mgr
+            .create_seq_at(next, Tenant(9))
+            .expect("taken by hand");
+        let before = live(&kv);
+        assert!(matches!(
+            kv.create(Tenant(1)),
+            Err(EngineError::Kv(fak_kv::KvError::SlotTaken(s))) if s == next
+        ));
+        assert_eq!(live(&kv), before);
+        kv.next_slot = next.0;
+        assert!(matches!(
+            kv.fork(a),
+            Err(EngineError::Kv(fak_kv::KvError::SlotTaken(s))) if s == next
+        ));
+        assert_eq!(live(&kv), before);
     }
 
     #[test]

@@ -164,10 +164,15 @@ impl Sequences {
     }
 
     /// A new, empty sequence in `tenant`'s cache namespace.
-    pub fn create(&mut self, tenant: Tenant) -> SeqId {
-        let s = self.kv.create(tenant);
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] if the KV store's layer groups are out of step
+    /// ([`PagedKv::create`]).
+    pub fn create(&mut self, tenant: Tenant) -> Result<SeqId, EngineError> {
+        let s = self.kv.create(tenant)?;
         self.tokens.insert(s, Vec::new());
-        s
+        Ok(s)
     }
 
     /// A new sequence sharing all of `src`'s tokens and blocks; costs

@@ -201,7 +201,7 @@ pub struct LookupParams {
     pub min_ngram: usize,
     /// Most tokens a match is measured over. Of several occurrences, the
     /// one matching the context's end for the most tokens (up to this)
-    /// wins; a match this long also earns a long draft ([`LONG_DRAFT`]).
+    /// wins; a match this long also earns a long draft (`spec::LONG_DRAFT`, two tiles).
     pub max_ngram: usize,
     /// Most draft tokens proposed.
     pub max_draft: usize,

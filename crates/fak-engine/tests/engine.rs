@@ -657,7 +657,7 @@ fn top_logprobs_are_sorted_and_normalized() {
 fn sessions_append_fork_and_roll_back() {
     let mut e = engine(roomy());
     let mut rec = Recorder::default();
-    let s = e.create_session(Tenant(0));
+    let s = e.create_session(Tenant(0)).unwrap();
     let in_session = |p: Vec<u32>, n: usize| Request {
         context: Context::Session(s),
         ..greedy(p, n)

@@ -212,7 +212,7 @@ fn every_session_step_keeps_a_consumer_whole() {
             }
         }
     };
-    let s = e.create_session(Tenant(0));
+    let s = e.create_session(Tenant(0)).unwrap();
     turn(&mut e, s, ids(1, 40));
     check_whole(&mut e, &mut live, "a session turn");
     e.publish_session(s).expect("publish");

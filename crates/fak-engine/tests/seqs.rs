@@ -74,7 +74,7 @@ fn together_equals_alone_and_flat_with(kv: KvType) {
     let prompts: Vec<Vec<u32>> = (0..4).map(|i| ids(10 + i, 3 + 7 * i as usize)).collect();
     let steps: Vec<Vec<u32>> = (0..4).map(|i| ids(50 + i, 3)).collect();
     let mut seqs = cache_kv(kv, 4, 64, PrefixCache::Off, 512);
-    let handles: Vec<SeqId> = (0..4).map(|_| seqs.create(Tenant(1))).collect();
+    let handles: Vec<SeqId> = (0..4).map(|_| seqs.create(Tenant(1)).unwrap()).collect();
     let got = lockstep(&mut seqs, m, &handles, &prompts, &steps, 3);
     for i in 0..4 {
         let mut chunks = vec![prompts[i].clone()];
@@ -99,7 +99,7 @@ fn chunked_prefill_equals_whole_with(kv: KvType) {
     let want = reference_kv(kv, std::slice::from_ref(&p));
     for (bs, ubatch) in [(1, 5), (4, 3), (16, 16), (5, 1000)] {
         let mut seqs = cache_kv(kv, bs, 64, PrefixCache::Off, ubatch);
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0)).unwrap();
         let got = seqs.ingest(m, s, &p).expect("ingest");
         assert!(vec![bytes(&got)] == want, "block {bs}, ubatch {ubatch}");
     }
@@ -121,18 +121,18 @@ fn cached_prefix_equals_computed_and_tenants_are_isolated_with(kv: KvType) {
     let a: Vec<u32> = prefix.iter().copied().chain(ids(4, 5)).collect();
     let b: Vec<u32> = prefix.iter().copied().chain(ids(5, 6)).collect();
     let mut seqs = cache_kv(kv, 4, 64, PrefixCache::On, 512);
-    let sa = seqs.create(Tenant(1));
+    let sa = seqs.create(Tenant(1)).unwrap();
     seqs.ingest(m, sa, &a).expect("a");
     seqs.publish(sa).expect("publish");
     // Same tenant: the prefix's blocks are reused.
-    let sb = seqs.create(Tenant(1));
+    let sb = seqs.create(Tenant(1)).unwrap();
     let reused = seqs.attach_prefix(sb, &b).expect("attach");
     assert_eq!(reused, 24);
     let rest = &b[reused..];
     let got = seqs.ingest(m, sb, rest).expect("b");
     assert!(vec![bytes(&got)] == reference_kv(kv, std::slice::from_ref(&b)));
     // Another tenant never sees them.
-    let sc = seqs.create(Tenant(2));
+    let sc = seqs.create(Tenant(2)).unwrap();
     assert_eq!(seqs.attach_prefix(sc, &b).expect("attach"), 0);
     let got = seqs.ingest(m, sc, &b).expect("c");
     assert!(vec![bytes(&got)] == reference_kv(kv, std::slice::from_ref(&b)));
@@ -140,7 +140,7 @@ fn cached_prefix_equals_computed_and_tenants_are_isolated_with(kv: KvType) {
     // (all 7 full blocks of `a`).
     seqs.free(sa).expect("free");
     seqs.free(sb).expect("free");
-    let sd = seqs.create(Tenant(1));
+    let sd = seqs.create(Tenant(1)).unwrap();
     assert_eq!(seqs.attach_prefix(sd, &a).expect("attach"), 28);
 }
 
@@ -159,7 +159,7 @@ fn exact_eviction_equals_never_seeing_the_span_and_spares_siblings_with(kv: KvTy
     let (p, span, q) = (ids(1, 21), ids(2, 9), ids(3, 14));
     let full: Vec<u32> = [p.clone(), span.clone(), q.clone()].concat();
     let mut seqs = cache_kv(kv, 4, 128, PrefixCache::Off, 512);
-    let s = seqs.create(Tenant(0));
+    let s = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, s, &full).expect("ingest");
     let sib = seqs.fork(s).expect("fork");
     let rep = seqs
@@ -186,7 +186,7 @@ fn shift_eviction_is_labelled_approximate_and_spares_siblings() {
     let (p, span, q) = (ids(1, 12), ids(2, 8), ids(3, 6));
     let full: Vec<u32> = [p.clone(), span.clone(), q.clone()].concat();
     let mut seqs = cache(4, 64, PrefixCache::Off, 512);
-    let s = seqs.create(Tenant(0));
+    let s = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, s, &full).expect("ingest");
     let sib = seqs.fork(s).expect("fork");
     let rep = seqs.evict(m, s, 12..20, EvictMode::Shift).expect("evict");
@@ -207,7 +207,7 @@ fn shift_eviction_is_labelled_approximate_and_spares_siblings() {
 fn out_of_blocks_is_an_error_and_rolls_back() {
     let m = model();
     let mut seqs = cache(4, 3, PrefixCache::Off, 512);
-    let s = seqs.create(Tenant(0));
+    let s = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, s, &ids(1, 10)).expect("fits");
     let err = seqs
         .ingest(m, s, &ids(2, 5))
@@ -227,7 +227,7 @@ fn out_of_blocks_is_an_error_and_rolls_back() {
 fn bad_spans_are_errors() {
     let m = model();
     let mut seqs = cache(4, 16, PrefixCache::Off, 512);
-    let s = seqs.create(Tenant(0));
+    let s = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, s, &ids(1, 6)).expect("ingest");
     for span in [3..3, 4..7, 7..9] {
         assert!(matches!(
@@ -259,14 +259,14 @@ proptest! {
         let m = model();
         let kv = if q8 { KvType::Q8_0 } else { KvType::F16 };
         let mut seqs = cache_kv(kv, block, 256, PrefixCache::On, ubatch);
-        let root = seqs.create(Tenant(0));
+        let root = seqs.create(Tenant(0)).unwrap();
         let prefix = ids(seed, 5);
         seqs.ingest(m, root, &prefix).expect("root");
         seqs.publish(root).expect("publish");
         let mut hist: Vec<History> = Vec::new();
         for (i, &len) in lens.iter().enumerate() {
             let s = if i % 2 == 0 { seqs.fork(root).expect("fork") } else {
-                let s = seqs.create(Tenant(0));
+                let s = seqs.create(Tenant(0)).unwrap();
                 let n = seqs.attach_prefix(s, &prefix).expect("attach");
                 let head = prefix[n..].to_vec();
                 if !head.is_empty() {
@@ -352,7 +352,7 @@ fn every_row_of_a_chunk_equals_single_steps() {
     for ubatch in [512, 5] {
         let mut seqs = cache(4, 64, PrefixCache::Off, ubatch);
         // One token at a time.
-        let a = seqs.create(Tenant(1));
+        let a = seqs.create(Tenant(1)).unwrap();
         seqs.step(
             m,
             &[Append {
@@ -379,8 +379,8 @@ fn every_row_of_a_chunk_equals_single_steps() {
             })
             .collect();
         // The whole tail as one chunk, beside another sequence's prefill.
-        let b = seqs.create(Tenant(1));
-        let other = seqs.create(Tenant(1));
+        let b = seqs.create(Tenant(1)).unwrap();
+        let other = seqs.create(Tenant(1)).unwrap();
         seqs.step(
             m,
             &[Append {

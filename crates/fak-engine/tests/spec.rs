@@ -525,7 +525,7 @@ fn session_turns_across_a_fork_and_an_exact_eviction_are_plain_decoding() {
     // tokens must agree turn by turn.
     let turns = |spec: Speculative, draft: Option<&'static Model>| {
         let mut e = engine(spec, draft);
-        let s = e.create_session(Tenant(3));
+        let s = e.create_session(Tenant(3)).unwrap();
         let turn = |e: &mut Engine<'_>, session, prompt: Vec<u32>, sampling| {
             let r = Request {
                 context: Context::Session(session),

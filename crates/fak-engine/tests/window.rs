@@ -98,7 +98,7 @@ fn dropping_is_bit_identical_to_keeping_and_frees_local_blocks() {
     let prompt = ids(1, 706);
     let run = |window: KvWindow| {
         let mut seqs = cache(window, PrefixCache::Off, 128);
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0)).unwrap();
         let mut last = seqs.ingest(m, s, &prompt).expect("prefill");
         let mut out = vec![bytes(&last)];
         if window == KvWindow::Drop {
@@ -151,7 +151,7 @@ fn batch_invariance_past_the_window_with_dropped_rows() {
         .zip(&extras)
         .map(|(p, e)| {
             let mut seqs = cache(KvWindow::Keep, PrefixCache::Off, 512);
-            let s = seqs.create(Tenant(0));
+            let s = seqs.create(Tenant(0)).unwrap();
             let mut out = vec![bytes(&seqs.ingest(m, s, p).expect("prefill"))];
             for &t in e {
                 out.push(bytes(&seqs.ingest(m, s, &[t]).expect("decode")));
@@ -160,7 +160,7 @@ fn batch_invariance_past_the_window_with_dropped_rows() {
         })
         .collect();
     let mut seqs = cache(KvWindow::Drop, PrefixCache::Off, 256);
-    let h: Vec<SeqId> = (0..3).map(|_| seqs.create(Tenant(0))).collect();
+    let h: Vec<SeqId> = (0..3).map(|_| seqs.create(Tenant(0)).unwrap()).collect();
     let got = lockstep(&mut seqs, m, &h, &prompts, &extras, 4);
     for s in 0..3 {
         assert!(got[s] == alone[s], "sequence {s} differs from alone");
@@ -179,7 +179,7 @@ fn fork_and_prefix_reuse_stay_exact() {
     let b_tail = ids(4, 5);
     let run = |window: KvWindow| {
         let mut seqs = cache(window, PrefixCache::On, 512);
-        let p = seqs.create(Tenant(0));
+        let p = seqs.create(Tenant(0)).unwrap();
         seqs.ingest(m, p, &prompt).expect("prefill");
         let f = seqs.fork(p).expect("fork");
         let a = bytes(&seqs.ingest(m, p, &a_tail).expect("parent"));
@@ -187,12 +187,12 @@ fn fork_and_prefix_reuse_stay_exact() {
         seqs.publish(p).expect("publish");
         // A short prefix (below the window) published whole, then reused.
         let short = ids(5, 200);
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0)).unwrap();
         seqs.ingest(m, s, &short).expect("short");
         seqs.publish(s).expect("publish");
         let mut longer = short.clone();
         longer.extend(ids(6, 30));
-        let r = seqs.create(Tenant(0));
+        let r = seqs.create(Tenant(0)).unwrap();
         let hit = seqs.attach_prefix(r, &longer).expect("attach");
         let rest = longer[hit..].to_vec();
         let c = bytes(&seqs.ingest(m, r, &rest).expect("rest"));
@@ -200,7 +200,7 @@ fn fork_and_prefix_reuse_stay_exact() {
         let mut again = prompt.clone();
         again.extend(&a_tail);
         again.push(7);
-        let q = seqs.create(Tenant(0));
+        let q = seqs.create(Tenant(0)).unwrap();
         let hit2 = seqs.attach_prefix(q, &again).expect("attach");
         let rest = again[hit2..].to_vec();
         let d = bytes(&seqs.ingest(m, q, &rest).expect("rest"));
@@ -230,7 +230,7 @@ fn cuts_into_dropped_rows_recompute_and_shift_is_refused() {
     let next = ids(9, 3);
     let run = |window: KvWindow| {
         let mut seqs = cache(window, PrefixCache::Off, 512);
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0)).unwrap();
         seqs.ingest(m, s, &prompt).expect("prefill");
         let t = seqs.fork(s).expect("fork");
         let rep = seqs.evict(m, s, 100..150, EvictMode::Exact).expect("evict");
@@ -252,7 +252,7 @@ fn cuts_into_dropped_rows_recompute_and_shift_is_refused() {
     }
 
     let mut seqs = cache(KvWindow::Drop, PrefixCache::Off, 512);
-    let s = seqs.create(Tenant(0));
+    let s = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, s, &prompt).expect("prefill");
     let before = seqs.tokens(s).expect("tokens").to_vec();
     let e = seqs.evict(m, s, 600..610, EvictMode::Shift).unwrap_err();
@@ -269,7 +269,7 @@ fn cuts_into_dropped_rows_recompute_and_shift_is_refused() {
     assert!(e.is_client_error());
     assert_eq!(seqs.tokens(s).expect("tokens"), &before[..]);
     // Below the window nothing was dropped and shift works as before.
-    let short = seqs.create(Tenant(0));
+    let short = seqs.create(Tenant(0)).unwrap();
     seqs.ingest(m, short, &prompt[..300]).expect("short");
     seqs.evict(m, short, 10..20, EvictMode::Shift)
         .expect("shift");
@@ -301,7 +301,7 @@ fn held_after(window: KvWindow, len: usize) -> usize {
         PagedKvConfig::for_sequences(BS, 1, len).with_window(window),
     )
     .expect("kv");
-    let s = kv.create(Tenant(0));
+    let s = kv.create(Tenant(0)).unwrap();
     let mut n = 0;
     while n < len {
         n = (n + 512).min(len);
@@ -356,7 +356,7 @@ fn decode_speed_drop_vs_keep() {
     .enumerate()
     {
         let mut seqs = cache_sized(window, 2048 + 64);
-        let s = seqs.create(Tenant(0));
+        let s = seqs.create(Tenant(0)).unwrap();
         seqs.ingest(m, s, &prompt).expect("prefill");
         let mut ms = Vec::new();
         let mut out = Vec::new();
@@ -424,12 +424,12 @@ fn long_prefix_is_reused_past_the_window_exactly() {
     prompt.extend(ids(31, 20));
     let run = |window: KvWindow, prefix_cache: PrefixCache| {
         let mut seqs = cache(window, prefix_cache, 512);
-        let a = seqs.create(Tenant(0));
+        let a = seqs.create(Tenant(0)).unwrap();
         seqs.ingest(m, a, &prefix).expect("prefix");
         seqs.publish(a).expect("publish");
         seqs.free(a).expect("free");
         let published = (pool_blocks(&seqs), cached_bytes(&seqs));
-        let b = seqs.create(Tenant(0));
+        let b = seqs.create(Tenant(0)).unwrap();
         let hit = seqs.attach_prefix(b, &prompt).expect("attach");
         let mut last = seqs.ingest(m, b, &prompt[hit..]).expect("rest");
         let mut out = vec![bytes(&last)];
@@ -541,7 +541,7 @@ fn published_session_past_the_window_is_reused_by_a_request() {
         let mut cfg = EngineConfig::for_requests(2, 2048, KvType::F16, prefix_cache);
         cfg.kv = cfg.kv.with_window(window);
         let mut e = Engine::new(m, None, cfg).expect("engine");
-        let s = e.create_session(Tenant(0));
+        let s = e.create_session(Tenant(0)).unwrap();
         let id = e
             .add(Request {
                 context: Context::Session(s),
@@ -596,7 +596,7 @@ fn ttft_after_a_published_session_past_the_window() {
     for rep in 0..3u64 {
         let cfg = EngineConfig::for_requests(2, 2048, KvType::F16, PrefixCache::On);
         let mut e = Engine::new(m, None, cfg).expect("engine");
-        let s = e.create_session(Tenant(0));
+        let s = e.create_session(Tenant(0)).unwrap();
         let id = e
             .add(Request {
                 context: Context::Session(s),

@@ -24,6 +24,10 @@ pub enum KvError {
     /// The slot was never issued, or was released by `free_seq`.
     #[error("unknown sequence {0:?} (never created, or already freed)")]
     UnknownSeq(SeqSlot),
+    /// [`crate::KvManager::create_seq_at`] or [`crate::KvManager::fork_at`]
+    /// named a slot that holds a live sequence.
+    #[error("sequence slot {0:?} is already in use")]
+    SlotTaken(SeqSlot),
     /// The [`crate::PoolConfig`] is unusable.
     #[error("bad KV pool config: {0}")]
     BadConfig(String),

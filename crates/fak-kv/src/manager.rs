@@ -289,16 +289,56 @@ impl KvManager {
         s
     }
 
+    /// A new, empty sequence in `tenant`'s namespace at slot `s`, for a
+    /// caller that keeps several managers on one slot numbering (one per
+    /// group of model layers) and issues the slots itself.
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::SlotTaken`] when `s` holds a live sequence (nothing
+    /// changes).
+    pub fn create_seq_at(&mut self, s: SeqSlot, tenant: Tenant) -> Result<(), KvError> {
+        if self.seqs.contains_key(&s) {
+            return Err(KvError::SlotTaken(s));
+        }
+        self.seqs.insert(
+            s,
+            Seq {
+                tenant,
+                len: 0,
+                dropped: 0,
+                blocks: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
     /// A new sequence sharing all of `src`'s blocks (each refcount + 1), with
     /// the same tenant and length. O(blocks); copies happen lazily on append.
     pub fn fork(&mut self, src: SeqSlot) -> Result<SeqSlot, KvError> {
+        self.seq(src)?;
+        let s = self.new_slot();
+        self.fork_at(src, s)?;
+        Ok(s)
+    }
+
+    /// [`KvManager::fork`] into slot `dst`, issued by the caller (see
+    /// [`KvManager::create_seq_at`]).
+    ///
+    /// # Errors
+    ///
+    /// [`KvError::UnknownSeq`] for an unknown `src`, [`KvError::SlotTaken`]
+    /// when `dst` holds a live sequence (nothing changes either way).
+    pub fn fork_at(&mut self, src: SeqSlot, dst: SeqSlot) -> Result<(), KvError> {
         let seq = self.seq(src)?.clone();
+        if self.seqs.contains_key(&dst) {
+            return Err(KvError::SlotTaken(dst));
+        }
         for &b in &seq.blocks {
             self.pool.incref(b);
         }
-        let s = self.new_slot();
-        self.seqs.insert(s, seq);
-        Ok(s)
+        self.seqs.insert(dst, seq);
+        Ok(())
     }
 
     /// Releases all of `s`'s blocks; `s` becomes unknown.

@@ -41,7 +41,9 @@ mod weights;
 
 pub use batch::{Batch, BatchToken, LogitsWanted, SeqId};
 pub use error::{BatchError, ModelError};
-pub use fak_gguf::model::{Arch, LayerAttn, ModelConfig, QkNorm, RopeStyle};
+pub use fak_gguf::model::{
+    Arch, Gemma3Params, LayerAttn, ModelConfig, QkNorm, RopeStyle, SlidingWindow,
+};
 pub use forward::{Logits, Workspace};
 pub use gemma3::WindowMode;
 pub use kv::{FlatKv, KeyRun, KvError, KvRun, KvStore, KvType, FLAT_SEG_ROWS};

@@ -454,7 +454,7 @@ fn engine_main(
 
 fn session_op(engine: &mut Engine, op: SessionOp) -> Result<SessionReply, EngineError> {
     Ok(match op {
-        SessionOp::Create(t) => SessionReply::Id(engine.create_session(t)),
+        SessionOp::Create(t) => SessionReply::Id(engine.create_session(t)?),
         SessionOp::Restore(t, tokens) => SessionReply::Id(engine.restore_session(t, tokens)?),
         SessionOp::Fork(s) => SessionReply::Id(engine.fork_session(s)?),
         SessionOp::Free(s) => {

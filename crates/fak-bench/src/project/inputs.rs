@@ -318,7 +318,9 @@ fn decode_rate(model: &Model, b: usize) -> Result<f64> {
         MEASURE_PROMPT + MEASURE_STEPS,
     );
     let mut seqs = Sequences::new(model, sizes, PrefixCache::Off, 512)?;
-    let seq_ids: Vec<SeqId> = (0..b).map(|_| seqs.create(Tenant(0))).collect();
+    let seq_ids: Vec<SeqId> = (0..b)
+        .map(|_| seqs.create(Tenant(0)))
+        .collect::<Result<_, _>>()?;
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| ids.by_ref().take(MEASURE_PROMPT).collect())
         .collect();

@@ -35,7 +35,7 @@ impl Engine<'_> {
                 continue;
             }
             let (seq, fresh) = match live.req.context {
-                Context::Fresh => (self.seqs.create(live.req.tenant), true),
+                Context::Fresh => (self.seqs.create(live.req.tenant)?, true),
                 Context::Session(s) => (self.session_seq(s)?, false),
             };
             let attachable = self.cfg.prefix_cache == PrefixCache::On

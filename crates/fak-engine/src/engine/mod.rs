@@ -590,7 +590,11 @@ impl<'m> Engine<'m> {
             generation: entry.generation,
         };
         if let Context::Session(s) = context {
-            self.claim_session(s, id);
+            if let Err(e) = self.claim_session(s, id) {
+                self.slots[slot as usize].live = None;
+                self.free_slots.push(slot);
+                return Err(e);
+            }
         }
         self.queue.push_back(slot);
         Ok(id)

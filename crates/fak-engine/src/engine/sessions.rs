@@ -89,16 +89,21 @@ impl Engine<'_> {
     }
 
     /// A new, empty session in `tenant`'s cache namespace.
-    pub fn create_session(&mut self, tenant: Tenant) -> SessionId {
-        let seq = self.seqs.create(tenant);
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] if the KV store cannot make a sequence
+    /// ([`crate::Sequences::create`]).
+    pub fn create_session(&mut self, tenant: Tenant) -> Result<SessionId, EngineError> {
+        let seq = self.seqs.create(tenant)?;
         let last_used = self.touch();
-        self.insert_session(Session {
+        Ok(self.insert_session(Session {
             kv: SessionKv::Resident(seq),
             tenant,
             unfed: None,
             busy: None,
             last_used,
-        })
+        }))
     }
 
     /// A session holding `tokens` whose KV is not computed yet: the next
@@ -415,14 +420,23 @@ impl Engine<'_> {
     }
 
     /// Marks a session busy with `req`; a dropped one gets its sequence.
-    pub(super) fn claim_session(&mut self, id: SessionId, req: RequestId) {
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Kv`] if the dropped session's new sequence cannot be
+    /// made; the session is left as it was.
+    pub(super) fn claim_session(
+        &mut self,
+        id: SessionId,
+        req: RequestId,
+    ) -> Result<(), EngineError> {
         let last_used = self.touch();
         let tenant = match self.session(id) {
             Ok(s) => s.tenant,
-            Err(_) => return,
+            Err(_) => return Ok(()),
         };
         let needs_seq = matches!(self.session(id).map(|s| &s.kv), Ok(SessionKv::Dropped(_)));
-        let fresh = needs_seq.then(|| self.seqs.create(tenant));
+        let fresh = needs_seq.then(|| self.seqs.create(tenant)).transpose()?;
         if let Some(s) = self.session_mut(id) {
             s.busy = Some(req);
             s.last_used = last_used;
@@ -430,6 +444,7 @@ impl Engine<'_> {
                 s.kv = SessionKv::Resident(seq);
             }
         }
+        Ok(())
     }
 
     /// The sequence of a resident session.
@@ -545,7 +560,10 @@ mod tests {
         };
         let mut e = Engine::new(&m, None, cfg).expect("engine");
         let (p1, p2, p3) = (ids(1, 40), ids(2, 9), ids(3, 7));
-        let (s, r) = (e.create_session(Tenant(0)), e.create_session(Tenant(0)));
+        let (s, r) = (
+            e.create_session(Tenant(0)).unwrap(),
+            e.create_session(Tenant(0)).unwrap(),
+        );
         let o = run(&mut e, vec![turn(s, &p1, 6), turn(r, &p1, 6)]);
         assert_eq!(o[0].0, o[1].0);
         let b = e.session_blocks(s).expect("blocks");

@@ -168,7 +168,7 @@ fn add_resolves_the_limit_for_fresh_and_session_contexts() {
     );
 
     // max_tokens 0 appends the prompt to a session and generates nothing.
-    let s: SessionId = e.create_session(Tenant(0));
+    let s: SessionId = e.create_session(Tenant(0)).unwrap();
     let base = ids(2, 100);
     let id = e
         .add(asking(

@@ -28,22 +28,6 @@ pub(crate) mod ops_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx512;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod packed_avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod packed_k_avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod packed_k_vnni;
-#[cfg(target_arch = "x86_64")]
-mod packed_q4_avx2;
-#[cfg(target_arch = "x86_64")]
-mod packed_q4_vnni;
-#[cfg(target_arch = "x86_64")]
-mod packed_q8_avx2;
-#[cfg(target_arch = "x86_64")]
-mod packed_tiles;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod packed_vnni;
-#[cfg(target_arch = "x86_64")]
 mod quant_avx2;
 
 use fak_gguf::GgmlType;

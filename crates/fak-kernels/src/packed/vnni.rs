@@ -1,5 +1,5 @@
 //! AVX-512 VNNI kernels of [`crate::packed`]: the packed layouts and the
-//! float steps of [`super::packed_avx2`] and [`super::packed_k_avx2`],
+//! float steps of [`super::avx2`] and [`super::k_avx2`],
 //! with each step's products summed by one `vpdpbusd` (four `u8 · i8`
 //! products added into an `i32` lane, no `i16` stage) instead of the AVX2
 //! chains of `sign`, `maddubs` and `madd`.
@@ -23,22 +23,22 @@
 //! A lane's sum stays below `2^20` in size (32 products of at most
 //! `255 · 128`), so every integer step is exact, for any `i8` weight and
 //! activation, `-128` included. The k-quants' weight quants are already
-//! unsigned (see [`super::packed_k_avx2`]), so their steps need no bias.
+//! unsigned (see [`super::k_avx2`]), so their steps need no bias.
 //! The float steps are the AVX2 kernels', so every output has the scalar
 //! twin's bits. With AVX-512VL's 32 vector registers a tile holds eight
 //! tokens. The Q8_0 and Q5_0 tiles run two groups at once, `g` in the low
 //! and `g + 1` in the high half of 512-bit registers ([`tile_prepared`]);
 //! the k-quant tiles stay 256-bit, and so do Q4_0's and Q4_1's
-//! (`packed_q4_vnni`).
+//! (`q4_vnni`).
 
 use std::arch::x86_64::*;
 
-use super::packed_avx2::Q5;
-use super::packed_tiles::{
+use super::avx2::Q5;
+use super::layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
+use super::tiles::{
     blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, store16, Weights, AB,
     VNNI_TILE as TILE,
 };
-use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// A 32-value format whose steps decode to signed quants (against Q8_0
 /// activations).
@@ -277,12 +277,10 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe {
-            super::packed_q4_vnni::gemm_vnni(g, out)
-        },
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe { super::q4_vnni::gemm_vnni(g, out) },
         // SAFETY: this function runs with every feature `gemm_vnni` needs.
         PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
-            super::packed_k_vnni::gemm_vnni(g, out)
+            super::k_vnni::gemm_vnni(g, out)
         },
     }
 }

@@ -44,9 +44,9 @@
 //! chunk, so the kernels shift that bit to bit 4 and merge it into the
 //! step's nibbles with one `and` and one `or`.
 
+use super::layout::{q4k, q5k, q6k, K_STEPS, QK_K, STEP};
 use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::fp::f16_to_f32;
-use crate::packed_layout::{q4k, q5k, q6k, K_STEPS, QK_K, STEP};
 
 /// Writes the 4-bit quants `u` (256, element order) of row `r` into the
 /// nibble chunks at `nib`.

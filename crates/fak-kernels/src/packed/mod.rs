@@ -1,8 +1,8 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
 //! activations, below), Q4_0 and Q4_1 (against Q8_0 and Q8_1, in
-//! `packed_q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
-//! Q5_K and Q6_K (against Q8_K, in `packed_k`).
+//! `q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
+//! Q5_K and Q6_K (against Q8_K, in `k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -43,6 +43,14 @@
 //! `ggml_vec_dot_q8_0_q8_0` / `_q5_0_q8_0` only in how the exact block
 //! sums are scaled and added (one f32 per block here, eight partial lanes
 //! there).
+//!
+//! The files, one kernel family per folder as `attn/` and `peak/` keep
+//! theirs: this one (the API, the scalar twin of every product, the ISA
+//! dispatch), `layout.rs` (group geometry), `q4.rs` and `k.rs` (encoders
+//! and the scalar steps of Q4_0/Q4_1 and the k-quants), and the ISA twins:
+//! `avx2.rs` (Q5_0 and the AVX2 dispatch), `q8_avx2.rs`, `q4_avx2.rs`,
+//! `k_avx2.rs`; `vnni.rs` (Q8_0, Q5_0 and the VNNI dispatch),
+//! `q4_vnni.rs`, `k_vnni.rs`; with the loads they share in `tiles.rs`.
 
 use std::ops::Range;
 
@@ -52,9 +60,30 @@ use crate::blocks::{
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
-use crate::packed_layout::{PackedArgs, QK, SCALE_BYTES, STEP, STEPS};
-pub use crate::packed_layout::{PackedFormat, GROUP_ROWS};
+mod k;
+mod layout;
+mod q4;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod k_vnni;
+#[cfg(target_arch = "x86_64")]
+mod q4_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q4_vnni;
+#[cfg(target_arch = "x86_64")]
+mod q8_avx2;
+#[cfg(target_arch = "x86_64")]
+mod tiles;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
+
 use crate::pool::ThreadPool;
+use layout::{PackedArgs, QK, SCALE_BYTES, STEP, STEPS};
+pub use layout::{PackedFormat, GROUP_ROWS};
 
 impl PackedFormat {
     /// Packs row `r` of a group block `dst` from its GGUF block `b`.
@@ -88,27 +117,27 @@ impl PackedFormat {
             }
             PackedFormat::Q4_0 => {
                 if let Ok(b) = <&[u8; BlockQ4_0::BYTES]>::try_from(b) {
-                    crate::packed_q4::encode_q4_0(dst, r, b);
+                    q4::encode_q4_0(dst, r, b);
                 }
             }
             PackedFormat::Q4_1 => {
                 if let Ok(b) = <&[u8; BlockQ4_1::BYTES]>::try_from(b) {
-                    crate::packed_q4::encode_q4_1(dst, r, b);
+                    q4::encode_q4_1(dst, r, b);
                 }
             }
             PackedFormat::Q4K => {
                 if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
-                    crate::packed_k::encode_q4_k(dst, r, b);
+                    k::encode_q4_k(dst, r, b);
                 }
             }
             PackedFormat::Q5K => {
                 if let Ok(b) = <&[u8; BlockQ5_K::BYTES]>::try_from(b) {
-                    crate::packed_k::encode_q5_k(dst, r, b);
+                    k::encode_q5_k(dst, r, b);
                 }
             }
             PackedFormat::Q6K => {
                 if let Ok(b) = <&[u8; BlockQ6_K::BYTES]>::try_from(b) {
-                    crate::packed_k::encode_q6_k(dst, r, b);
+                    k::encode_q6_k(dst, r, b);
                 }
             }
         }
@@ -410,14 +439,14 @@ fn run(
     if isa == Isa::Avx512 && Isa::Avx512.is_available() {
         // SAFETY: `Isa::Avx512.is_available()` means AVX2, FMA, F16C and
         // AVX-512 F/BW/VL/VNNI; the lengths were checked above.
-        unsafe { crate::simd::packed_vnni::gemm(&args, out) };
+        unsafe { vnni::gemm(&args, out) };
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Scalar && Isa::Avx2.is_available() {
         // SAFETY: `Isa::Avx2.is_available()` means AVX2, FMA and F16C; the
         // lengths were checked above.
-        unsafe { crate::simd::packed_avx2::gemm(&args, out) };
+        unsafe { avx2::gemm(&args, out) };
         return Ok(());
     }
     let _ = isa;
@@ -426,7 +455,7 @@ fn run(
 }
 
 /// The scalar twin: the arithmetic of the module diagram (and of
-/// `packed_q4`'s and `packed_k`'s), element by element. Each group block's quants
+/// `q4`'s and `k`'s), element by element. Each group block's quants
 /// are decoded once for all tokens; an element's accumulator lives in
 /// `out` (from 0.0, blocks in order, so the same operations as one running
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
@@ -467,19 +496,19 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                 }
                 PackedFormat::Q4_0 | PackedFormat::Q4_1 => {
                     let u: [[u8; QK]; GROUP_ROWS] =
-                        std::array::from_fn(|r| crate::packed_q4::row_nibbles(g.format, wb, r));
+                        std::array::from_fn(|r| q4::row_nibbles(g.format, wb, r));
                     for t in 0..g.n_tok {
                         if let (Some(ab), Some(o)) = (act(t), out.get_mut(cols(t, gi))) {
-                            crate::packed_q4::block_scalar(g.format, wb, &u, ab, o);
+                            q4::block_scalar(g.format, wb, &u, ab, o);
                         }
                     }
                 }
                 PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => {
-                    let u: [[u8; crate::packed_layout::QK_K]; GROUP_ROWS] =
+                    let u: [[u8; layout::QK_K]; GROUP_ROWS] =
                         std::array::from_fn(|r| match g.format {
-                            PackedFormat::Q4K => crate::packed_k::row_quants_q4_k(wb, r),
-                            PackedFormat::Q5K => crate::packed_k::row_quants_q5_k(wb, r),
-                            _ => crate::packed_k::row_quants_q6_k(wb, r),
+                            PackedFormat::Q4K => k::row_quants_q4_k(wb, r),
+                            PackedFormat::Q5K => k::row_quants_q5_k(wb, r),
+                            _ => k::row_quants_q6_k(wb, r),
                         });
                     for t in 0..g.n_tok {
                         let Some(Ok(ab)) = act(t).map(<&[u8; BlockQ8_K::BYTES]>::try_from) else {
@@ -491,9 +520,9 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         let a = BlockQ8_K::from_bytes(ab);
                         for (r, acc) in o.iter_mut().enumerate() {
                             *acc = if g.format != PackedFormat::Q6K {
-                                crate::packed_k::element_q4_k(wb, r, &u[r], &a, *acc)
+                                k::element_q4_k(wb, r, &u[r], &a, *acc)
                             } else {
-                                crate::packed_k::element_q6_k(wb, r, &u[r], &a, *acc)
+                                k::element_q6_k(wb, r, &u[r], &a, *acc)
                             };
                         }
                     }

@@ -1,8 +1,8 @@
 //! AVX2 kernels of [`crate::packed`]: one register holds the running sums
 //! of 8 weight rows, and a tile runs one 8-row group against `T` tokens.
 //! Q8_0's signed tiles (the `sign` / `maddubs` / `madd` chain) are in
-//! `packed_q8_avx2.rs`, Q4_0's and Q4_1's in `packed_q4_avx2.rs`, the
-//! k-quants' in `packed_k_avx2.rs`; this file holds Q5_0 and the dispatch. Q5_0 rebuilds each step's quants plus 16
+//! `q8_avx2.rs`, Q4_0's and Q4_1's in `q4_avx2.rs`, the
+//! k-quants' in `k_avx2.rs`; this file holds Q5_0 and the dispatch. Q5_0 rebuilds each step's quants plus 16
 //! from its bit planes and runs an unsigned tile ([`tile_q5`]) that needs
 //! no sign trick, in its own loop ([`gemm_q5`]) that shares each
 //! activation block's sum across a chunk of groups. Every tile ends its
@@ -11,10 +11,10 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{
+use super::layout::{PackedArgs, PackedFormat, Q5_0_BYTES, SCALE_BYTES, STEPS};
+use super::tiles::{
     blocks_at, bytes32, load, prefetch_ahead, quad, scale_block, store, AB, TILE_TOKENS,
 };
-use crate::packed_layout::{PackedArgs, PackedFormat, Q5_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Q5_0's step decoding (its loop is [`gemm_q5`]).
 pub(super) struct Q5;
@@ -165,13 +165,13 @@ fn gemm_q5(g: &PackedArgs<'_>, out: &mut [f32]) {
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q8_0 => unsafe { super::packed_q8_avx2::gemm_q8(g, out) },
+        PackedFormat::Q8_0 => unsafe { super::q8_avx2::gemm_q8(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
         // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe { super::packed_q4_avx2::gemm(g, out) },
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unsafe { super::q4_avx2::gemm(g, out) },
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
-            super::packed_k_avx2::gemm(g, out)
+            super::k_avx2::gemm(g, out)
         },
     }
 }

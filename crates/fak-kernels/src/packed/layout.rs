@@ -1,12 +1,12 @@
 //! The packed layouts' geometry, shared by the packed products
-//! ([`crate::packed`]), the k-quant encoders (`packed_k`) and their SIMD
-//! kernels (`simd/packed_*`): group and block sizes, the byte offsets of
+//! ([`crate::packed`]), the k-quant encoders (`k`) and their SIMD
+//! kernels (the ISA files beside it): group and block sizes, the byte offsets of
 //! the Q4_0, Q4_1, Q4_K, Q5_K and Q6_K group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
 //! the SIMD kernels can all import it without forming a loop (the module
-//! diagrams of [`crate::packed`], `packed_q4` and `packed_k` describe the
+//! diagrams of [`crate::packed`], `q4` and `k` describe the
 //! layouts).
 
 use fak_gguf::GgmlType;
@@ -38,7 +38,7 @@ const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
 const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
 
 /// Byte offsets of the packed Q4_0 and Q4_1 group blocks (see
-/// `packed_q4`): scales, Q4_1's mins, then four 32-byte nibble chunks.
+/// `q4`): scales, Q4_1's mins, then four 32-byte nibble chunks.
 pub(crate) mod q4 {
     use super::SCALE_BYTES;
 
@@ -66,16 +66,16 @@ pub enum PackedFormat {
     Q8_0,
     /// 5-bit quants: nibble planes plus a high-bit plane.
     Q5_0,
-    /// 4-bit quants with an offset of 8: nibble planes (see `packed_q4`).
+    /// 4-bit quants with an offset of 8: nibble planes (see `q4`).
     Q4_0,
     /// 4-bit quants with a per-block min: the mins, then nibble planes
-    /// (see `packed_q4`); against Q8_1 activations.
+    /// (see `q4`); against Q8_1 activations.
     Q4_1,
-    /// Q4_K super-blocks (see `packed_k`).
+    /// Q4_K super-blocks (see `k`).
     Q4K,
-    /// Q5_K super-blocks: Q4_K's, plus a high-bit plane (see `packed_k`).
+    /// Q5_K super-blocks: Q4_K's, plus a high-bit plane (see `k`).
     Q5K,
-    /// Q6_K super-blocks (see `packed_k`).
+    /// Q6_K super-blocks (see `k`).
     Q6K,
 }
 

@@ -1,10 +1,10 @@
-//! AVX-512 VNNI kernels of the packed k-quants ([`crate::packed_k`]): the
-//! steps of [`super::packed_k_avx2`] with each step's products summed by
+//! AVX-512 VNNI kernels of the packed k-quants ([`super::k`]): the
+//! steps of [`super::k_avx2`] with each step's products summed by
 //! one `vpdpbusd` (unsigned quants against signed activations, straight
 //! into `i32`) instead of `maddubs` and `madd`.
 //!
 //! Prefill runs two neighbouring 8-row groups at once in 512-bit
-//! registers, as the Q8_0 and Q5_0 tiles of [`super::packed_vnni`] do:
+//! registers, as the Q8_0 and Q5_0 tiles of [`super::vnni`] do:
 //!
 //! ```text
 //!   groups g, g+1; tokens t0..t0+8 ([`TILE`]); per super-block:
@@ -28,11 +28,11 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_k_avx2::{KSteps, AB, BSUMS, Q4K, Q5K, Q6K};
-use super::packed_tiles::{
+use super::k_avx2::{KSteps, AB, BSUMS, Q4K, Q5K, Q6K};
+use super::layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::tiles::{
     act_rows, blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
 };
-use crate::packed_layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
 /// the 8 row results of each token. Each step is one `vpdpbusd` into an

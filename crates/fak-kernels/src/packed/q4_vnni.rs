@@ -1,8 +1,8 @@
 //! AVX-512 VNNI tile of the packed Q4_0 and Q4_1 products
-//! (`crate::packed_q4`): the AVX2 tile of [`super::packed_q4_avx2`] with
+//! (`super::q4`): the AVX2 tile of [`super::q4_avx2`] with
 //! each step's products summed by one `vpdpbusd` (unsigned nibbles
 //! against signed activations, straight into `i32`), as the k-quants'
-//! [`super::packed_k_vnni`] tile does, instead of `maddubs`, an `i16` add
+//! [`super::k_vnni`] tile does, instead of `maddubs`, an `i16` add
 //! and the block's `madd`.
 //!
 //! ```text
@@ -18,17 +18,17 @@
 //! over groups and tokens (chunks, tiles of up to 8 tokens, the sums
 //! table, the prefetch) is the AVX2 one's ([`gemm_q4`]).
 //!
-//! Written after [`super::packed_k_vnni`]'s 256-bit tile; compiled on an
+//! Written after [`super::k_vnni`]'s 256-bit tile; compiled on an
 //! AVX2-only machine (Zen 3), not yet run: the tests of
 //! `tests/packed_q4.rs` compare every available ISA with the scalar
 //! `vec_dot`, so an AVX-512 machine checks it.
 
 use std::arch::x86_64::*;
 
-use super::packed_q4_avx2::{gemm_q4, halves, quad_at, Q4Format, Q4Tile, Q40, Q41, Q4_TILE};
-use super::packed_tiles::{blocks_at, bytes32, load, prefetch_ahead, Weights};
+use super::layout::{q4, PackedArgs, PackedFormat, STEPS};
+use super::q4_avx2::{gemm_q4, halves, quad_at, Q4Format, Q4Tile, Q40, Q41, Q4_TILE};
+use super::tiles::{blocks_at, bytes32, load, prefetch_ahead, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1};
-use crate::packed_layout::{q4, PackedArgs, PackedFormat, STEPS};
 
 /// The VNNI tile kind ([`tile_vnni`]).
 struct Vnni;

@@ -1,4 +1,4 @@
-//! AVX2 kernel of the packed k-quants ([`crate::packed_k`]): one register
+//! AVX2 kernel of the packed k-quants ([`super::k`]): one register
 //! lane per weight row, a tile of one 8-row group against `T` tokens.
 //!
 //! ```text
@@ -21,11 +21,9 @@
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{
-    act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
-};
+use super::layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS};
 use crate::blocks::BlockQ8_K;
-use crate::packed_layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 
 /// Activation (Q8_K) block bytes.
 pub(super) const AB: usize = BlockQ8_K::BYTES;
@@ -45,7 +43,7 @@ pub(super) trait KSteps<const B: usize> {
     /// them stay below `i16::MAX`.
     const I16_STEPS: usize;
 
-    /// Whether the VNNI two-group tile ([`super::packed_k_vnni`]) also
+    /// Whether the VNNI two-group tile ([`super::k_vnni`]) also
     /// takes a whole tile of tokens whose weights stream from DRAM, or the
     /// one-group tile does. Measured on a Zen 5 core, 8 tokens against a
     /// DRAM-sized matrix (`cargo bench -p fak-kernels --bench packed_k --
@@ -77,7 +75,7 @@ pub(super) trait KSteps<const B: usize> {
     /// `summ` as 8 `i16`-pair dot products: pair `m` holds, per row, the
     /// two `i16` factors of activation sums `bsums[2m]` and
     /// `bsums[2m + 1]`, so that `summ = (Σ_m pairs[m] · bsum_pair[m]) <<
-    /// OFFSET_SHIFT` (the VNNI tiles of [`super::packed_k_vnni`] sum them
+    /// OFFSET_SHIFT` (the VNNI tiles of [`super::k_vnni`] sum them
     /// with `vpdpwssd`).
     ///
     /// # Safety
@@ -89,7 +87,7 @@ pub(super) trait KSteps<const B: usize> {
     const OFFSET_SHIFT: i32;
 
     /// The super-block's float term per row, from the exact `sumi` and
-    /// `summ` and the activation scale `dx` (see [`crate::packed_k`]).
+    /// `summ` and the activation scale `dx` (see [`super::k`]).
     ///
     /// # Safety
     ///
@@ -150,13 +148,13 @@ pub(super) struct Q6K;
 
 /// The scales, mins and float term of a Q4_K group block, which a Q5_K
 /// group block shares (the same fields at the same offsets,
-/// [`crate::packed_layout::q5k`]): the bodies of both formats' [`KSteps`]
+/// [`super::layout::q5k`]): the bodies of both formats' [`KSteps`]
 /// methods of those names.
 mod with_mins {
     use std::arch::x86_64::*;
 
     use super::{bsum, bytes8, halves, pair16, AB};
-    use crate::packed_layout::q4k;
+    use crate::packed::layout::q4k;
 
     /// Sub-block `j`'s scales, one `i32` per row.
     #[inline]

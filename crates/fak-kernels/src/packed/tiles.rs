@@ -1,17 +1,17 @@
 //! The pieces that the packed products' SIMD kernels share
-//! (`packed_avx2`, `packed_k_avx2`, `packed_vnni`): fixed-offset loads of
+//! (`avx2`, `k_avx2`, `vnni`): fixed-offset loads of
 //! a group block, the weight prefetch, the activation quads, the float end
 //! of a block ([`scale_block`]), the 8- and 16-lane stores and the token
 //! tile sizes.
 //!
 //! A leaf: it imports only the block types and the packed geometry
-//! (`crate::packed_layout`), so the three kernel files import it and
+//! (`super::layout`), so the three kernel files import it and
 //! never each other in a loop.
 
 use std::arch::x86_64::*;
 
+use super::layout::SCALE_BYTES;
 use crate::blocks::BlockQ8_0;
-use crate::packed_layout::SCALE_BYTES;
 
 /// Activation block bytes.
 pub(super) const AB: usize = BlockQ8_0::BYTES;

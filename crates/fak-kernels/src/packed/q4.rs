@@ -32,9 +32,9 @@
 //! nibble chunks are Q5_0's without its high-bit plane, and Q4_K's with
 //! one block instead of eight.
 
+use super::layout::{q4, PackedFormat, QK, STEP, STEPS};
 use crate::blocks::{BlockQ4_0, BlockQ4_1};
 use crate::fp::f16_to_f32;
-use crate::packed_layout::{q4, PackedFormat, QK, STEP, STEPS};
 
 /// The nibble chunks' offset in a group block of `format` (Q4_0 or Q4_1).
 fn nib(format: PackedFormat) -> usize {

@@ -1,4 +1,4 @@
-//! AVX2 kernels of the packed Q4_0 and Q4_1 products (`crate::packed_q4`):
+//! AVX2 kernels of the packed Q4_0 and Q4_1 products (`super::q4`):
 //! one register lane per weight row, a tile of one 8-row group against
 //! 1 to [`Q4_TILE`] tokens.
 //!
@@ -24,15 +24,15 @@
 //! its order and without fused multiply-adds, so every element has the
 //! scalar twin's bits.
 //!
-//! The loop is the Q8_0 one's (`packed_q8_avx2`): groups in chunks of
+//! The loop is the Q8_0 one's (`q8_avx2`): groups in chunks of
 //! [`CHUNK_BYTES`], token tiles inside a chunk, one-token products (decode)
 //! straight over the groups with the weights asked for ahead.
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
+use super::layout::{q4, PackedArgs, PackedFormat, STEPS};
+use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1};
-use crate::packed_layout::{q4, PackedArgs, PackedFormat, STEPS};
 
 /// Most tokens in one tile: eight `i16` sums, the two steps' nibbles, a
 /// mask and a broadcast fill 12 of the 16 registers; the float
@@ -74,7 +74,7 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
 }
 
 /// A tile kind's one-group tile ([`tile`] here, the VNNI one in
-/// `packed_q4_vnni`), for the shared loop ([`gemm_q4`]).
+/// `q4_vnni`), for the shared loop ([`gemm_q4`]).
 pub(super) trait Q4Tile {
     /// One group (`w`: its blocks) times `T` activation rows: the 8 row
     /// results of each token, as [`tile`].

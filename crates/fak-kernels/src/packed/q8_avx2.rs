@@ -21,14 +21,14 @@
 //! tile's tokens, so a product of `n` tokens runs as tiles of up to 8
 //! (`n = 6` is one 6-token tile, not a 4-token tile and two 1-token ones).
 //! The tile reads its blocks through pointers checked once per tile (the
-//! bounds-checked, zero-block-on-miss reads of [`super::packed_tiles`]
+//! bounds-checked, zero-block-on-miss reads of [`super::tiles`]
 //! cost selects and spills in this loop).
 
 use std::arch::x86_64::*;
 
-use super::packed_tiles::{act_rows, bytes32, load, prefetch_ahead, quad, scale_block, store, AB};
+use super::layout::{PackedArgs, Q8_0_BYTES, SCALE_BYTES, STEPS};
+use super::tiles::{act_rows, bytes32, load, prefetch_ahead, quad, scale_block, store, AB};
 use crate::fp::f16_to_f32;
-use crate::packed_layout::{PackedArgs, Q8_0_BYTES, SCALE_BYTES, STEPS};
 
 /// Most tokens in one tile: eight `i32` sums, the step's weights, `|w|`,
 /// a broadcast and a product fill 13 of the 16 registers; the 8 float
@@ -39,7 +39,7 @@ pub(super) const Q8_TILE: usize = 8;
 /// ([`prefetch_ahead`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Prefetch {
-    /// Hints [`super::packed_tiles::PREFETCH_BYTES`] ahead of each block.
+    /// Hints [`super::tiles::PREFETCH_BYTES`] ahead of each block.
     Ahead,
     /// No hints.
     Off,
