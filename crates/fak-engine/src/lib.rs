@@ -1,13 +1,32 @@
-//! Sequences, sampling and generation on top of [`fak_model::Model`].
+//! The request lifecycle of fak: [`Engine`] takes [`Request`]s, runs them
+//! together over one paged KV cache, and returns [`Event`]s.
 //!
-//! A [`Sequence`] owns one sequence's KV store and token history; it can
-//! ingest a prompt (prefill), decode token by token, and rewind to a shared
-//! prefix (used by chat to reuse the conversation so far).
+//! ```text
+//!   Engine::add(Request) ─► RequestId      validated, queued (limits, max_tokens
+//!                                          resolved here, once, for every API)
+//!   Engine::step() ─► Vec<Event>           admit while the KV pool holds the prompt,
+//!                                          one ragged forward pass (prompt chunks,
+//!                                          decode tokens, verified drafts), sample,
+//!                                          stop rules, detokenize
+//!   Engine::cancel(RequestId)              freed now, Finished(Cancelled) next step
+//!   sessions: create / fork / evict / free contexts that outlive a request
+//! ```
 //!
-//! [`Sequences`] runs many sequences over one paged, copy-on-write KV
-//! cache ([`PagedKv`], bookkeeping from fak-kv): ragged steps mixing
-//! prefill chunks and decode tokens, O(blocks) forks, prefix reuse through
-//! the radix index, and exact span eviction.
+//! One thread owns an `Engine` (the server's engine thread, `fak generate`,
+//! the benchmarks); everything a request needs that is not the model's
+//! math lives here: scheduling and preemption ([`EngineConfig`],
+//! [`PrefillMix`]), the KV budget ([`PagedKvConfig`], [`MaxTokens`]),
+//! sampling ([`Sampler`]), grammar-held output ([`Constraint`]), stop
+//! strings, exact speculative decoding ([`Speculative`]) and agent
+//! sessions. A sequence's logits do not depend on what runs beside it.
+//!
+//! Below it, [`Sequences`] runs many sequences over one paged,
+//! copy-on-write KV cache ([`PagedKv`], bookkeeping from fak-kv): ragged
+//! steps mixing prefill chunks and decode tokens, O(blocks) forks, prefix
+//! reuse through the radix index, and exact span eviction. [`Fleet`] drives
+//! agents of one fleet as engine sessions; [`generate`] and
+//! [`generate_many`] are one-shot clients of `Engine`; [`Sequence`] is one
+//! flat sequence (tests and the single-stream benchmark).
 
 #![forbid(unsafe_code)]
 
