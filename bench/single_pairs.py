@@ -65,10 +65,12 @@ def main():
     a = ap.parse_args()
     if a.ik_bench is None and Path(ik_default).exists():
         a.ik_bench = ik_default
-    for exe in (a.fak, a.llama_bench, a.ik_bench or a.fak):
+    how = {a.fak: "cargo build --release", a.llama_bench: "bench/peers/build-server.sh"}
+    if a.ik_bench:
+        how[a.ik_bench] = "bench/peers/build-ik-llama.sh"
+    for exe, build in how.items():
         if not Path(exe).exists():
-            sys.exit(f"single_pairs: {exe} is missing (build fak with cargo build --release; "
-                     "llama-bench with bench/peers/build-server.sh)")
+            sys.exit(f"single_pairs: {exe} is missing (build it with {build})")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     pairs = []

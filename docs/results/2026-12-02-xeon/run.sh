@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 14 measurements on this machine (Intel Xeon, AVX-512 VNNI/BF16),
+# Measurements on an Intel Xeon (AVX-512 VNNI/BF16),
 # fak at 5c4e682 (binary copied to $TMPDIR/fak-bench-bin), each piece alone
-# on an idle machine (: SIGSTOPs every niced process while it runs).
+# on an idle machine (every niced process stopped while it runs).
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 17 measurements on this machine (AMD EPYC Zen 3, /proc/cpuinfo
+# Measurements on an AMD EPYC Zen 3 (/proc/cpuinfo
 # family 25 model 1, AVX2 only, 2 vCPUs, 24 GiB): fak at 41121f2 (row-major
 # f16 keys; $TMPDIR/fak-base) against the dims-major key layout in 32-row tiles
-# of this commit ($TMPDIR/fak-tiled), each piece alone on an idle machine (:
-# SIGSTOPs every niced process while it runs). `run.sh STEP` runs one step;
+# of this commit ($TMPDIR/fak-tiled), each piece alone on an idle machine (every
+# niced process stopped while it runs). `run.sh STEP` runs one step;
 # times.txt logs them.
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
@@ -81,6 +81,6 @@ peer|all)
   ;;
 esac
 step "done-${1:-all}"
-# After `peer`, one fak probe run right after it for the pair (session 17):
+# After `peer`, one fak probe run right after it for the pair (the same run):
 #   $TMPDIR/fak-tiled bench fleet -m $SMOL -t 2 --profile probe --bandwidth $O/bandwidth.json \
 #     --peak $O/peak.json --json > $O/peer/fak.json 2> $O/peer/fak.err

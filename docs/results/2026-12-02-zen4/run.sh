@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 13 measurements on this machine (AMD EPYC Zen 4), each piece on an idle machine.
+# Measurements on an AMD EPYC Zen 4, each piece run with the machine otherwise idle.
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 16 measurements on this machine (AMD EPYC Zen 5, /proc/cpuinfo
+# Measurements on an AMD EPYC Zen 5 (/proc/cpuinfo
 # family 26, AVX-512 VNNI/BF16, 2 vCPUs, 24 GiB), fak at e5f9867 (binary
 # copied to $TMPDIR/fak-main-bin), the 38c041b build at $TMPDIR/fak-38c041b; each
-# piece alone on an idle machine (: SIGSTOPs every niced
-# process while it runs). `run.sh STEP` runs one step; times.txt logs them.
+# piece alone on an idle machine (every niced process stopped
+# while it runs). `run.sh STEP` runs one step; times.txt logs them.
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

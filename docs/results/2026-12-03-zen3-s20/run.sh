@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 20 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
+# Run of 2026-12-03 (AMD EPYC Zen 3, AVX2): the commands behind the
 # reports beside this file. Run from the repository root, one step at a time:
 #   docs/results/2026-12-03-zen3-s20/run.sh ab38      # 38c041b vs 609443b, fleet, alternated 3x
 #   docs/results/2026-12-03-zen3-s20/run.sh threeway  # fak vs llama.cpp flash attention on and off
 #   docs/results/2026-12-03-zen3-s20/run.sh fma       # a rounding-only change in fak, on the same scale
-# Timings ran alone under (SIGSTOPs niced processes).
+# Timings ran alone (niced processes stopped meanwhile).
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

@@ -1,6 +1,6 @@
 """The fleet's time if every kernel ran at its best single-thread rate.
 
-Reads the reports that run.sh writes beside this file (and session 20's
+Reads the reports that run.sh writes beside this file (and the earlier run's
 38c041b fleet reports), and prints, per shape, the sum over kernels of
 work / (2 threads x best rate) next to half of 38c041b's wall and the
 wall that 60% of the roofline allows. Usage: python3 bound.py DIR
@@ -58,7 +58,7 @@ def main(d):
               f"{t_va:.2f} s + softmax {t_sm:.2f} s = {bound:.2f} s, "
               f"{turns / bound:.3f} agent-turns/s")
         print(f"  measured now: {run['agent_turns_per_s']:.3f} agent-turns/s ({run['wall_s']:.2f} s)")
-        print(f"  38c041b (session 20, median of {len(olds)}): {base:.3f}; 2x = {2 * base:.3f} "
+        print(f"  38c041b (the earlier run, median of {len(olds)}): {base:.3f}; 2x = {2 * base:.3f} "
               f"agent-turns/s, a wall of {turns / (2 * base):.2f} s")
         print(f"  60% of the roofline ({roof_s:.2f} s) allows {roof_s / 0.6:.2f} s")
 

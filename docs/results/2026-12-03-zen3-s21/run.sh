@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Session 21 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
+# Run of 2026-12-03 (AMD EPYC Zen 3, AVX2): the commands behind the
 # reports beside this file. Run from the repository root:
 #   docs/results/2026-12-03-zen3-s21/run.sh bound   # per-kernel best rates, the fleet's work, the bound
 #   docs/results/2026-12-03-zen3-s21/run.sh peer    # fak vs llama.cpp's fleet peer, probe, alternated 3x
 #   docs/results/2026-12-03-zen3-s21/run.sh http    # fak serve sessions vs llama-server, probe, 3 rounds
 #   docs/results/2026-12-03-zen3-s21/run.sh abpf    # Q8_0 prefetch on every product: before/after, alternated 3x
 # `peer` and `http` ran the fak binary built at 6911b14 (copied to $TMPDIR/fak-s21).
-# Timings ran alone under (SIGSTOPs niced processes).
+# Timings ran alone (niced processes stopped meanwhile).
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 22 (2026-12-03, AMD EPYC Zen 3, AVX2): the commands behind the
+# Run of 2026-12-03 (AMD EPYC Zen 3, AVX2): the commands behind the
 # reports beside this file. Run from the repository root:
 #   docs/results/2026-12-03-zen3-s22/run.sh blhttp   # fak serve sessions vs llama-server, bounded-long T40 A8, 3 rounds
 #   docs/results/2026-12-03-zen3-s22/run.sh cacheram # llama-server with and without its RAM prompt cache, probe, alternated 2x
@@ -9,7 +9,7 @@
 # $TMPDIR/fak-s22 is `cargo build --release -p fak-cli` at 76c0057 (b9c3119's forward
 # pass plus two /metrics counters); `blhttp`, `cacheram` and `blpeer` ran it, and
 # `abtile` compares it with 546baeb's build ($TMPDIR/fak-tile).
-# Timings ran alone under (SIGSTOPs niced processes).
+# Timings ran alone (niced processes stopped meanwhile).
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.
@@ -59,7 +59,7 @@ abscratch)
   # $TMPDIR/fak-tile: 546baeb's build; $TMPDIR/fak-scratch: the same with the row-split
   # products' scratch kept per thread (a thread_local Vec<f32> of at most 16 MiB,
   # never zeroed, in fak-model's matmul.rs). Not kept: docs/PERFORMANCE.md,
-  # "Tried in session 22".
+  # its "tried" list.
   O=$D/ab-scratch; mkdir -p $O
   for i in 1 2 3; do for b in tile scratch; do
     $TMPDIR/fak-$b bench fleet -m $M -t 2 --profile probe --json > $O/probe-$b-$i.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23 (2026-12-03), AMD EPYC Zen 3 (family 25 model 1, AVX2 only, 2 vCPUs).
+# Run of 2026-12-03, AMD EPYC Zen 3 (family 25 model 1, AVX2 only, 2 vCPUs).
 #   docs/results/2026-12-03-zen3-s23/run.sh abfma     # fused score multiply-adds: before/after, alternated 3x
 #   docs/results/2026-12-03-zen3-s23/run.sh teacher   # teacher-forced goldens, before/after
 #   docs/results/2026-12-03-zen3-s23/run.sh probehttp # the fleet probe over HTTP vs llama-server, 3 rounds
@@ -8,7 +8,7 @@
 #   docs/results/2026-12-03-zen3-s23/run.sh probeq6   # one probe round over HTTP after it
 # $TMPDIR/fak-base: `cargo build --release -p fak-cli` at 38c3dee; $TMPDIR/fak-fmas: the same with
 # the attention scores' multiply-adds fused (every ISA and the scalar twins).
-# Timings ran alone under (SIGSTOPs niced processes).
+# Timings ran alone (niced processes stopped meanwhile).
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as
 # folder/file); python3 bench/unbundle.py FOLDER writes those back as files.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 19 (2026-12-03), AMD EPYC Zen 3 (family 25 model 1; AVX2/FMA/F16C,
+# Run of 2026-12-03, AMD EPYC Zen 3 (family 25 model 1; AVX2/FMA/F16C,
 # no AVX-512; `fak inspect --system`: kernel path avx2), 2 threads.
-# Every timing ran alone under (SIGSTOPs niced jobs).
+# Every timing ran alone (niced jobs stopped meanwhile).
 #   docs/results/2026-12-03-zen3/run.sh STEP
 # The files these commands wrote are kept in this folder: the ones a page names
 # as they were written, the rest as keys of runs.json (a subfolder's as

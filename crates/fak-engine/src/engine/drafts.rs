@@ -136,7 +136,7 @@ impl<'m> Drafts<'m> {
         if max == 0 {
             return none;
         }
-        let (Some(_), Some(tokens)) = (l.seq, tokens) else {
+        let Some(tokens) = tokens else {
             return none;
         };
         let ctx = &mut self.context;
