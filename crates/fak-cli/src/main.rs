@@ -207,8 +207,9 @@ pub enum SpeculativeArg {
     /// tenant's recent outputs and what a request's grammar forces; the
     /// output is the same as plain decoding's, token for token.
     Lookup,
-    /// Lookup drafts where the measured pass costs and each sequence's
-    /// acceptance say they pay, then the draft model's (with
+    /// Lookup drafts where they pay: each sequence drafts the length that
+    /// makes its pass the most tokens per second, by the decode passes'
+    /// measured times and the sequence's acceptance, then the draft model's (with
     /// --draft-model) where they pay; grammar drafts always (the same
     /// output again).
     Auto,

@@ -14,8 +14,9 @@
 //!     ─► fleet index (the tenant's recent outputs)
 //!   then, for requests still without a draft, one batch of draft-model
 //!   passes (model_drafts)
-//!   auto: each source drafts only while its acceptance pays for the rows
-//!   it adds, by the pass costs measured (spec::drafting_pays)
+//!   auto: each source drafts the length whose pass makes the most tokens
+//!   per second, at its per-token acceptance, by the decode passes' measured
+//!   times (spec::best_draft), or nothing
 //! ```
 
 use fak_kv::Tenant;
@@ -25,7 +26,10 @@ use super::{Live, Slot};
 use crate::drafter::{DraftJob, Drafter};
 use crate::request::SpecMode;
 use crate::seqs::Sequences;
-use crate::spec::{self, FleetIndex, PassCost, Speculative};
+use crate::spec::{
+    self, Acceptance, DecodeCost, DraftAsk, DraftChoice, FleetIndex, PassCost, PassSoFar,
+    Speculative,
+};
 
 /// Where a draft came from (for the request's prediction counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +52,11 @@ pub(super) struct Drafts<'m> {
     pub(super) mode: Speculative,
     /// A sequence's context, gathered for a draft lookup (reused).
     context: Vec<u32>,
-    /// Measured pass cost (for [`Speculative::Auto`]).
+    /// Measured pass cost, a line through every pass (for
+    /// [`Speculative::Auto`] until `decode_cost` has the rows it needs).
     pub(super) pass_cost: PassCost,
+    /// Measured decode passes by rows (for [`Speculative::Auto`]).
+    pub(super) decode_cost: DecodeCost,
     /// Recent outputs per tenant, a draft source.
     fleet: FleetIndex,
     /// The draft model, when one is set.
@@ -63,6 +70,7 @@ impl<'m> Drafts<'m> {
             mode: Speculative::Off,
             context: Vec::new(),
             pass_cost: PassCost::default(),
+            decode_cost: DecodeCost::default(),
             fleet: FleetIndex::default(),
             model: None,
         }
@@ -81,46 +89,46 @@ impl<'m> Drafts<'m> {
     }
 
     /// Draft tokens for the decoding request `l`, whose sequence holds
-    /// `tokens` (`None`: not readable), at most `room`, in a decode step of
-    /// `batch` requests; and where they came from: the request's prediction first, then what its
-    /// grammar forces, then prompt lookup and the fleet index when the
-    /// engine drafts (for a constrained request cut to what its grammar
-    /// accepts). None when the request opted out, and never more than it
-    /// may still generate after the token this pass samples anyway.
+    /// `tokens` (`None`: not readable), at most `room`, added to the decode
+    /// pass `pass` (which the draft is added to); and where they came
+    /// from: the request's prediction first, then what its grammar forces,
+    /// then prompt lookup and the fleet index when the engine drafts (for a
+    /// constrained request cut to what its grammar accepts). None when the
+    /// request opted out, and never more than it may still generate after
+    /// the token this pass samples anyway.
     pub(super) fn propose(
         &mut self,
         l: &mut Live,
         tokens: Option<&[u32]>,
         tok: Option<&Tokenizer>,
         room: usize,
-        batch: usize,
+        pass: &mut PassSoFar,
+    ) -> (Vec<u32>, Option<DraftSource>) {
+        let (d, source) = self.find(l, tokens, tok, room, *pass);
+        if let Some(source) = source.filter(|_| !d.is_empty()) {
+            let kept = match source {
+                DraftSource::Prediction { .. } => l.pred.acceptance.expected(d.len()),
+                DraftSource::Lookup => l.acceptance.expected(d.len()),
+                DraftSource::Fleet => l.fleet_acceptance.expected(d.len()),
+                DraftSource::Model => l.model_acceptance.expected(d.len()),
+                DraftSource::Grammar => d.len() as f64,
+            };
+            pass.add(d.len(), kept);
+        }
+        (d, source)
+    }
+
+    /// [`Drafts::propose`]'s draft.
+    fn find(
+        &mut self,
+        l: &mut Live,
+        tokens: Option<&[u32]>,
+        tok: Option<&Tokenizer>,
+        room: usize,
+        pass: PassSoFar,
     ) -> (Vec<u32>, Option<DraftSource>) {
         let none = (Vec::new(), None);
         let lookup = self.mode.lookup();
-        // Draft lengths of prompt lookup and of the fleet index, each scored
-        // on its own acceptance: with `auto`, a source drafts only where it
-        // pays, as long as its acceptance says; one left out drifts back to
-        // be tried again.
-        let (mut own, mut fleet) = (0, 0);
-        if let Some(p) = lookup {
-            (own, fleet) = (p.max_draft, p.max_draft);
-            if let Speculative::Auto(_) = self.mode {
-                let fit = self.pass_cost.fit();
-                for (acc, len) in [
-                    (&mut l.acceptance, &mut own),
-                    (&mut l.fleet_acceptance, &mut fleet),
-                ] {
-                    let rate = acc.rate();
-                    let pays = fit.is_none_or(|(a, b)| spec::drafting_pays(a, b, batch, rate));
-                    if pays {
-                        *len = acc.draft_len(p.max_draft);
-                    } else {
-                        *len = 0;
-                        acc.idle();
-                    }
-                }
-            }
-        }
         let grammar = self.mode != Speculative::Off;
         let spec = &l.req.speculation;
         if spec.mode == SpecMode::Off
@@ -157,33 +165,39 @@ impl<'m> Drafts<'m> {
         let Some(params) = lookup else {
             return none;
         };
-        let with = |n: usize| spec::LookupParams {
-            max_draft: n.min(max),
-            ..params
+        let auto = matches!(self.mode, Speculative::Auto(_));
+        let length = Length {
+            cost: &self.decode_cost,
+            fit: self.pass_cost.fit(),
+            pass,
+            auto,
+            max_draft: params.max_draft,
         };
-        // A match of `max_ngram` tokens at full acceptance (a file being
-        // re-emitted) earns a long draft, as a prediction does.
-        let found: &[u32] = match (own > 0)
-            .then(|| spec::prompt_lookup(ctx, params))
-            .flatten()
-        {
-            Some(m) => {
-                let long = own == params.max_draft && m.matched >= params.max_ngram;
-                let k = if long { spec::LONG_DRAFT } else { own };
-                m.draft(ctx, k.min(max))
+        // Prompt lookup; a match of `max_ngram` tokens (a file being
+        // re-emitted) may earn a long draft, as a prediction does.
+        let mut found: &[u32] = &[];
+        if let Some(m) = spec::prompt_lookup(ctx, params) {
+            let long = m.matched >= params.max_ngram;
+            let cap = m.draft(ctx, max).len();
+            let n = length.choose(&mut l.acceptance, cap, long);
+            found = m.draft(ctx, n);
+        }
+        let (d, source) = if found.is_empty() {
+            let n = length.choose(&mut l.fleet_acceptance, max, false);
+            if n == 0 {
+                return none;
             }
-            None => &[],
-        };
-        let (d, source) = match found {
-            [] if fleet > 0 => (
-                self.fleet.draft(l.req.tenant, ctx, with(fleet)),
-                DraftSource::Fleet,
-            ),
-            [] => return none,
-            d => (d, DraftSource::Lookup),
+            let with = spec::LookupParams {
+                max_draft: n,
+                ..params
+            };
+            let d = self.fleet.draft(l.req.tenant, ctx, with).to_vec();
+            (d, DraftSource::Fleet)
+        } else {
+            (found.to_vec(), DraftSource::Lookup)
         };
         let n = match l.constraint.as_mut() {
-            Some(c) => c.valid_prefix(d),
+            Some(c) => c.valid_prefix(&d),
             None => d.len(),
         };
         if n == 0 {
@@ -282,6 +296,71 @@ impl<'m> Drafts<'m> {
             }
             if let (false, Some(slot)) = (d.is_empty(), drafts.get_mut(k)) {
                 *slot = (d, Some(DraftSource::Model));
+            }
+        }
+    }
+}
+
+/// How long a lookup or fleet draft may be, from one source's acceptance
+/// and what passes cost.
+struct Length<'c> {
+    cost: &'c DecodeCost,
+    /// The line through every pass, `(a, b)`.
+    fit: Option<(f64, f64)>,
+    /// The decode pass the draft joins.
+    pass: PassSoFar,
+    /// [`Speculative::Auto`]: draft where it pays; else always.
+    auto: bool,
+    /// The lookup's usual draft length.
+    max_draft: usize,
+}
+
+impl Length<'_> {
+    /// Tokens to draft (0: none) for a source accepted as `acc` measures,
+    /// of at most `cap` available; `long`: the draft continues a match of
+    /// the lookup's full length, which may earn [`spec::LONG_DRAFT`]
+    /// tokens. A source that does not pay drafts nothing and idles.
+    fn choose(&self, acc: &mut Acceptance, cap: usize, long: bool) -> usize {
+        let most = if long {
+            spec::LONG_DRAFT
+        } else {
+            self.max_draft
+        }
+        .min(cap);
+        if !self.auto {
+            return most;
+        }
+        let slope = self.fit.map(|(_, b)| b);
+        let ask = DraftAsk {
+            pass: self.pass,
+            acceptance: acc,
+            max: most,
+        };
+        let choice = spec::best_draft(self.cost, slope, ask);
+        match choice {
+            DraftChoice::Draft(n) => n,
+            DraftChoice::Plain => {
+                acc.idle();
+                0
+            }
+            DraftChoice::Unmeasured => {
+                // Until the rows are timed: the line through every pass
+                // and a length by the acceptance rate (try it with no line).
+                let rate = acc.rate();
+                let batch = self.pass.rows;
+                let pays = self
+                    .fit
+                    .is_none_or(|(a, b)| spec::drafting_pays(a, b, batch, rate));
+                if !pays {
+                    acc.idle();
+                    return 0;
+                }
+                let n = acc.draft_len(self.max_draft);
+                if long && n == self.max_draft {
+                    most
+                } else {
+                    n.min(most)
+                }
             }
         }
     }

@@ -25,6 +25,7 @@ use crate::constraint::{Check, Ready};
 use crate::error::EngineError;
 use crate::request::{Context, EngineStats, Event, FinishReason, RequestId, StepLogprobs, StopAt};
 use crate::seqs::{Append, PrefixCache, Rows};
+use crate::spec::PassSoFar;
 
 /// What one item of a pass does for its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,13 +152,29 @@ impl Engine<'_> {
             if plan.is_empty() {
                 break;
             }
+            let decode = plan.iter().all(|i| i.kind == ItemKind::Decode);
+            let positions = if decode { self.positions(&plan) } else { 0.0 };
+            let attention = self.seqs.forward_times().all().attention;
             let started = std::time::Instant::now();
             let ran = self.run(&plan, &mut on_logits);
             if ran.is_ok() {
+                let secs = started.elapsed().as_secs_f64();
                 let tokens = plan.iter().map(|i| i.ids.len()).sum();
-                self.drafts
-                    .pass_cost
-                    .observe(tokens, started.elapsed().as_secs_f64());
+                self.drafts.pass_cost.observe(tokens, secs);
+                if decode {
+                    let attention = self
+                        .seqs
+                        .forward_times()
+                        .all()
+                        .attention
+                        .saturating_sub(attention);
+                    self.drafts.decode_cost.observe(
+                        tokens,
+                        secs,
+                        attention.as_secs_f64(),
+                        positions,
+                    );
+                }
             }
             match ran {
                 Ok(picked) => {
@@ -243,9 +260,15 @@ impl Engine<'_> {
             let mut spare = cap - take;
             let chosen: Vec<u32> = (0..take).map(|k| decoding[(start + k) % n]).collect();
             let mut drafts = Vec::with_capacity(take);
+            let positions = chosen
+                .iter()
+                .filter_map(|&s| self.slots[s as usize].live.as_ref()?.seq)
+                .map(|seq| self.seqs.tokens(seq).map_or(0, <[u32]>::len) as f64 + 1.0)
+                .sum();
+            let mut pass = PassSoFar::plain(take, positions);
             for &slot in &chosen {
                 let d = if spare > 0 {
-                    self.draft(slot, spare, take)
+                    self.draft(slot, spare, &mut pass)
                 } else {
                     (Vec::new(), None)
                 };
@@ -324,14 +347,27 @@ impl Engine<'_> {
         plan
     }
 
+    /// The positions of a decode plan's sequences (each one's length
+    /// with the pass's first token), before it runs.
+    fn positions(&self, plan: &[Item]) -> f64 {
+        plan.iter()
+            .map(|i| self.seqs.tokens(i.seq).map_or(0, <[u32]>::len) as f64 + 1.0)
+            .sum()
+    }
+
     /// Draft tokens for a decoding request (at most `room`), and where
     /// they came from ([`Drafts::propose`]).
-    fn draft(&mut self, slot: u32, room: usize, batch: usize) -> (Vec<u32>, Option<DraftSource>) {
+    fn draft(
+        &mut self,
+        slot: u32,
+        room: usize,
+        pass: &mut PassSoFar,
+    ) -> (Vec<u32>, Option<DraftSource>) {
         let Some(l) = self.slots[slot as usize].live.as_mut() else {
             return (Vec::new(), None);
         };
         let tokens = l.seq.and_then(|seq| self.seqs.tokens(seq).ok());
-        self.drafts.propose(l, tokens, self.tok, room, batch)
+        self.drafts.propose(l, tokens, self.tok, room, pass)
     }
 
     /// Runs a plan as one forward pass and samples every item that asked

@@ -18,6 +18,14 @@
 //! A draft only proposes: verification samples every position from the
 //! model's own logits and keeps a draft token only while it equals the
 //! sampled one, so a draft can make decoding faster, never different.
+//! Whether a draft is worth its rows is [`cost`]'s question.
+
+mod cost;
+
+pub use cost::{
+    best_draft, drafting_pays, model_drafting_pays, Acceptance, DecodeCost, DraftAsk, DraftChoice,
+    PassCost, PassSoFar,
+};
 
 /// Whether the engine drafts tokens to verify, and from what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -27,10 +35,11 @@ pub enum Speculative {
     Off,
     /// Drafts from the sequence's own context ([`prompt_lookup`]), always.
     Lookup(LookupParams),
-    /// Prompt lookup where it pays: each sequence's draft length follows
-    /// its measured acceptance, and a sequence drafts only while
-    /// `drafting_pays` says so for the step's batch, by the pass costs
-    /// the engine measures (`PassCost`). With a draft model, it drafts
+    /// Prompt lookup and the fleet index where they pay: each sequence
+    /// drafts the length that makes its pass the most tokens per second
+    /// (`best_draft`), by the decode passes' times the engine measures
+    /// (`DecodeCost`) and the per-token acceptance its drafts have had
+    /// (`Acceptance::per_token`). With a draft model, it drafts
     /// for the sequences lookup finds nothing for, where
     /// `model_drafting_pays` says so.
     Auto(LookupParams),
@@ -45,141 +54,6 @@ impl Speculative {
         match self {
             Speculative::Lookup(p) | Speculative::Auto(p) => Some(p),
             Speculative::Off | Speculative::Draft => None,
-        }
-    }
-}
-
-/// Pass time against tokens in the pass, `t ≈ a + b·n`, fitted online by
-/// least squares with exponential forgetting (recent passes count most).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PassCost {
-    w: f64,
-    n: f64,
-    t: f64,
-    nn: f64,
-    nt: f64,
-}
-
-/// Weight kept by earlier passes at each new one.
-const PASS_COST_DECAY: f64 = 0.98;
-
-impl PassCost {
-    /// Records a pass of `tokens` tokens that took `secs`.
-    pub fn observe(&mut self, tokens: usize, secs: f64) {
-        let n = tokens as f64;
-        let d = PASS_COST_DECAY;
-        self.w = self.w * d + 1.0;
-        self.n = self.n * d + n;
-        self.t = self.t * d + secs;
-        self.nn = self.nn * d + n * n;
-        self.nt = self.nt * d + n * secs;
-    }
-
-    /// The fitted `(a, b)`: seconds per pass and per token; `None` until
-    /// passes of different sizes were seen (or the fit is not positive).
-    pub fn fit(&self) -> Option<(f64, f64)> {
-        let var = self.w * self.nn - self.n * self.n;
-        if self.w < 2.0 || var <= 1e-9 * self.w * self.w {
-            return None;
-        }
-        let b = (self.w * self.nt - self.n * self.t) / var;
-        let a = (self.t - b * self.n) / self.w;
-        (a > 0.0 && b > 0.0).then_some((a, b))
-    }
-}
-
-/// Whether a sequence whose drafts are accepted at rate `rate` should
-/// draft in a decode step of `batch` sequences, for pass costs `a + b·n`.
-///
-/// A plain step makes `m` tokens in `a + b·m`; drafting `D` more tokens
-/// makes `m + r·D` in `a + b·(m + D)`. That is faster per token exactly
-/// when `r > b·m / (a + b·m)`; a margin of 1.5 keeps measurement noise on
-/// the side of plain decoding.
-///
-/// ```text
-///   memory-bound (a ≫ b·m): threshold ≈ 0 → draft whenever anything is accepted
-///   compute-bound (b·m ≫ a): threshold → 1 → never draft
-/// ```
-pub fn drafting_pays(a: f64, b: f64, batch: usize, rate: f64) -> bool {
-    let m = batch.max(1) as f64;
-    rate > 1.5 * b * m / (a + b * m)
-}
-
-/// Whether a sequence whose draft-model drafts are accepted at rate
-/// `rate` should draft in a decode step of `batch` sequences, for target
-/// pass costs `a + b·n` and a draft cost of `c` seconds per drafted token
-/// (`None` until measured: try it).
-///
-/// A plain step makes `m` tokens in `T = a + b·m`. Drafting `k` tokens for
-/// one sequence costs `k` more target rows and the draft model's work,
-/// `k·(b + c)`, and gains `r·k` tokens worth `T/m` each. It pays when
-/// `r > m·(b + c) / T`; a margin of 1.2 keeps noise on the side of plain
-/// decoding.
-///
-/// ```text
-///   a cheap draft model, memory-bound target (b, c ≪ a): pays at low rates
-///   a draft model near the target's cost, or a compute-bound step: never
-/// ```
-pub fn model_drafting_pays(target: (f64, f64), c: Option<f64>, batch: usize, rate: f64) -> bool {
-    let Some(c) = c else {
-        return true;
-    };
-    let (a, b) = target;
-    let m = batch.max(1) as f64;
-    rate > 1.2 * m * (b + c) / (a + b * m)
-}
-
-/// A sequence's draft acceptance, an exponentially weighted rate that
-/// starts at one half.
-#[derive(Debug, Clone, Copy)]
-pub struct Acceptance {
-    kept: f64,
-    drafted: f64,
-}
-
-impl Default for Acceptance {
-    fn default() -> Acceptance {
-        Acceptance {
-            kept: 1.0,
-            drafted: 2.0,
-        }
-    }
-}
-
-impl Acceptance {
-    /// Records a verified draft of `drafted` tokens of which `kept` were
-    /// accepted.
-    pub fn record(&mut self, drafted: usize, kept: usize) {
-        let d = 0.8;
-        self.kept = self.kept * d + kept as f64;
-        self.drafted = self.drafted * d + drafted as f64;
-    }
-
-    /// A step in which the sequence did not draft because drafting did not
-    /// pay: the rate drifts back toward one half, so a sequence whose text
-    /// turns repetitive later is tried again (after about 15 such steps
-    /// from a rate of zero).
-    pub fn idle(&mut self) {
-        let d = 0.75;
-        self.kept = self.kept * d + (1.0 - d);
-        self.drafted = self.drafted * d + 2.0 * (1.0 - d);
-    }
-
-    /// The rate, in 0..=1.
-    pub fn rate(&self) -> f64 {
-        (self.kept / self.drafted.max(1e-9)).clamp(0.0, 1.0)
-    }
-
-    /// The draft length for a sequence at this rate: the full `max` above
-    /// 60%, half above 30%, else 2.
-    pub fn draft_len(&self, max: usize) -> usize {
-        let r = self.rate();
-        if r > 0.6 {
-            max
-        } else if r > 0.3 {
-            (max / 2).max(1)
-        } else {
-            max.min(2)
         }
     }
 }
@@ -588,52 +462,6 @@ mod tests {
         assert_eq!(prediction_draft(&[4], &pred, 0, 3), None);
         assert_eq!(prediction_draft(&[1, 2], &pred, 0, 0), None);
         assert_eq!(prediction_draft(&[1, 2], &[], 0, 3), None);
-    }
-
-    #[test]
-    fn pass_cost_fits_a_line() {
-        let mut c = PassCost::default();
-        assert!(c.fit().is_none());
-        for k in 0..50 {
-            let n = 1 + k % 9;
-            c.observe(n, 0.020 + 0.002 * n as f64);
-        }
-        let (a, b) = c.fit().expect("a fit");
-        assert!(
-            (a - 0.020).abs() < 1e-9 && (b - 0.002).abs() < 1e-9,
-            "{a} {b}"
-        );
-        // One size only: no fit.
-        let mut one = PassCost::default();
-        for _ in 0..10 {
-            one.observe(1, 0.02);
-        }
-        assert!(one.fit().is_none());
-    }
-
-    #[test]
-    fn drafting_pays_when_memory_bound_not_when_compute_bound() {
-        // 20 ms to read the weights, 0.5 ms per token of compute.
-        assert!(drafting_pays(0.020, 0.0005, 1, 0.1));
-        assert!(!drafting_pays(0.020, 0.0005, 1, 0.03));
-        // 64 sequences: a pass is mostly compute; only near-certain drafts.
-        assert!(!drafting_pays(0.020, 0.0005, 64, 0.5));
-        let mut r = Acceptance::default();
-        assert_eq!(r.draft_len(8), 4);
-        for _ in 0..10 {
-            r.record(8, 8);
-        }
-        assert_eq!(r.draft_len(8), 8);
-        for _ in 0..20 {
-            r.record(8, 0);
-        }
-        assert_eq!(r.draft_len(8), 2);
-        // Idle steps bring it back toward one half: tried again.
-        let low = r.rate();
-        for _ in 0..15 {
-            r.idle();
-        }
-        assert!(r.rate() > 0.25 && r.rate() > low, "{low} -> {}", r.rate());
     }
 
     #[test]
