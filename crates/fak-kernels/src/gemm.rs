@@ -5,7 +5,8 @@
 //!   gemm(ty, n, w, n_rows, a, n_tok, out, out_stride)
 //!     └─► validate lengths once ─► isa? ─ Scalar ──────────► scalar vec_dot per element
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
-//!                                                                    └ no ──► vec_dot per element
+//!                                                     │              └ no ──► vec_dot per element
+//!                                                     └ F16 ─► simd::gemm_f16 (4 × 3 on AVX-512, 1 × 3 on AVX2)
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]
@@ -179,6 +180,27 @@ fn run(
 ) -> Result<(), KernelError> {
     let (wrb, arb) = validate(ty, n, (w, n_rows), (a, n_tok), out, out_stride)?;
     if n_tok == 0 || n_rows == 0 {
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if ty == GgmlType::F16 && isa != Isa::Scalar && n > 0 && Isa::Avx2.is_available() {
+        use crate::simd::gemm_f16::{gemm, F16Tiles};
+        let g = crate::simd::gemm_avx2::GemmArgs {
+            nb: n,
+            w,
+            n_rows,
+            a,
+            n_tok,
+            out_stride,
+        };
+        let tiles = if isa == Isa::Avx512 && Isa::Avx512.is_available() {
+            F16Tiles::Avx512
+        } else {
+            F16Tiles::Avx2
+        };
+        // SAFETY: `Isa::Avx2.is_available()` means AVX2, FMA and F16C, and
+        // `Isa::Avx512` AVX-512F as well; `validate` checked every length.
+        unsafe { gemm(tiles, &g, out) };
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]

@@ -228,3 +228,65 @@ fn bad_shapes_are_errors() {
         ));
     }
 }
+
+/// The F16 tiles (4 rows × 3 tokens on AVX-512, 1 × 3 on AVX2) give every
+/// element `vec_dot`'s bits for row lengths with and without a part past
+/// the last 32-element chunk, every tile remainder, and values across
+/// f16's range (subnormals, large magnitudes, signed zeros).
+#[test]
+fn f16_tiles_are_vec_dot_bits_at_any_length() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let f16_bits = |rng: &mut StdRng| -> u16 {
+        match rng.gen_range(0..8) {
+            // Subnormal, signed zero, or a large finite value.
+            0 => rng.gen_range(0..0x0400u16) | (rng.gen::<u16>() & 0x8000),
+            1 => 0x8000,
+            2 => 0x7bff ^ (rng.gen::<u16>() & 0x8000),
+            _ => half::f16::from_f32(rng.gen_range(-3.0f32..3.0)).to_bits(),
+        }
+    };
+    for n in [8usize, 32, 40, 109, 576] {
+        let (rows, toks) = (9, 7);
+        let row = |rng: &mut StdRng| -> Vec<u8> {
+            (0..n).flat_map(|_| f16_bits(rng).to_le_bytes()).collect()
+        };
+        let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng)).collect();
+        let a: Vec<u8> = (0..toks).flat_map(|_| row(&mut rng)).collect();
+        for isa in Isa::available() {
+            for (r, t) in [(1, 1), (4, 3), (5, 2), (9, 7), (3, 1), (8, 6)] {
+                let stride = r + 1;
+                let mut out = vec![f32::NAN; t * stride];
+                gemm_with_isa(
+                    isa,
+                    GgmlType::F16,
+                    n,
+                    &w[..r * 2 * n],
+                    r,
+                    &a[..t * 2 * n],
+                    t,
+                    &mut out,
+                    stride,
+                )
+                .unwrap();
+                for ti in 0..t {
+                    for j in 0..r {
+                        let want = vec_dot_with_isa(
+                            isa,
+                            GgmlType::F16,
+                            n,
+                            &w[j * 2 * n..(j + 1) * 2 * n],
+                            &a[ti * 2 * n..(ti + 1) * 2 * n],
+                        )
+                        .unwrap();
+                        assert_eq!(
+                            out[ti * stride + j].to_bits(),
+                            want.to_bits(),
+                            "{isa:?} n {n} {r}×{t}: ({ti}, {j})"
+                        );
+                    }
+                    assert!(out[ti * stride + r].is_nan());
+                }
+            }
+        }
+    }
+}

@@ -22,6 +22,8 @@ pub(crate) mod avx2;
 mod avx2_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod gemm_f16;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx2;
