@@ -6,7 +6,7 @@
 //!     └─► validate lengths once ─► isa? ─ Scalar ──────────► scalar vec_dot per element
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
 //!                                                     │              └ no ──► vec_dot per element
-//!                                                     └ F16 ─► simd::gemm_f16 (4 × 3 on AVX-512, 1 × 3 on AVX2)
+//!                                                     └ F16, ≥ 3 tokens ─► simd::gemm_f16 (4 × 6 on AVX-512, 2 × 6 on AVX2)
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]
@@ -183,7 +183,12 @@ fn run(
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
-    if ty == GgmlType::F16 && isa != Isa::Scalar && n > 0 && Isa::Avx2.is_available() {
+    if ty == GgmlType::F16
+        && isa != Isa::Scalar
+        && n > 0
+        && n_tok >= crate::simd::gemm_f16::MIN_TOKENS
+        && Isa::Avx2.is_available()
+    {
         use crate::simd::gemm_f16::{gemm, F16Tiles};
         let g = crate::simd::gemm_avx2::GemmArgs {
             nb: n,

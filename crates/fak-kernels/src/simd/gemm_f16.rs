@@ -12,12 +12,19 @@
 //!
 //! ```text
 //!   AVX-512: a zmm holds acc0|acc1 (elements 32i..32i+16) or acc2|acc3
-//!            (32i+16..32i+32): 4 rows × 3 tokens × 2 = 24 accumulators
-//!   AVX2:    4 ymm per (row, token): 1 row × 3 tokens = 12 accumulators
-//!   per chunk half:  w[r] = cvtph2ps(16 f16 of row r)   (once per tile)
-//!                    acc[t][r] = fma(w[r], x[t], acc[t][r])
-//!   end: lanes = (lo(A) + hi(A)) + (lo(B) + hi(B)) ─► dot_f16's hsum
+//!            (32i+16..32i+32): 4 rows × 6 tokens, one half per pass
+//!   AVX2:    one ymm per accumulator: 2 rows × 6 tokens, one acc per pass
+//!   per pass, per chunk:  w[r] = cvtph2ps(row r's values)   (once per tile)
+//!                         acc[t][r] = fma(w[r], x[t], acc[t][r])
+//!   end: lanes = (acc0 + acc1) + (acc2 + acc3) ─► dot_f16's hsum (four
+//!        rows at a time when no row has a tail: `hsum4`)
 //! ```
+//!
+//! A pass keeps only its accumulators, weights and one token in
+//! registers: with both halves of every chunk at once (48 accumulators
+//! on AVX-512), the accumulators lived on the stack and every
+//! multiply-add stored one; SmolLM2-135M F16's prefill ran at 603
+//! against 905 tok/s in passes (Zen 5, 2 threads, `fak bench model`).
 //!
 //! Every lane sees the same operands in the same order as in `dot_f16`
 //! (the activations are f16 widened to `f32`, exactly, before the tiles
@@ -35,10 +42,18 @@ const CHUNK: usize = 32;
 
 /// Rows and tokens of the AVX-512 tile.
 const R512: usize = 4;
-const T512: usize = 3;
+const T512: usize = 6;
 
-/// Tokens of the AVX2 tile (one row).
-const T256: usize = 3;
+/// Rows and tokens of the AVX2 tile.
+const R256: usize = 2;
+const T256: usize = 6;
+
+/// Fewest tokens a product takes the tiles for. Fewer (decode) stream
+/// the weights from memory once whatever the tile, and one row at a time
+/// streams faster than four interleaved: SmolLM2-135M F16 decoded at 175
+/// tok/s through the dot product against 105 through 4 × 1 tiles (Zen 5,
+/// 2 threads, `fak bench model`).
+pub(crate) const MIN_TOKENS: usize = 3;
 
 thread_local! {
     /// Each thread's widened activations (`T` tokens × `n`), reused.
@@ -67,127 +82,147 @@ fn finish(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
     sum as f32
 }
 
-/// 16 f16 values at byte `at` of `row`, widened (zeros if out of range,
-/// which the callers' checked lengths rule out).
-#[inline]
-#[target_feature(enable = "avx2,f16c,avx512f")]
-fn load_w512(row: &[u8], at: usize) -> __m512 {
-    match row.get(at..at + 32) {
-        // SAFETY: 32 readable bytes; `loadu` needs no alignment.
-        Some(b) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }),
-        None => _mm512_setzero_ps(),
-    }
-}
-
-/// 16 `f32`s at element `at` of `x` (zeros if out of range).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn load_x512(x: &[f32], at: usize) -> __m512 {
-    match x.get(at..at + 16) {
-        // SAFETY: 16 readable f32s; `loadu` needs no alignment.
-        Some(v) => unsafe { _mm512_loadu_ps(v.as_ptr()) },
-        None => _mm512_setzero_ps(),
-    }
-}
-
 /// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
 /// each pair's `(acc0 + acc1) + (acc2 + acc3)`, as `[token][row]`.
+/// Rows shorter than `chunks` chunks (which the callers' checked lengths
+/// rule out) give zeros.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 fn tile512<const R: usize, const T: usize>(
     w: [&[u8]; R],
     x: [&[f32]; T],
-    chunks: usize,
-) -> [[__m256; R]; T] {
-    let mut lo = [[_mm512_setzero_ps(); R]; T];
-    let mut hi = [[_mm512_setzero_ps(); R]; T];
-    for i in 0..chunks {
-        let wl: [__m512; R] = std::array::from_fn(|r| load_w512(w[r], 2 * CHUNK * i));
-        for t in 0..T {
-            let xv = load_x512(x[t], CHUNK * i);
-            for r in 0..R {
-                lo[t][r] = _mm512_fmadd_ps(wl[r], xv, lo[t][r]);
+    (chunks, whole): (usize, usize),
+) -> [[f32; R]; T] {
+    let mut y = [[0.0; R]; T];
+    if w.iter().any(|r| r.len() < 2 * CHUNK * chunks) || x.iter().any(|t| t.len() < CHUNK * chunks)
+    {
+        return y;
+    }
+    let wp: [*const u8; R] = std::array::from_fn(|r| w[r].as_ptr());
+    let xp: [*const f32; T] = std::array::from_fn(|t| x[t].as_ptr());
+    // The two halves of every chunk (acc0|acc1 and acc2|acc3) in two
+    // passes over the rows: one half's accumulators, weights and token
+    // stay in registers (R·T + R + 1 of 32), where both at once spilled
+    // the accumulators to the stack on every step.
+    let half = |h: usize| {
+        let mut acc = [[_mm512_setzero_ps(); R]; T];
+        for i in 0..chunks {
+            let wv: [__m512; R] = std::array::from_fn(|r| {
+                // SAFETY: every row holds `chunks` chunks of 64 bytes
+                // (checked above), so the 32 bytes at `64·i + 32·h` are
+                // inside it; `loadu` needs no alignment.
+                let v = unsafe { _mm256_loadu_si256(wp[r].add(2 * CHUNK * i + 32 * h).cast()) };
+                _mm512_cvtph_ps(v)
+            });
+            for (t, at) in acc.iter_mut().enumerate() {
+                // SAFETY: every token row holds `chunks` chunks of 32
+                // values (checked above), so the 16 at `32·i + 16·h` are
+                // inside it.
+                let xv = unsafe { _mm512_loadu_ps(xp[t].add(CHUNK * i + 16 * h)) };
+                for (a, wr) in at.iter_mut().zip(wv) {
+                    *a = _mm512_fmadd_ps(wr, xv, *a);
+                }
             }
         }
-        let wh: [__m512; R] = std::array::from_fn(|r| load_w512(w[r], 2 * CHUNK * i + 32));
-        for t in 0..T {
-            let xv = load_x512(x[t], CHUNK * i + 16);
-            for r in 0..R {
-                hi[t][r] = _mm512_fmadd_ps(wh[r], xv, hi[t][r]);
-            }
-        }
+        acc
+    };
+    let lo = half(0);
+    let hi = half(1);
+    for (t, yt) in y.iter_mut().enumerate() {
+        let lanes: [__m256; R] = std::array::from_fn(|r| {
+            let (a0, a1) = halves(lo[t][r]);
+            let (a2, a3) = halves(hi[t][r]);
+            _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))
+        });
+        *yt = sums(lanes, w, x[t], whole);
     }
-    let mut lanes = [[_mm256_setzero_ps(); R]; T];
-    for t in 0..T {
-        for r in 0..R {
-            let (a0, a1) = (
-                _mm512_castps512_ps256(lo[t][r]),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(lo[t][r]))),
-            );
-            let (a2, a3) = (
-                _mm512_castps512_ps256(hi[t][r]),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(hi[t][r]))),
-            );
-            lanes[t][r] = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-        }
-    }
-    lanes
+    y
 }
 
-/// 8 f16 values at byte `at` of `row`, widened (zeros if out of range).
+/// The low and high 8 lanes of a 512-bit vector.
 #[inline]
-#[target_feature(enable = "avx2,f16c")]
-fn load_w256(row: &[u8], at: usize) -> __m256 {
-    match row.get(at..at + 16) {
-        // SAFETY: 16 readable bytes; `loadu` needs no alignment.
-        Some(b) => _mm256_cvtph_ps(unsafe { _mm_loadu_si128(b.as_ptr().cast()) }),
-        None => _mm256_setzero_ps(),
-    }
+#[target_feature(enable = "avx512f")]
+fn halves(v: __m512) -> (__m256, __m256) {
+    (
+        _mm512_castps512_ps256(v),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
+    )
 }
 
-/// 8 `f32`s at element `at` of `x` (zeros if out of range).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn load_x256(x: &[f32], at: usize) -> __m256 {
-    match x.get(at..at + 8) {
-        // SAFETY: 8 readable f32s; `loadu` needs no alignment.
-        Some(v) => unsafe { _mm256_loadu_ps(v.as_ptr()) },
-        None => _mm256_setzero_ps(),
-    }
-}
-
-/// One weight row × `T` widened token rows over `chunks` whole chunks:
-/// each token's `(acc0 + acc1) + (acc2 + acc3)`.
+/// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
+/// each pair's `(acc0 + acc1) + (acc2 + acc3)`, as `[token][row]`, the
+/// four accumulators in four passes so that one pass's `R·T` of them, its
+/// `R` weights and a token fit AVX2's 16 registers. Rows shorter than
+/// `chunks` chunks (ruled out by the callers) give zeros.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile256<const T: usize>(w: &[u8], x: [&[f32]; T], chunks: usize) -> [__m256; T] {
-    let mut acc = [[_mm256_setzero_ps(); 4]; T];
-    for i in 0..chunks {
-        let wv: [__m256; 4] = std::array::from_fn(|c| load_w256(w, 2 * (CHUNK * i + 8 * c)));
-        for (a, xt) in acc.iter_mut().zip(x) {
-            for (c, (s, wc)) in a.iter_mut().zip(wv).enumerate() {
-                *s = _mm256_fmadd_ps(wc, load_x256(xt, CHUNK * i + 8 * c), *s);
+fn tile256<const R: usize, const T: usize>(
+    w: [&[u8]; R],
+    x: [&[f32]; T],
+    chunks: usize,
+) -> [[__m256; R]; T] {
+    if w.iter().any(|r| r.len() < 2 * CHUNK * chunks) || x.iter().any(|t| t.len() < CHUNK * chunks)
+    {
+        return [[_mm256_setzero_ps(); R]; T];
+    }
+    let wp: [*const u8; R] = std::array::from_fn(|r| w[r].as_ptr());
+    let xp: [*const f32; T] = std::array::from_fn(|t| x[t].as_ptr());
+    let pass = |c: usize| {
+        let mut acc = [[_mm256_setzero_ps(); R]; T];
+        for i in 0..chunks {
+            let wv: [__m256; R] = std::array::from_fn(|r| {
+                // SAFETY: every row holds `chunks` chunks of 64 bytes
+                // (checked above), so the 16 bytes at `64·i + 16·c` are
+                // inside it; `loadu` needs no alignment.
+                let v = unsafe { _mm_loadu_si128(wp[r].add(2 * CHUNK * i + 16 * c).cast()) };
+                _mm256_cvtph_ps(v)
+            });
+            for (t, at) in acc.iter_mut().enumerate() {
+                // SAFETY: every token row holds `chunks` chunks of 32
+                // values (checked above), so the 8 at `32·i + 8·c` are
+                // inside it.
+                let xv = unsafe { _mm256_loadu_ps(xp[t].add(CHUNK * i + 8 * c)) };
+                for (a, wr) in at.iter_mut().zip(wv) {
+                    *a = _mm256_fmadd_ps(wr, xv, *a);
+                }
             }
         }
-    }
+        acc
+    };
+    let (a0, a1, a2, a3) = (pass(0), pass(1), pass(2), pass(3));
     std::array::from_fn(|t| {
-        let a = acc[t];
-        _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]))
+        std::array::from_fn(|r| {
+            _mm256_add_ps(
+                _mm256_add_ps(a0[t][r], a1[t][r]),
+                _mm256_add_ps(a2[t][r], a3[t][r]),
+            )
+        })
     })
 }
 
 /// Which tile shape a product runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum F16Tiles {
-    /// 4 rows × 3 tokens of 512-bit accumulators.
+    /// 4 rows × 6 tokens of 512-bit accumulators.
     Avx512,
-    /// 1 row × 3 tokens of 256-bit accumulators.
+    /// 2 rows × 6 tokens of 256-bit accumulators.
     Avx2,
 }
+
+/// Tokens widened at once: the block's activations (48 × 4 bytes per
+/// value: 288 KiB for rows of 1,536) stay in L2 while every row group,
+/// its weights in L1, runs over them (96 measured the same).
+const TOKEN_BLOCK: usize = 48;
 
 /// The F16 product `out[t * out_stride + j] = dot_f16(w_row(j), a_row(t))`
 /// (`g.nb`: the row length `n`, F16's blocks being single values; `w`:
 /// `[n_rows, n]` f16, `a`: `[n_tok, n]` f16, both little-endian).
+///
+/// ```text
+///   per block of TOKEN_BLOCK tokens (widened to f32 once):
+///     per group of rows (4 on AVX-512, 2 on AVX2; weights stay in L1):
+///       per 6 tokens of the block: one tile
+/// ```
 ///
 /// # Safety
 ///
@@ -201,115 +236,192 @@ pub(crate) unsafe fn gemm(tiles: F16Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
     let chunks = n / CHUNK;
     let whole = chunks * CHUNK;
     let wrow = |j: usize| g.w.get(j * row..(j + 1) * row).unwrap_or(&[]);
-    let tile_tokens = match tiles {
-        F16Tiles::Avx512 => T512,
-        F16Tiles::Avx2 => T256,
-    };
     ACTS.with_borrow_mut(|xs| {
-        xs.resize(tile_tokens * n, 0.0);
-        for t0 in (0..g.n_tok).step_by(tile_tokens) {
-            let tt = (g.n_tok - t0).min(tile_tokens);
-            for t in 0..tt {
-                let a = g.a.get((t0 + t) * row..(t0 + t + 1) * row).unwrap_or(&[]);
-                for (i, v) in xs[t * n..(t + 1) * n].iter_mut().enumerate() {
-                    *v = f16_at(a, i);
+        xs.resize(TOKEN_BLOCK.min(g.n_tok) * n, 0.0);
+        for b0 in (0..g.n_tok).step_by(TOKEN_BLOCK) {
+            let tb = (g.n_tok - b0).min(TOKEN_BLOCK);
+            for t in 0..tb {
+                let a = g.a.get((b0 + t) * row..(b0 + t + 1) * row).unwrap_or(&[]);
+                if let Some(dst) = xs.get_mut(t * n..(t + 1) * n) {
+                    for (i, v) in dst.iter_mut().enumerate() {
+                        *v = f16_at(a, i);
+                    }
                 }
             }
             let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
-            let mut put = |t: usize, j: usize, lanes: __m256| {
-                let y = finish(lanes, wrow(j), x(t), whole);
-                if let Some(o) = out.get_mut((t0 + t) * g.out_stride + j) {
+            let mut put = |t: usize, j: usize, y: f32| {
+                if let Some(o) = out.get_mut((b0 + t) * g.out_stride + j) {
                     *o = y;
                 }
             };
+            let block = Block {
+                n_rows: g.n_rows,
+                tokens: tb,
+                chunks,
+                whole,
+            };
             match tiles {
                 // SAFETY: the caller's CPU guarantee for this tile shape.
-                F16Tiles::Avx512 => unsafe { rows512(g.n_rows, tt, &wrow, &x, chunks, &mut put) },
-                F16Tiles::Avx2 => rows256(g.n_rows, tt, &wrow, &x, chunks, &mut put),
+                F16Tiles::Avx512 => unsafe { rows512(block, &wrow, &x, &mut put) },
+                F16Tiles::Avx2 => rows256(block, &wrow, &x, &mut put),
             }
         }
     });
 }
 
-/// Every row group of [`R512`] against the `tt` tokens in `x`.
+/// A block of widened tokens against every weight row.
+#[derive(Clone, Copy)]
+struct Block {
+    n_rows: usize,
+    /// Tokens in the block.
+    tokens: usize,
+    /// Whole 32-value chunks per row.
+    chunks: usize,
+    /// Values in them (`32 · chunks`); the rest of a row is its tail.
+    whole: usize,
+}
+
+/// `hsum_ps` of four vectors at once, lane `r` of the result the sum of
+/// `v[r]`: the same additions of the same operands in the same order,
+/// `((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))`, four rows to a vector.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum4(v: [__m256; 4]) -> __m128 {
+    let q = v.map(|x| _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps::<1>(x)));
+    // Transpose: c[k] holds lane k of q[0..4].
+    let t0 = _mm_unpacklo_ps(q[0], q[1]);
+    let t1 = _mm_unpacklo_ps(q[2], q[3]);
+    let t2 = _mm_unpackhi_ps(q[0], q[1]);
+    let t3 = _mm_unpackhi_ps(q[2], q[3]);
+    let c0 = _mm_movelh_ps(t0, t1);
+    let c1 = _mm_movehl_ps(t1, t0);
+    let c2 = _mm_movelh_ps(t2, t3);
+    let c3 = _mm_movehl_ps(t3, t2);
+    _mm_add_ps(_mm_add_ps(c0, c2), _mm_add_ps(c1, c3))
+}
+
+/// The outputs of one tile row (a token against `R` weight rows `w`):
+/// `dot_f16`'s end of each ([`finish`]), four at a time when no row has a
+/// tail.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sums<const R: usize>(lanes: [__m256; R], w: [&[u8]; R], x: &[f32], whole: usize) -> [f32; R] {
+    if let (true, Ok(l)) = (x.len() == whole, <[__m256; 4]>::try_from(&lanes[..])) {
+        let mut v = [0.0f32; R];
+        if let Ok(v4) = <&mut [f32; 4]>::try_from(&mut v[..]) {
+            // SAFETY: `v4` is 4 writable f32s; `storeu` needs no alignment.
+            unsafe { _mm_storeu_ps(v4.as_mut_ptr(), hsum4(l)) };
+        }
+        return v;
+    }
+    std::array::from_fn(|r| finish(lanes[r], w[r], x, whole))
+}
+
+/// Every group of [`R512`] rows against the block's tokens, [`T512`] at
+/// a time; `put(t, j, y)` takes token `t`'s row `j`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 fn rows512<'w, 'x>(
-    n_rows: usize,
-    tt: usize,
+    b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
     x: &impl Fn(usize) -> &'x [f32],
-    chunks: usize,
-    put: &mut impl FnMut(usize, usize, __m256),
+    put: &mut impl FnMut(usize, usize, f32),
 ) {
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn run<'w, 'x, const R: usize, const T: usize>(
-        j0: usize,
-        wrow: &impl Fn(usize) -> &'w [u8],
+    fn run<'x, const R: usize, const T: usize>(
+        (j0, t0): (usize, usize),
+        w: [&[u8]; R],
         x: &impl Fn(usize) -> &'x [f32],
-        chunks: usize,
-        put: &mut impl FnMut(usize, usize, __m256),
+        (chunks, whole): (usize, usize),
+        put: &mut impl FnMut(usize, usize, f32),
     ) {
-        let w: [&[u8]; R] = std::array::from_fn(|r| wrow(j0 + r));
-        let xs: [&[f32]; T] = std::array::from_fn(x);
-        let y = tile512::<R, T>(w, xs, chunks);
-        for (t, row) in y.iter().enumerate() {
-            for (r, &v) in row.iter().enumerate() {
-                put(t, j0 + r, v);
+        let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
+        let y = tile512::<R, T>(w, xs, (chunks, whole));
+        for (t, yt) in y.into_iter().enumerate() {
+            for (r, v) in yt.into_iter().enumerate() {
+                put(t0 + t, j0 + r, v);
             }
         }
     }
-    for j0 in (0..n_rows).step_by(R512) {
-        let rr = (n_rows - j0).min(R512);
-        match (rr, tt) {
-            (4, 3) => run::<4, 3>(j0, wrow, x, chunks, put),
-            (4, 2) => run::<4, 2>(j0, wrow, x, chunks, put),
-            (4, _) => run::<4, 1>(j0, wrow, x, chunks, put),
-            (3, 3) => run::<3, 3>(j0, wrow, x, chunks, put),
-            (3, 2) => run::<3, 2>(j0, wrow, x, chunks, put),
-            (3, _) => run::<3, 1>(j0, wrow, x, chunks, put),
-            (2, 3) => run::<2, 3>(j0, wrow, x, chunks, put),
-            (2, 2) => run::<2, 2>(j0, wrow, x, chunks, put),
-            (2, _) => run::<2, 1>(j0, wrow, x, chunks, put),
-            (_, 3) => run::<1, 3>(j0, wrow, x, chunks, put),
-            (_, 2) => run::<1, 2>(j0, wrow, x, chunks, put),
-            (_, _) => run::<1, 1>(j0, wrow, x, chunks, put),
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    fn group<'x, const R: usize>(
+        j0: usize,
+        w: [&[u8]; R],
+        b: Block,
+        x: &impl Fn(usize) -> &'x [f32],
+        put: &mut impl FnMut(usize, usize, f32),
+    ) {
+        for t0 in (0..b.tokens).step_by(T512) {
+            let at = (j0, t0);
+            let c = (b.chunks, b.whole);
+            match (b.tokens - t0).min(T512) {
+                1 => run::<R, 1>(at, w, x, c, put),
+                2 => run::<R, 2>(at, w, x, c, put),
+                3 => run::<R, 3>(at, w, x, c, put),
+                4 => run::<R, 4>(at, w, x, c, put),
+                5 => run::<R, 5>(at, w, x, c, put),
+                _ => run::<R, 6>(at, w, x, c, put),
+            }
+        }
+    }
+    for j0 in (0..b.n_rows).step_by(R512) {
+        match b.n_rows - j0 {
+            1 => group::<1>(j0, [wrow(j0)], b, x, put),
+            2 => group::<2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
+            3 => group::<3>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
+            _ => group::<4>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
         }
     }
 }
 
-/// Every row against the `tt` tokens in `x`, one row at a time.
+/// Every pair of rows against the block's tokens, [`T256`] at a time.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows256<'w, 'x>(
-    n_rows: usize,
-    tt: usize,
+    b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
     x: &impl Fn(usize) -> &'x [f32],
-    chunks: usize,
-    put: &mut impl FnMut(usize, usize, __m256),
+    put: &mut impl FnMut(usize, usize, f32),
 ) {
-    for j in 0..n_rows {
-        let w = wrow(j);
-        match tt {
-            3 => {
-                for (t, v) in tile256::<3>(w, [x(0), x(1), x(2)], chunks)
-                    .into_iter()
-                    .enumerate()
-                {
-                    put(t, j, v);
-                }
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn run<'x, const R: usize, const T: usize>(
+        (j0, t0): (usize, usize),
+        w: [&[u8]; R],
+        x: &impl Fn(usize) -> &'x [f32],
+        (chunks, whole): (usize, usize),
+        put: &mut impl FnMut(usize, usize, f32),
+    ) {
+        let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
+        let y = tile256::<R, T>(w, xs, chunks);
+        for (t, (lanes, xt)) in y.into_iter().zip(xs).enumerate() {
+            for (r, (l, wr)) in lanes.into_iter().zip(w).enumerate() {
+                put(t0 + t, j0 + r, finish(l, wr, xt, whole));
             }
-            2 => {
-                for (t, v) in tile256::<2>(w, [x(0), x(1)], chunks)
-                    .into_iter()
-                    .enumerate()
-                {
-                    put(t, j, v);
-                }
+        }
+    }
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn group<'x, const R: usize>(
+        j0: usize,
+        w: [&[u8]; R],
+        b: Block,
+        x: &impl Fn(usize) -> &'x [f32],
+        put: &mut impl FnMut(usize, usize, f32),
+    ) {
+        for t0 in (0..b.tokens).step_by(T256) {
+            let at = (j0, t0);
+            let c = (b.chunks, b.whole);
+            match (b.tokens - t0).min(T256) {
+                1 => run::<R, 1>(at, w, x, c, put),
+                2 => run::<R, 2>(at, w, x, c, put),
+                3 => run::<R, 3>(at, w, x, c, put),
+                4 => run::<R, 4>(at, w, x, c, put),
+                5 => run::<R, 5>(at, w, x, c, put),
+                _ => run::<R, 6>(at, w, x, c, put),
             }
-            _ => {
-                let [v] = tile256::<1>(w, [x(0)], chunks);
-                put(0, j, v);
-            }
+        }
+    }
+    for j0 in (0..b.n_rows).step_by(R256) {
+        match b.n_rows - j0 {
+            1 => group::<1>(j0, [wrow(j0)], b, x, put),
+            _ => group::<2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
         }
     }
 }
