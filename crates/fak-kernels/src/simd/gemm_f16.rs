@@ -56,8 +56,27 @@ const T256: usize = 6;
 pub(crate) const MIN_TOKENS: usize = 3;
 
 thread_local! {
-    /// Each thread's widened activations (`T` tokens × `n`), reused.
+    /// Each thread's widened activations (a token block × `n`), reused.
     static ACTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Widens the little-endian f16 values of `src` into `dst` (as many as
+/// both hold), 8 at a time; exact, as every f16 is an `f32`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn widen(src: &[u8], dst: &mut [f32]) {
+    let (sc, _) = src.as_chunks::<16>();
+    let (dc, _) = dst.as_chunks_mut::<8>();
+    let done = sc.len().min(dc.len()) * 8;
+    for (s8, d8) in sc.iter().zip(dc.iter_mut()) {
+        // SAFETY: `s8` is 16 readable bytes; `loadu` needs no alignment.
+        let v = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s8.as_ptr().cast()) });
+        // SAFETY: `d8` is 8 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm256_storeu_ps(d8.as_mut_ptr(), v) };
+    }
+    for (i, d) in dst.iter_mut().enumerate().skip(done) {
+        *d = f16_at(src, i);
+    }
 }
 
 /// The f16 value at element `i` of a little-endian f16 row (0.0 past the
@@ -243,9 +262,7 @@ pub(crate) unsafe fn gemm(tiles: F16Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
             for t in 0..tb {
                 let a = g.a.get((b0 + t) * row..(b0 + t + 1) * row).unwrap_or(&[]);
                 if let Some(dst) = xs.get_mut(t * n..(t + 1) * n) {
-                    for (i, v) in dst.iter_mut().enumerate() {
-                        *v = f16_at(a, i);
-                    }
+                    widen(a, dst);
                 }
             }
             let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
