@@ -208,14 +208,19 @@ impl Acceptance {
     /// Expected tokens kept of a draft of `d` tokens:
     /// `Σ_{i<d} Π_{j≤i} q_j` over the positions' chances.
     pub fn expected(&self, d: usize) -> f64 {
+        self.expected_by_length().take(d).last().unwrap_or(0.0)
+    }
+
+    /// [`Acceptance::expected`] for drafts of 1, 2, 3, … tokens, each from
+    /// the one before: the chances are worked out once.
+    pub fn expected_by_length(&self) -> impl Iterator<Item = f64> {
         let q = self.chances();
-        let mut sum = 0.0;
-        let mut p = 1.0;
-        for i in 0..d {
+        let (mut sum, mut p) = (0.0, 1.0);
+        (0..).map(move |i: usize| {
             p *= q[i.min(ACCEPTANCE_POSITIONS - 1)];
             sum += p;
-        }
-        sum
+            sum
+        })
     }
 
     /// The rate, in 0..=1.
@@ -471,12 +476,12 @@ pub fn best_draft(cost: &DecodeCost, slope: Option<f64>, ask: DraftAsk<'_>) -> D
     };
     let mut best = (0, pass.tokens / base * DRAFT_MARGIN);
     let mut timed = false;
-    for d in 1..=ask.max {
+    for (d, kept) in (1..=ask.max).zip(ask.acceptance.expected_by_length()) {
         let Some(t) = cost.time(pass.rows + d, pass.positions, slope) else {
             break;
         };
         timed = true;
-        let rate = (pass.tokens + ask.acceptance.expected(d)) / t;
+        let rate = (pass.tokens + kept) / t;
         if rate > best.1 {
             best = (d, rate);
         }
