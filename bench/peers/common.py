@@ -172,6 +172,7 @@ def llama_log_clear() -> None:
 QUANT_TARGETS = {
     "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
     "f16": "LLAMA_FTYPE_MOSTLY_F16",
+    "bf16": "LLAMA_FTYPE_MOSTLY_BF16",
     "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
     "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
     "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",

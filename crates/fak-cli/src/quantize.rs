@@ -13,7 +13,7 @@ pub struct QuantizeArgs {
     /// Output GGUF file.
     output: PathBuf,
     /// Target file type (llama.cpp's mixtures, no importance matrix): f16,
-    /// q8_0, q4_0, q4_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q5_k_s, q5_k_m,
+    /// bf16, q8_0, q4_0, q4_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q5_k_s, q5_k_m,
     /// iq4_nl, iq4_xs.
     ty: String,
 }

@@ -377,6 +377,11 @@ fn quantize_f16_is_byte_identical_to_llama_cpp() {
 }
 
 #[test]
+fn quantize_bf16_is_byte_identical_to_llama_cpp() {
+    check_requant("bf16");
+}
+
+#[test]
 fn quantize_q4_0_is_byte_identical_to_llama_cpp() {
     check_requant("q4_0");
 }

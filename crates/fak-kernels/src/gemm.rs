@@ -6,7 +6,7 @@
 //!     └─► validate lengths once ─► isa? ─ Scalar ──────────► scalar vec_dot per element
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
 //!                                                     │              └ no ──► vec_dot per element
-//!                                                     └ F16, ≥ 3 tokens ─► simd::gemm_f16 (4 × 6 on AVX-512, 2 × 6 on AVX2)
+//!                                                     └ F16/BF16, ≥ 3 tokens ─► simd::gemm_half (4 × 6 on AVX-512, 2 × 6 on AVX2)
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]
@@ -183,13 +183,13 @@ fn run(
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
-    if ty == GgmlType::F16
+    if matches!(ty, GgmlType::F16 | GgmlType::BF16)
         && isa != Isa::Scalar
         && n > 0
-        && n_tok >= crate::simd::gemm_f16::MIN_TOKENS
+        && n_tok >= crate::simd::gemm_half::MIN_TOKENS
         && Isa::Avx2.is_available()
     {
-        use crate::simd::gemm_f16::{gemm, F16Tiles};
+        use crate::simd::gemm_half::{gemm, Bf16, Tiles, F16};
         let g = crate::simd::gemm_avx2::GemmArgs {
             nb: n,
             w,
@@ -199,13 +199,18 @@ fn run(
             out_stride,
         };
         let tiles = if isa == Isa::Avx512 && Isa::Avx512.is_available() {
-            F16Tiles::Avx512
+            Tiles::Avx512
         } else {
-            F16Tiles::Avx2
+            Tiles::Avx2
         };
         // SAFETY: `Isa::Avx2.is_available()` means AVX2, FMA and F16C, and
         // `Isa::Avx512` AVX-512F as well; `validate` checked every length.
-        unsafe { gemm(tiles, &g, out) };
+        unsafe {
+            match ty {
+                GgmlType::F16 => gemm::<F16>(tiles, &g, out),
+                _ => gemm::<Bf16>(tiles, &g, out),
+            }
+        }
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]

@@ -229,26 +229,40 @@ fn bad_shapes_are_errors() {
     }
 }
 
-/// The F16 tiles (4 rows × 3 tokens on AVX-512, 1 × 3 on AVX2) give every
-/// element `vec_dot`'s bits for row lengths with and without a part past
-/// the last 32-element chunk, every tile remainder, and values across
-/// f16's range (subnormals, large magnitudes, signed zeros).
+/// The F16 and BF16 tiles (4 rows × 6 tokens on AVX-512, 2 × 6 on AVX2)
+/// give every element `vec_dot`'s bits for row lengths with and without a
+/// part past the last 32-element chunk, every tile remainder, and values
+/// across each format's range (subnormals, large magnitudes, signed
+/// zeros).
 #[test]
-fn f16_tiles_are_vec_dot_bits_at_any_length() {
+fn half_tiles_are_vec_dot_bits_at_any_length() {
+    for ty in [GgmlType::F16, GgmlType::BF16] {
+        half_tiles_match(ty);
+    }
+}
+
+fn half_tiles_match(ty: GgmlType) {
     let mut rng = StdRng::seed_from_u64(7);
-    let f16_bits = |rng: &mut StdRng| -> u16 {
+    let bits = |rng: &mut StdRng| -> u16 {
+        let sign = rng.gen::<u16>() & 0x8000;
+        let x = rng.gen_range(-3.0f32..3.0);
+        let (subnormal, largest, normal) = match ty {
+            GgmlType::F16 => (0x0400u16, 0x7bffu16, half::f16::from_f32(x).to_bits()),
+            // bf16's largest finite value would overflow every sum: one
+            // near f16's keeps the large products finite.
+            _ => (0x0080u16, 0x477fu16, half::bf16::from_f32(x).to_bits()),
+        };
         match rng.gen_range(0..8) {
-            // Subnormal, signed zero, or a large finite value.
-            0 => rng.gen_range(0..0x0400u16) | (rng.gen::<u16>() & 0x8000),
+            0 => rng.gen_range(0..subnormal) | sign,
             1 => 0x8000,
-            2 => 0x7bff ^ (rng.gen::<u16>() & 0x8000),
-            _ => half::f16::from_f32(rng.gen_range(-3.0f32..3.0)).to_bits(),
+            2 => largest ^ sign,
+            _ => normal,
         }
     };
     for n in [8usize, 32, 40, 109, 576] {
         let (rows, toks) = (9, 7);
         let row = |rng: &mut StdRng| -> Vec<u8> {
-            (0..n).flat_map(|_| f16_bits(rng).to_le_bytes()).collect()
+            (0..n).flat_map(|_| bits(rng).to_le_bytes()).collect()
         };
         let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng)).collect();
         let a: Vec<u8> = (0..toks).flat_map(|_| row(&mut rng)).collect();
@@ -258,7 +272,7 @@ fn f16_tiles_are_vec_dot_bits_at_any_length() {
                 let mut out = vec![f32::NAN; t * stride];
                 gemm_with_isa(
                     isa,
-                    GgmlType::F16,
+                    ty,
                     n,
                     &w[..r * 2 * n],
                     r,
@@ -272,7 +286,7 @@ fn f16_tiles_are_vec_dot_bits_at_any_length() {
                     for j in 0..r {
                         let want = vec_dot_with_isa(
                             isa,
-                            GgmlType::F16,
+                            ty,
                             n,
                             &w[j * 2 * n..(j + 1) * 2 * n],
                             &a[ti * 2 * n..(ti + 1) * 2 * n],
@@ -281,7 +295,7 @@ fn f16_tiles_are_vec_dot_bits_at_any_length() {
                         assert_eq!(
                             out[ti * stride + j].to_bits(),
                             want.to_bits(),
-                            "{isa:?} n {n} {r}×{t}: ({ti}, {j})"
+                            "{ty:?} {isa:?} n {n} {r}×{t}: ({ti}, {j})"
                         );
                     }
                     assert!(out[ti * stride + r].is_nan());

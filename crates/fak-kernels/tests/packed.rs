@@ -70,7 +70,9 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         match format {
             PackedFormat::Q8_0 => out.extend(blocks(rng, 1, -128)),
-            PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
+            PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
+                unreachable!("tests/packed_q4.rs")
+            }
             PackedFormat::Q5_0 => out.extend(
                 BlockQ5_0 {
                     d: half(rng),
@@ -145,7 +147,9 @@ fn decode(format: PackedFormat, b: &[u8]) -> (u16, [i8; 32]) {
 /// for the formats without a separate offset term).
 fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32) {
     match format {
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
+            unreachable!("tests/packed_q4.rs")
+        }
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
             let (d, q) = decode(format, wb);
             let dx = f16_to_f32(u16::from_le_bytes([ab[0], ab[1]]));
@@ -357,7 +361,9 @@ fn extreme_quants_give_the_reference_bits() {
             let block = |j: usize| -> Vec<u8> {
                 let mut b = vec![wfill; wbytes];
                 match format {
-                    PackedFormat::Q4_0 | PackedFormat::Q4_1 => unreachable!("tests/packed_q4.rs"),
+                    PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
+                        unreachable!("tests/packed_q4.rs")
+                    }
                     PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
                         b[..2].copy_from_slice(&f32_to_f16(0.01 * (j + 1) as f32).to_le_bytes())
                     }

@@ -1,8 +1,9 @@
-//! The packed Q4_0 and Q4_1 products (`fak_kernels::packed`,
-//! `PackedFormat::Q4_0` / `Q4_1`): every ISA this CPU can run gives, for
-//! every element, exactly the bits of the scalar `vec_dot` of its weight
-//! and token rows (`fak_kernels::scalar::vec_dot_q4_0_q8_0` /
-//! `vec_dot_q4_1_q8_1`), which are the bits of the arithmetic written out
+//! The packed Q4_0, Q4_1 and IQ4_NL products (`fak_kernels::packed`,
+//! `PackedFormat::Q4_0` / `Q4_1` / `IQ4NL`): every ISA this CPU can run
+//! gives, for every element, exactly the bits of the scalar `vec_dot` of
+//! its weight and token rows (`fak_kernels::scalar::vec_dot_q4_0_q8_0` /
+//! `vec_dot_q4_1_q8_1` / `vec_dot_iq4_nl_q8_0`), which are the bits of
+//! the arithmetic written out
 //! below from the unpacked blocks. Odd shapes (one block, many blocks,
 //! every token tile width, products past the stack's sum table, weights
 //! over several chunks and past the prefetch size), row sub-ranges and
@@ -13,7 +14,7 @@
 //! include -128).
 
 use fak_gguf::GgmlType;
-use fak_kernels::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use fak_kernels::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
     packed_gemm, packed_gemm_with_isa, PackedFormat, PackedMatrix, GROUP_ROWS,
@@ -25,7 +26,7 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const FORMATS: [PackedFormat; 2] = [PackedFormat::Q4_0, PackedFormat::Q4_1];
+const FORMATS: [PackedFormat; 3] = [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::IQ4NL];
 
 fn seeds() -> [u64; 4] {
     [1, 2, 3, rand::random()]
@@ -42,6 +43,13 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
         match format {
             PackedFormat::Q4_0 => out.extend(
                 BlockQ4_0 {
+                    d: half(rng, 1e-4),
+                    qs: rng.gen(),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::IQ4NL => out.extend(
+                BlockIQ4_NL {
                     d: half(rng, 1e-4),
                     qs: rng.gen(),
                 }
@@ -67,7 +75,7 @@ fn acts(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         let qs: [i8; 32] = std::array::from_fn(|_| rng.gen());
         match format {
-            PackedFormat::Q4_0 => out.extend(
+            PackedFormat::Q4_0 | PackedFormat::IQ4NL => out.extend(
                 BlockQ8_0 {
                     d: half(rng, 1e-4),
                     qs,
@@ -96,8 +104,9 @@ fn int_dot<Q: Copy + Into<i32>>(q: &[Q], x: &[i8]) -> i32 {
 }
 
 /// The arithmetic of the module diagram over one row pair, from the
-/// unpacked GGUF blocks: Q4_0 `acc + (f32(s) · d_w) · d_x`, Q4_1 `acc +
-/// ((d_w · d_x) · f32(s) + m_w · s_x)`, blocks in order from 0.0.
+/// unpacked GGUF blocks: Q4_0 `acc + (f32(s) · d_w) · d_x`, IQ4_NL `acc +
+/// (d_w · d_x) · f32(s)`, Q4_1 `acc + ((d_w · d_x) · f32(s) + m_w · s_x)`,
+/// blocks in order from 0.0.
 fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
     let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
     let mut acc = 0.0f32;
@@ -109,6 +118,13 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
             );
             let s = int_dot(&x.quants(), &y.qs);
             acc += (s as f32 * f16_to_f32(x.d)) * f16_to_f32(y.d);
+        } else if format == PackedFormat::IQ4NL {
+            let (x, y) = (
+                BlockIQ4_NL::from_bytes(wb.try_into().unwrap()),
+                BlockQ8_0::from_bytes(ab.try_into().unwrap()),
+            );
+            let s = int_dot(&x.quants(), &y.qs);
+            acc += (f16_to_f32(x.d) * f16_to_f32(y.d)) * s as f32;
         } else {
             let (x, y) = (
                 BlockQ4_1::from_bytes(wb.try_into().unwrap()),
@@ -126,6 +142,7 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
 fn scalar_dot(format: PackedFormat, n: usize, w: &[u8], a: &[u8]) -> f32 {
     match format {
         PackedFormat::Q4_0 => scalar::vec_dot_q4_0_q8_0(n, w, a).unwrap(),
+        PackedFormat::IQ4NL => scalar::vec_dot_iq4_nl_q8_0(n, w, a).unwrap(),
         _ => scalar::vec_dot_q4_1_q8_1(n, w, a).unwrap(),
     }
 }
@@ -246,7 +263,9 @@ fn quantized_activations_give_the_scalar_bits() {
 /// Quants at the ends of their ranges: every nibble 15 (or 0, or mixed)
 /// against activation quants all -128 or all 127. With 15 · -128 in every
 /// product, a block's eight steps sum to -30,720 in the AVX2 tile's `i16`
-/// lanes, the most they can hold here.
+/// lanes, the most they can hold here; IQ4_NL's nibbles 0 (level -127)
+/// against -128 make its level tile's `maddubs` pairs 32,512, the most
+/// they reach.
 #[test]
 fn extreme_quants_give_the_scalar_bits() {
     let (nb, rows) = (2usize, 8usize);
@@ -257,6 +276,9 @@ fn extreme_quants_give_the_scalar_bits() {
                     let d = f32_to_f16(0.01 * (j % rows + 1) as f32);
                     match format {
                         PackedFormat::Q4_0 => BlockQ4_0 { d, qs: [wfill; 16] }.to_bytes().to_vec(),
+                        PackedFormat::IQ4NL => {
+                            BlockIQ4_NL { d, qs: [wfill; 16] }.to_bytes().to_vec()
+                        }
                         _ => BlockQ4_1 {
                             d,
                             m: f32_to_f16(-0.03),
@@ -270,7 +292,7 @@ fn extreme_quants_give_the_scalar_bits() {
             for n_tok in [1usize, 2, 5, 8, 9] {
                 let a: Vec<u8> = (0..n_tok * nb)
                     .flat_map(|_| match format {
-                        PackedFormat::Q4_0 => BlockQ8_0 {
+                        PackedFormat::Q4_0 | PackedFormat::IQ4NL => BlockQ8_0 {
                             d: f32_to_f16(0.02),
                             qs: [afill; 32],
                         }
@@ -358,6 +380,11 @@ fn bad_shapes_are_errors() {
     let mut rng = StdRng::seed_from_u64(7);
     assert_eq!(PackedFormat::of(GgmlType::Q4_0), Some(PackedFormat::Q4_0));
     assert_eq!(PackedFormat::of(GgmlType::Q4_1), Some(PackedFormat::Q4_1));
+    assert_eq!(
+        PackedFormat::of(GgmlType::IQ4_NL),
+        Some(PackedFormat::IQ4NL)
+    );
+    assert_eq!(PackedFormat::IQ4NL.act_ty(), GgmlType::Q8_0);
     assert_eq!(PackedFormat::Q4_1.act_ty(), GgmlType::Q8_1);
     for format in FORMATS {
         let wb = format.ty().type_size();
@@ -416,13 +443,13 @@ proptest! {
     /// bits.
     #[test]
     fn any_shape_gives_the_scalar_bits(
-        q1 in any::<bool>(),
+        f in 0usize..FORMATS.len(),
         nb in 1usize..12,
         groups in 1usize..4,
         n_tok in 0usize..12,
         seed in any::<u64>(),
     ) {
-        let format = if q1 { PackedFormat::Q4_1 } else { PackedFormat::Q4_0 };
+        let format = FORMATS[f];
         check_random(format, seed, (nb, groups * GROUP_ROWS, n_tok));
     }
 }

@@ -47,6 +47,8 @@ use crate::error::ModelError;
 pub enum FileType {
     /// All matrices F16.
     F16,
+    /// All matrices BF16.
+    BF16,
     /// All matrices Q8_0.
     Q8_0,
     /// Q4_0 matrices, Q6_K/Q8_0 output.
@@ -73,8 +75,9 @@ pub enum FileType {
 
 impl FileType {
     /// Every file type, in llama.cpp's numbering order.
-    pub const ALL: [FileType; 12] = [
+    pub const ALL: [FileType; 13] = [
         FileType::F16,
+        FileType::BF16,
         FileType::Q4_0,
         FileType::Q4_1,
         FileType::Q8_0,
@@ -98,6 +101,7 @@ impl FileType {
     pub fn name(self) -> &'static str {
         match self {
             FileType::F16 => "f16",
+            FileType::BF16 => "bf16",
             FileType::Q8_0 => "q8_0",
             FileType::Q4_0 => "q4_0",
             FileType::Q4_1 => "q4_1",
@@ -116,6 +120,7 @@ impl FileType {
     pub fn id(self) -> u32 {
         match self {
             FileType::F16 => 1,
+            FileType::BF16 => 32,
             FileType::Q4_0 => 2,
             FileType::Q4_1 => 3,
             FileType::Q8_0 => 7,
@@ -134,6 +139,7 @@ impl FileType {
     pub fn default_type(self) -> GgmlType {
         match self {
             FileType::F16 => GgmlType::F16,
+            FileType::BF16 => GgmlType::BF16,
             FileType::Q8_0 => GgmlType::Q8_0,
             FileType::Q4_0 => GgmlType::Q4_0,
             FileType::Q4_1 => GgmlType::Q4_1,

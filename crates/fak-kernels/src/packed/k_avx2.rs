@@ -499,6 +499,10 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
-        PackedFormat::Q8_0 | PackedFormat::Q5_0 | PackedFormat::Q4_0 | PackedFormat::Q4_1 => {}
+        PackedFormat::Q8_0
+        | PackedFormat::Q5_0
+        | PackedFormat::Q4_0
+        | PackedFormat::Q4_1
+        | PackedFormat::IQ4NL => {}
     }
 }

@@ -1,7 +1,7 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`k`) and their SIMD
 //! kernels (the ISA files beside it): group and block sizes, the byte offsets of
-//! the Q4_0, Q4_1, Q4_K, Q5_K and Q6_K group blocks, [`PackedFormat`] and the
+//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K and Q6_K group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
@@ -11,7 +11,9 @@
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0};
+use crate::blocks::{
+    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+};
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
 pub const GROUP_ROWS: usize = 8;
@@ -37,16 +39,16 @@ pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_R
 const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
 const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
 
-/// Byte offsets of the packed Q4_0 and Q4_1 group blocks (see
+/// Byte offsets of the packed Q4_0, IQ4_NL and Q4_1 group blocks (see
 /// `q4`): scales, Q4_1's mins, then four 32-byte nibble chunks.
 pub(crate) mod q4 {
     use super::SCALE_BYTES;
 
-    /// `d`, 8 × f16 (both formats).
+    /// `d`, 8 × f16 (every format).
     pub(crate) const D: usize = 0;
-    /// Q4_0's nibble chunks: chunk `c` at `NIB_0 + 32c`.
+    /// Q4_0's (and IQ4_NL's) nibble chunks: chunk `c` at `NIB_0 + 32c`.
     pub(crate) const NIB_0: usize = SCALE_BYTES;
-    /// Q4_0's bytes.
+    /// Q4_0's (and IQ4_NL's) bytes.
     pub(crate) const BYTES_0: usize = NIB_0 + 4 * 32;
     /// Q4_1's `m`, 8 × f16.
     pub(crate) const M: usize = SCALE_BYTES;
@@ -57,6 +59,7 @@ pub(crate) mod q4 {
 }
 
 const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockQ4_0::BYTES);
+const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockIQ4_NL::BYTES);
 const _: () = assert!(q4::BYTES_1 == GROUP_ROWS * BlockQ4_1::BYTES);
 
 /// A weight format that has a packed layout.
@@ -71,6 +74,8 @@ pub enum PackedFormat {
     /// 4-bit quants with a per-block min: the mins, then nibble planes
     /// (see `q4`); against Q8_1 activations.
     Q4_1,
+    /// 4-bit indices of IQ4_NL's 16 levels, in Q4_0's layout (see `q4`).
+    IQ4NL,
     /// Q4_K super-blocks (see `k`).
     Q4K,
     /// Q5_K super-blocks: Q4_K's, plus a high-bit plane (see `k`).
@@ -87,6 +92,7 @@ impl PackedFormat {
             GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
             GgmlType::Q4_0 => Some(PackedFormat::Q4_0),
             GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
+            GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
             GgmlType::Q6_K => Some(PackedFormat::Q6K),
@@ -101,6 +107,7 @@ impl PackedFormat {
             PackedFormat::Q5_0 => GgmlType::Q5_0,
             PackedFormat::Q4_0 => GgmlType::Q4_0,
             PackedFormat::Q4_1 => GgmlType::Q4_1,
+            PackedFormat::IQ4NL => GgmlType::IQ4_NL,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
             PackedFormat::Q6K => GgmlType::Q6_K,
@@ -118,7 +125,7 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => Q8_0_BYTES,
             PackedFormat::Q5_0 => Q5_0_BYTES,
-            PackedFormat::Q4_0 => q4::BYTES_0,
+            PackedFormat::Q4_0 | PackedFormat::IQ4NL => q4::BYTES_0,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q4K => q4k::BYTES,
             PackedFormat::Q5K => q5k::BYTES,

@@ -1,6 +1,6 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
-//! activations, below), Q4_0 and Q4_1 (against Q8_0 and Q8_1, in
+//! activations, below), Q4_0, IQ4_NL and Q4_1 (against Q8_0 and Q8_1, in
 //! `q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
 //! Q5_K and Q6_K (against Q8_K, in `k`).
 //!
@@ -55,7 +55,8 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
@@ -125,6 +126,11 @@ impl PackedFormat {
                     q4::encode_q4_1(dst, r, b);
                 }
             }
+            PackedFormat::IQ4NL => {
+                if let Ok(b) = <&[u8; BlockIQ4_NL::BYTES]>::try_from(b) {
+                    q4::encode_iq4_nl(dst, r, b);
+                }
+            }
             PackedFormat::Q4K => {
                 if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
                     k::encode_q4_k(dst, r, b);
@@ -158,6 +164,7 @@ impl PackedFormat {
                     }
                     PackedFormat::Q4_0
                     | PackedFormat::Q4_1
+                    | PackedFormat::IQ4NL
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
                     | PackedFormat::Q6K => 0,
@@ -494,7 +501,7 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
-                PackedFormat::Q4_0 | PackedFormat::Q4_1 => {
+                PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
                     let u: [[u8; QK]; GROUP_ROWS] =
                         std::array::from_fn(|r| q4::row_nibbles(g.format, wb, r));
                     for t in 0..g.n_tok {

@@ -1,30 +1,34 @@
-//! The 4-bit formats of [`crate::packed`]: Q4_0 (against Q8_0 activation
-//! rows) and Q4_1 (against Q8_1), 8 weight rows per group block, and the
-//! scalar twin's arithmetic for them.
+//! The 4-bit formats of [`crate::packed`]: Q4_0 and IQ4_NL (against Q8_0
+//! activation rows) and Q4_1 (against Q8_1), 8 weight rows per group
+//! block, and the scalar twin's arithmetic for them.
 //!
 //! ```text
 //!   packed group block (8 rows, one 32-value block; position p = 4·row + i,
 //!   step k = values 4k..4k+4, u[k][p] = the row's stored nibble 4k+i):
-//!   Q4_0 (144 B): d 8 × f16                                       16 B
+//!   Q4_0, IQ4_NL (144 B): d 8 × f16                               16 B
 //!                 nibbles: chunk c (0..4), byte p =
 //!                   u[2c][p] | u[2c+1][p] << 4                   128 B
 //!   Q4_1 (160 B): d 8 × f16 | m 8 × f16                           32 B
 //!                 nibbles as Q4_0                                128 B
 //!
 //!   per row r, token t, block b (Q8_0: d_x, quants x; Q8_1 adds s_x):
-//!     Q4_0: s   = Σ (u − 8) · x                                exact i32
-//!           acc = acc + (f32(s) · d_w) · d_x
-//!     Q4_1: s   = Σ u · x                                      exact i32
-//!           acc = acc + ((d_w · d_x) · f32(s) + m_w · s_x)
+//!     Q4_0:   s   = Σ (u − 8) · x                              exact i32
+//!             acc = acc + (f32(s) · d_w) · d_x
+//!     IQ4_NL: s   = Σ L[u] · x       (L: the 16 levels, IQ4_LEVELS)
+//!             acc = acc + (d_w · d_x) · f32(s)
+//!     Q4_1:   s   = Σ u · x                                    exact i32
+//!             acc = acc + ((d_w · d_x) · f32(s) + m_w · s_x)
 //!   y[t][8g + r] = acc after the last block (blocks in order, from 0.0)
 //! ```
 //!
 //! The float steps are those of the scalar row products
 //! ([`crate::scalar::vec_dot_q4_0_q8_0`]: `sumi as f32 * d_w * d_a`;
-//! [`crate::scalar::vec_dot_q4_1_q8_1`]: `(d_w * d_a) * sumi as f32 + m_w
-//! * s_a`), in their order and without fused multiply-adds, so a packed
-//! element has the bits of the scalar `vec_dot` of its weight and token
-//! rows on every ISA. (The other packed formats share one float step,
+//! [`crate::scalar::vec_dot_iq4_nl_q8_0`]: `(d_a * d_w) * sumi as f32`,
+//! the same bits as `(d_w · d_x)` since a product does not depend on its
+//! operands' order; [`crate::scalar::vec_dot_q4_1_q8_1`]: `(d_w * d_a) *
+//! sumi as f32 + m_w * s_a`), in their order and without fused
+//! multiply-adds, so a packed element has the bits of the scalar
+//! `vec_dot` of its weight and token rows on every ISA. (The other packed formats share one float step,
 //! `acc + (d_w · d_x) · f32(s)`; here each format keeps its own, because
 //! the model's `FAK_ISA=scalar` output must not change.)
 //!
@@ -33,10 +37,11 @@
 //! one block instead of eight.
 
 use super::layout::{q4, PackedFormat, QK, STEP, STEPS};
-use crate::blocks::{BlockQ4_0, BlockQ4_1};
+use crate::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, IQ4_LEVELS};
 use crate::fp::f16_to_f32;
 
-/// The nibble chunks' offset in a group block of `format` (Q4_0 or Q4_1).
+/// The nibble chunks' offset in a group block of `format` (Q4_0, IQ4_NL
+/// or Q4_1).
 fn nib(format: PackedFormat) -> usize {
     if format == PackedFormat::Q4_1 {
         q4::NIB_1
@@ -62,6 +67,15 @@ pub(crate) fn encode_q4_0(dst: &mut [u8], r: usize, b: &[u8; BlockQ4_0::BYTES]) 
     let blk = BlockQ4_0::from_bytes(b);
     let u = blk.quants().map(|q| (q + 8) as u8);
     put(dst, PackedFormat::Q4_0, r, blk.d, &u);
+}
+
+/// Packs row `r` of an IQ4_NL group block from its GGUF block `b`: the
+/// level indices, element `j` from the low nibble of `qs[j]` and `j + 16`
+/// from its high one.
+pub(crate) fn encode_iq4_nl(dst: &mut [u8], r: usize, b: &[u8; BlockIQ4_NL::BYTES]) {
+    let blk = BlockIQ4_NL::from_bytes(b);
+    let u: [u8; QK] = std::array::from_fn(|j| (blk.qs[j % 16] >> (4 * (j / 16))) & 15);
+    put(dst, PackedFormat::IQ4NL, r, blk.d, &u);
 }
 
 /// Packs row `r` of a Q4_1 group block from its GGUF block `b`.
@@ -96,7 +110,7 @@ fn half(b: &[u8], at: usize, i: usize) -> f32 {
 
 /// One block of the scalar twin: `o[r] = acc` of the module diagram for
 /// the group block `wb` (row nibbles `u`) and one activation block `ab`
-/// (Q8_0 for Q4_0, Q8_1 for Q4_1).
+/// (Q8_0 for Q4_0 and IQ4_NL, Q8_1 for Q4_1).
 pub(crate) fn block_scalar(
     format: PackedFormat,
     wb: &[u8],
@@ -110,7 +124,17 @@ pub(crate) fn block_scalar(
     let dx = half(ab, 0, 0);
     for (r, acc) in o.iter_mut().enumerate() {
         let dw = half(wb, q4::D, r);
-        if q1 {
+        if format == PackedFormat::IQ4NL {
+            let s: i32 = u[r]
+                .iter()
+                .zip(xs)
+                .map(|(&w, &x)| {
+                    let level = IQ4_LEVELS.get(usize::from(w)).copied().unwrap_or(0);
+                    i32::from(level) * i32::from(x as i8)
+                })
+                .sum();
+            *acc += (dw * dx) * s as f32;
+        } else if q1 {
             let s: i32 = u[r]
                 .iter()
                 .zip(xs)

@@ -1,6 +1,6 @@
-//! AVX2 kernels of the packed Q4_0 and Q4_1 products (`super::q4`):
-//! one register lane per weight row, a tile of one 8-row group against
-//! 1 to [`Q4_TILE`] tokens.
+//! AVX2 kernels of the packed Q4_0, IQ4_NL and Q4_1 products
+//! (`super::q4`): one register lane per weight row, a tile of one 8-row
+//! group against 1 to [`Q4_TILE`] tokens.
 //!
 //! ```text
 //!   per block b:
@@ -24,6 +24,20 @@
 //! its order and without fused multiply-adds, so every element has the
 //! scalar twin's bits.
 //!
+//! IQ4_NL's nibbles index 16 signed levels (−127 to 113): a byte shuffle
+//! turns them into levels, and a pair of level · activation products can
+//! reach 2 · 127 · 128, too large for `maddubs` with the levels as its
+//! unsigned side. [`tile_levels`] feeds it `|x|` (128 for −128, exactly,
+//! as unsigned) against the levels with `x`'s sign, and widens each
+//! step's pairs to `i32` at once:
+//!
+//! ```text
+//!   per chunk c:  w0, w1 = levels of u0, u1        (shuffle, once per tile)
+//!     per token:  s[t] += madd(maddubs(|x0|, sign(w0, x0)), 1)
+//!                       + madd(maddubs(|x1|, sign(w1, x1)), 1)   exact i32
+//!                 acc[t] = acc[t] + (d_w · d_x) · f32(s[t])
+//! ```
+//!
 //! The loop is the Q8_0 one's (`q8_avx2`): groups in chunks of
 //! [`CHUNK_BYTES`], token tiles inside a chunk, one-token products (decode)
 //! straight over the groups with the weights asked for ahead.
@@ -32,7 +46,7 @@ use std::arch::x86_64::*;
 
 use super::layout::{q4, PackedArgs, PackedFormat, STEPS};
 use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
-use crate::blocks::{BlockQ8_0, BlockQ8_1};
+use crate::blocks::{BlockQ8_0, BlockQ8_1, IQ4_LEVELS};
 
 /// Most tokens in one tile: eight `i16` sums, the two steps' nibbles, a
 /// mask and a broadcast fill 12 of the 16 registers; the float
@@ -53,6 +67,14 @@ const PREFETCH_MIN_BYTES: usize = 1 << 20;
 /// larger products keep them in a per-thread buffer ([`XSUMS`]).
 const STACK_SUMS: usize = 128 * Q4_TILE;
 
+/// What a format's stored nibbles stand for.
+pub(super) enum Nibbles {
+    /// Themselves (below 16), the unsigned side of the byte products.
+    Plain,
+    /// Indices of IQ4_NL's 16 signed levels ([`IQ4_LEVELS`]).
+    Levels,
+}
+
 /// A 4-bit packed format and its activation blocks (`B`-byte group
 /// blocks, `A`-byte activation blocks).
 pub(super) trait Q4Format<const B: usize, const A: usize> {
@@ -60,8 +82,12 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     const NIB: usize;
     /// Byte offset of the quants in an activation block.
     const XOFF: usize;
-    /// Whether `8 · Σ x` comes off each block sum (Q4_0).
-    const OFFSET: bool;
+    /// What the nibbles stand for.
+    const NIBBLES: Nibbles;
+    /// `o` where `o · Σ x` comes off each block sum of the unsigned
+    /// operands: 8 for Q4_0 (`u − 8`), 128 for IQ4_NL on the VNNI tile
+    /// (levels + 128), 0 for Q4_1 (the sums table is not made).
+    const OFFSET: i32;
 
     /// The end of one block for one token: `acc` plus the block's term,
     /// from the exact `sumi` (offset already taken off), the rows' `d_w`
@@ -113,6 +139,9 @@ pub(super) struct Q40;
 /// Q4_1 against Q8_1 activations.
 pub(super) struct Q41;
 
+/// IQ4_NL against Q8_0 activations.
+pub(super) struct Iq4Nl;
+
 /// The f16 at byte `at` of an activation block, broadcast as f32.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
@@ -127,7 +156,8 @@ fn half_at<const A: usize>(ab: &[u8; A], at: usize) -> __m256 {
 impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Q40 {
     const NIB: usize = q4::NIB_0;
     const XOFF: usize = 2;
-    const OFFSET: bool = true;
+    const NIBBLES: Nibbles = Nibbles::Plain;
+    const OFFSET: i32 = 8;
 
     /// `acc + (f32(sumi) · d_w) · d_x` (`vec_dot_q4_0_q8_0`'s order).
     #[inline]
@@ -150,7 +180,8 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Q40 {
 impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
     const NIB: usize = q4::NIB_1;
     const XOFF: usize = 4;
-    const OFFSET: bool = false;
+    const NIBBLES: Nibbles = Nibbles::Plain;
+    const OFFSET: i32 = 0;
 
     /// `acc + ((d_w · d_x) · f32(sumi) + m_w · s_x)` (`vec_dot_q4_1_q8_1`'s
     /// order).
@@ -167,6 +198,41 @@ impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
         let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi));
         _mm256_add_ps(acc, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sx)))
     }
+}
+
+impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
+    const NIB: usize = q4::NIB_0;
+    const XOFF: usize = 2;
+    const NIBBLES: Nibbles = Nibbles::Levels;
+    const OFFSET: i32 = 128;
+
+    /// `acc + (d_w · d_x) · f32(sumi)` (`vec_dot_iq4_nl_q8_0`'s order).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn end(
+        acc: __m256,
+        sumi: __m256i,
+        dw: __m256,
+        _mw: __m256,
+        ab: &[u8; BlockQ8_0::BYTES],
+    ) -> __m256 {
+        let dx = half_at(ab, 0);
+        _mm256_add_ps(
+            acc,
+            _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi)),
+        )
+    }
+}
+
+/// The 16 levels of IQ4_NL in both 128-bit halves, plus `bias` each (as
+/// bytes: 0 for the signed levels, 128 for the VNNI tile's unsigned ones).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn levels(bias: u8) -> __m256i {
+    let l: [u8; 16] = IQ4_LEVELS.map(|v| (v as u8).wrapping_add(bias));
+    // SAFETY: `l` is 16 readable bytes; `loadu` needs no alignment.
+    let v = unsafe { _mm_loadu_si128(l.as_ptr().cast()) };
+    _mm256_broadcastsi128_si256(v)
 }
 
 /// 8 × f16 at byte `at` of a group block, as f32 (zeros past the end,
@@ -193,14 +259,15 @@ pub(super) fn quad_at<const A: usize>(ab: &[u8; A], off: usize, k: usize) -> i32
     }
 }
 
-/// `8 · Σ x` of an activation block whose quants start at `off`.
+/// `o · Σ x` of an activation block whose quants start at `off` (`o` at
+/// most 128: the pairs' sums, below 256 in size, times `o` stay `i32`).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn xsum8<const A: usize>(ab: &[u8; A], off: usize) -> i32 {
+fn xsum<const A: usize>(ab: &[u8; A], off: usize, o: i32) -> i32 {
     let x = load(bytes32(ab, off));
     let p = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(1), x),
-        _mm256_set1_epi16(8),
+        _mm256_set1_epi16(o as i16),
     );
     let s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256::<1>(p));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b0100_1110>(s));
@@ -208,7 +275,7 @@ fn xsum8<const A: usize>(ab: &[u8; A], off: usize) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
-/// Where token `t`'s block `b` has its `8 · Σ x` in the sums table: by
+/// Where token `t`'s block `b` has its `o · Σ x` in the sums table: by
 /// token tile, then block, then token in the tile, so that a tile reads
 /// its tokens' sums of a block from one place.
 #[inline(always)]
@@ -219,7 +286,8 @@ fn sums_at(t: usize, b: usize, nb: usize) -> usize {
 /// One group (`w`: its blocks) times `T` activation rows; the 8 row
 /// results of each token. `sums` is the tile's part of the sums table
 /// (Q4_0: block `b` of token `t` at `b · Q4_TILE + t`; a missing entry
-/// reads as 0, which the caller's whole table rules out).
+/// reads as 0, which the caller's whole table rules out). IQ4_NL's
+/// levels run in [`tile_levels`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
@@ -228,6 +296,9 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     sums: &[i32],
     weights: Weights,
 ) -> [__m256; T] {
+    if matches!(F::NIBBLES, Nibbles::Levels) {
+        return tile_levels::<F, B, A, T>(w, a, weights);
+    }
     let ones = _mm256_set1_epi16(1);
     let low = _mm256_set1_epi8(15);
     let mut acc = [_mm256_setzero_ps(); T];
@@ -249,18 +320,64 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
             }
         }
         let dw = halves(wb, q4::D);
-        let mw = if F::OFFSET { dw } else { halves(wb, q4::M) };
+        let mw = if F::OFFSET != 0 {
+            dw
+        } else {
+            halves(wb, q4::M)
+        };
         let offs: &[i32; Q4_TILE] = sums
             .get(b * Q4_TILE..(b + 1) * Q4_TILE)
             .and_then(|o| o.try_into().ok())
             .unwrap_or(&[0; Q4_TILE]);
         for t in 0..T {
             let mut sumi = _mm256_madd_epi16(s[t], ones);
-            if F::OFFSET {
+            if F::OFFSET != 0 {
                 sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(offs[t]));
             }
             // SAFETY: this function runs with AVX2 and F16C enabled.
             acc[t] = unsafe { F::end(acc[t], sumi, dw, mw, ab[t]) };
+        }
+    }
+    acc
+}
+
+/// [`tile`] for IQ4_NL: the nibbles become signed levels, and each
+/// step's products widen to `i32` at once (see the module doc); no
+/// offset comes off.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_levels<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; A]]; T],
+    weights: Weights,
+) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let low = _mm256_set1_epi8(15);
+    let table = levels(0);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        if weights == Weights::Streamed {
+            prefetch_ahead(wb);
+        }
+        let ab = blocks_at(&a, b);
+        let mut s = [_mm256_setzero_si256(); T];
+        for c in 0..STEPS / 2 {
+            let n = load(bytes32(wb, F::NIB + 32 * c));
+            let w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(n, low));
+            let w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16::<4>(n), low));
+            for t in 0..T {
+                let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
+                let x1 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c + 1));
+                let p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(x0), _mm256_sign_epi8(w0, x0));
+                let p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(x1), _mm256_sign_epi8(w1, x1));
+                let p = _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+                s[t] = _mm256_add_epi32(s[t], p);
+            }
+        }
+        let dw = halves(wb, q4::D);
+        for t in 0..T {
+            // SAFETY: this function runs with AVX2 and F16C enabled.
+            acc[t] = unsafe { F::end(acc[t], s[t], dw, dw, ab[t]) };
         }
     }
     acc
@@ -295,7 +412,7 @@ unsafe fn run_tile<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize,
 }
 
 /// Every group against every token on `K`'s tiles, given the sums table
-/// (Q4_0; empty for Q4_1). A token tile starts at a multiple of
+/// (Q4_0 and IQ4_NL; empty for Q4_1). A token tile starts at a multiple of
 /// [`Q4_TILE`].
 ///
 /// # Safety
@@ -357,20 +474,24 @@ thread_local! {
     static XSUMS: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Fills `table` ([`sums_at`]'s layout, whole token tiles) with `8 · Σ x`
+/// Fills `table` ([`sums_at`]'s layout, whole token tiles) with `o · Σ x`
 /// of every activation block (`nb` per token).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn fill_sums<const A: usize>(acts: &[[u8; A]], nb: usize, xoff: usize, table: &mut [i32]) {
+fn fill_sums<const A: usize>(
+    acts: &[[u8; A]],
+    (nb, xoff, o): (usize, usize, i32),
+    table: &mut [i32],
+) {
     for (i, ab) in acts.iter().enumerate() {
-        if let Some(o) = table.get_mut(sums_at(i / nb, i % nb, nb)) {
-            *o = xsum8(ab, xoff);
+        if let Some(e) = table.get_mut(sums_at(i / nb, i % nb, nb)) {
+            *e = xsum(ab, xoff, o);
         }
     }
 }
 
-/// The product for format `F` on `K`'s tiles: Q4_0 first sums every
-/// activation block once (on the stack for small products, decode's; in
+/// The product for format `F` on `K`'s tiles: Q4_0 and IQ4_NL first sum
+/// every activation block once (on the stack for small products, decode's; in
 /// [`XSUMS`] otherwise).
 ///
 /// # Safety
@@ -382,7 +503,7 @@ pub(super) unsafe fn gemm_q4<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const
     g: &PackedArgs<'_>,
     out: &mut [f32],
 ) {
-    if !F::OFFSET {
+    if F::OFFSET == 0 {
         // SAFETY: the caller's CPU guarantee (also below).
         unsafe { gemm_with::<F, K, B, A>(g, &[], out) };
         return;
@@ -393,7 +514,7 @@ pub(super) unsafe fn gemm_q4<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const
     let n = g.n_tok.div_ceil(Q4_TILE).saturating_mul(nb * Q4_TILE);
     if n <= STACK_SUMS {
         let mut table = [0i32; STACK_SUMS];
-        fill_sums(acts, nb, F::XOFF, &mut table);
+        fill_sums(acts, (nb, F::XOFF, F::OFFSET), &mut table);
         // SAFETY: as above.
         unsafe { gemm_with::<F, K, B, A>(g, &table, out) };
         return;
@@ -401,13 +522,13 @@ pub(super) unsafe fn gemm_q4<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const
     XSUMS.with_borrow_mut(|table| {
         table.clear();
         table.resize(n, 0);
-        fill_sums(acts, nb, F::XOFF, table);
+        fill_sums(acts, (nb, F::XOFF, F::OFFSET), table);
         // SAFETY: as above.
         unsafe { gemm_with::<F, K, B, A>(g, table, out) };
     });
 }
 
-/// The packed Q4_0 and Q4_1 products of [`crate::packed::packed_gemm`]
+/// The packed Q4_0, Q4_1 and IQ4_NL products of [`crate::packed::packed_gemm`]
 /// (other formats write nothing).
 ///
 /// # Safety
@@ -424,6 +545,9 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::Q4_1 => {
                 gemm_q4::<Q41, Avx2, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
+            }
+            PackedFormat::IQ4NL => {
+                gemm_q4::<Iq4Nl, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
             }
             PackedFormat::Q8_0
             | PackedFormat::Q5_0

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI tile of the packed Q4_0 and Q4_1 products
+//! AVX-512 VNNI tile of the packed Q4_0, IQ4_NL and Q4_1 products
 //! (`super::q4`): the AVX2 tile of [`super::q4_avx2`] with
 //! each step's products summed by one `vpdpbusd` (unsigned nibbles
 //! against signed activations, straight into `i32`), as the k-quants'
@@ -12,21 +12,25 @@
 //!                   acc[t] = the AVX2 tile's float end (`Q4Format::end`)
 //! ```
 //!
-//! A lane's sum stays below `32 · 15 · 128` in size, so `vpdpbusd` (no
+//! IQ4_NL's nibbles become its levels plus 128 (1 to 241, unsigned) by a
+//! byte shuffle, and `128 · Σ x` comes off: `Σ (L + 128) · x − 128 · Σ x
+//! = Σ L · x`, exactly.
+//!
+//! A lane's sum stays below `32 · 241 · 128` in size, so `vpdpbusd` (no
 //! saturation) gives the AVX2 tile's exact `sumi`, and the float steps are
 //! the same function: every element has the scalar twin's bits. The loop
 //! over groups and tokens (chunks, tiles of up to 8 tokens, the sums
 //! table, the prefetch) is the AVX2 one's ([`gemm_q4`]).
 //!
-//! Written after [`super::k_vnni`]'s 256-bit tile; compiled on an
-//! AVX2-only machine (Zen 3), not yet run: the tests of
-//! `tests/packed_q4.rs` compare every available ISA with the scalar
-//! `vec_dot`, so an AVX-512 machine checks it.
+//! The tests of `tests/packed_q4.rs` compare every ISA the CPU runs with
+//! the scalar `vec_dot`, so an AVX-512 VNNI machine checks this tile.
 
 use std::arch::x86_64::*;
 
 use super::layout::{q4, PackedArgs, PackedFormat, STEPS};
-use super::q4_avx2::{gemm_q4, halves, quad_at, Q4Format, Q4Tile, Q40, Q41, Q4_TILE};
+use super::q4_avx2::{
+    gemm_q4, halves, levels, quad_at, Iq4Nl, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE,
+};
 use super::tiles::{blocks_at, bytes32, load, prefetch_ahead, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1};
 
@@ -57,6 +61,11 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     weights: Weights,
 ) -> [__m256; T] {
     let low = _mm256_set1_epi8(15);
+    let table = levels(128);
+    let code = |u: __m256i| match F::NIBBLES {
+        Nibbles::Plain => u,
+        Nibbles::Levels => _mm256_shuffle_epi8(table, u),
+    };
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
@@ -66,8 +75,8 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         let mut s = [_mm256_setzero_si256(); T];
         for c in 0..STEPS / 2 {
             let n = load(bytes32(wb, F::NIB + 32 * c));
-            let u0 = _mm256_and_si256(n, low);
-            let u1 = _mm256_and_si256(_mm256_srli_epi16::<4>(n), low);
+            let u0 = code(_mm256_and_si256(n, low));
+            let u1 = code(_mm256_and_si256(_mm256_srli_epi16::<4>(n), low));
             for t in 0..T {
                 let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
                 let x1 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c + 1));
@@ -76,14 +85,18 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
             }
         }
         let dw = halves(wb, q4::D);
-        let mw = if F::OFFSET { dw } else { halves(wb, q4::M) };
+        let mw = if F::OFFSET != 0 {
+            dw
+        } else {
+            halves(wb, q4::M)
+        };
         let offs: &[i32; Q4_TILE] = sums
             .get(b * Q4_TILE..(b + 1) * Q4_TILE)
             .and_then(|o| o.try_into().ok())
             .unwrap_or(&[0; Q4_TILE]);
         for t in 0..T {
             let mut sumi = s[t];
-            if F::OFFSET {
+            if F::OFFSET != 0 {
                 sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(offs[t]));
             }
             // SAFETY: this function runs with AVX2 and F16C enabled.
@@ -93,7 +106,7 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     acc
 }
 
-/// The packed Q4_0 and Q4_1 products on VNNI (other formats write
+/// The packed Q4_0, Q4_1 and IQ4_NL products on VNNI (other formats write
 /// nothing).
 ///
 /// # Safety
@@ -109,6 +122,9 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::Q4_1 => {
                 gemm_q4::<Q41, Vnni, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
+            }
+            PackedFormat::IQ4NL => {
+                gemm_q4::<Iq4Nl, Vnni, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
             }
             PackedFormat::Q8_0
             | PackedFormat::Q5_0

@@ -23,7 +23,7 @@ mod avx2_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod gemm_f16;
+pub(crate) mod gemm_half;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx2;

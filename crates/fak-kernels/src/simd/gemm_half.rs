@@ -1,23 +1,27 @@
-//! F16 matrix products as register tiles, bit-identical per element to
-//! the AVX2 F16 dot product (`avx2::dot_f16`), which both SIMD ISAs run.
+//! F16 and BF16 matrix products as register tiles, bit-identical per
+//! element to the AVX2 dot products of those types (`avx2::dot_f16`,
+//! `avx2::dot_bf16`), which both SIMD ISAs run.
 //!
-//! `dot_f16` keeps four 8-lane `f32` accumulators: lane `l` of `acc[c]`
-//! sums the products of elements `32·i + 8·c + l` (fused multiply-adds,
-//! chunks `i` in order); at the end `((acc0 + acc1) + (acc2 + acc3))` is
-//! summed across its lanes in a fixed order, widened to `f64`, and the
-//! elements past the last whole chunk are added in `f64`. A tile runs the
-//! same lanes for several rows and tokens at once, so each weight is
-//! widened from f16 once per tile instead of once per element of the
-//! output, and each activation once per call:
+//! Both dot products keep four 8-lane `f32` accumulators: lane `l` of
+//! `acc[c]` sums the products of elements `32·i + 8·c + l` (fused
+//! multiply-adds, chunks `i` in order); at the end
+//! `((acc0 + acc1) + (acc2 + acc3))` is summed across its lanes in a fixed
+//! order and widened to `f64`. They differ only in widening (F16 through
+//! `cvtph2ps`, BF16 by a 16-bit shift: bf16 is the top half of an f32) and
+//! in the elements past the last whole chunk: F16 adds their products to
+//! the `f64` sum one by one, BF16 sums them apart and adds that sum once
+//! ([`Half::end`]). A tile runs the same lanes for several rows and tokens
+//! at once, so each weight is widened once per tile instead of once per
+//! element of the output, and each activation once per call:
 //!
 //! ```text
 //!   AVX-512: a zmm holds acc0|acc1 (elements 32i..32i+16) or acc2|acc3
 //!            (32i+16..32i+32): 4 rows × 6 tokens, one half per pass
 //!   AVX2:    one ymm per accumulator: 2 rows × 6 tokens, one acc per pass
-//!   per pass, per chunk:  w[r] = cvtph2ps(row r's values)   (once per tile)
+//!   per pass, per chunk:  w[r] = widen(row r's values)   (once per tile)
 //!                         acc[t][r] = fma(w[r], x[t], acc[t][r])
-//!   end: lanes = (acc0 + acc1) + (acc2 + acc3) ─► dot_f16's hsum (four
-//!        rows at a time when no row has a tail: `hsum4`)
+//!   end: lanes = (acc0 + acc1) + (acc2 + acc3) ─► the dot product's hsum
+//!        (four rows at a time: `hsum4`) ─► its tail (`Half::end`)
 //! ```
 //!
 //! A pass keeps only its accumulators, weights and one token in
@@ -26,18 +30,19 @@
 //! multiply-add stored one; SmolLM2-135M F16's prefill ran at 603
 //! against 905 tok/s in passes (Zen 5, 2 threads, `fak bench model`).
 //!
-//! Every lane sees the same operands in the same order as in `dot_f16`
-//! (the activations are f16 widened to `f32`, exactly, before the tiles
-//! run), so an output element depends only on its weight row and token
-//! row, never on the tile it lands in.
+//! Every lane sees the same operands in the same order as in the dot
+//! product (the activations are widened to `f32`, exactly, before the
+//! tiles run), so an output element depends only on its weight row and
+//! token row, never on the tile it lands in.
 
 use std::arch::x86_64::*;
 
+use super::avx2::bf16x8;
 use super::avx2_blocks::hsum_ps;
 use super::gemm_avx2::GemmArgs;
-use crate::fp::f16_to_f32;
+use crate::fp::{bf16_to_f32, f16_to_f32};
 
-/// Elements per accumulation chunk of `dot_f16`.
+/// Elements per accumulation chunk of the dot products.
 const CHUNK: usize = 32;
 
 /// Rows and tokens of the AVX-512 tile.
@@ -48,7 +53,7 @@ const T512: usize = 6;
 const R256: usize = 2;
 const T256: usize = 6;
 
-/// Fewest tokens a product takes the tiles for. Fewer (decode) stream
+/// Fewest tokens a product takes the tiles for (F16 and BF16 alike). Fewer (decode) stream
 /// the weights from memory once whatever the tile, and one row at a time
 /// streams faster than four interleaved: SmolLM2-135M F16 decoded at 175
 /// tok/s through the dot product against 105 through 4 × 1 tiles (Zen 5,
@@ -60,45 +65,139 @@ thread_local! {
     static ACTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Widens the little-endian f16 values of `src` into `dst` (as many as
-/// both hold), 8 at a time; exact, as every f16 is an `f32`.
+/// A 16-bit float weight format: how its values widen to `f32`, and how
+/// its dot product ends.
+pub(crate) trait Half {
+    /// Widens the 16 values (32 bytes) at `p`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX-512F and F16C; `p` must point to 32
+    /// readable bytes.
+    unsafe fn widen16(p: *const u8) -> __m512;
+
+    /// Widens the 8 values (16 bytes) at `p`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and F16C; `p` must point to 16 readable
+    /// bytes.
+    unsafe fn widen8(p: *const u8) -> __m256;
+
+    /// The value of one element's little-endian bits.
+    fn value(bits: [u8; 2]) -> f32;
+
+    /// The dot product's result from its lanes' sum `h` and the elements
+    /// from `from` on (`w`, `x`: the whole weight row and widened token
+    /// row).
+    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32;
+}
+
+/// IEEE half precision (`avx2::dot_f16`).
+pub(crate) struct F16;
+
+/// bfloat16 (`avx2::dot_bf16`).
+pub(crate) struct Bf16;
+
+impl Half for F16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,f16c")]
+    unsafe fn widen16(p: *const u8) -> __m512 {
+        // SAFETY: the caller's promise: 32 readable bytes at `p`; `loadu`
+        // needs no alignment.
+        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn widen8(p: *const u8) -> __m256 {
+        // SAFETY: the caller's promise: 16 readable bytes at `p`.
+        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
+    }
+
+    #[inline(always)]
+    fn value(bits: [u8; 2]) -> f32 {
+        f16_to_f32(u16::from_le_bytes(bits))
+    }
+
+    /// `dot_f16`'s end: each product after the lanes' sum, in `f64`.
+    #[inline]
+    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32 {
+        let mut sum = f64::from(h);
+        for (i, &xv) in x.iter().enumerate().skip(from) {
+            sum += f64::from(value_at::<Self>(w, i) * xv);
+        }
+        sum as f32
+    }
+}
+
+impl Half for Bf16 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn widen16(p: *const u8) -> __m512 {
+        // SAFETY: the caller's promise: 32 readable bytes at `p`; `loadu`
+        // needs no alignment.
+        let v = _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(p.cast()) });
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn widen8(p: *const u8) -> __m256 {
+        // SAFETY: the caller's promise: 16 readable bytes at `p`.
+        bf16x8(unsafe { _mm_loadu_si128(p.cast()) })
+    }
+
+    #[inline(always)]
+    fn value(bits: [u8; 2]) -> f32 {
+        bf16_to_f32(u16::from_le_bytes(bits))
+    }
+
+    /// `dot_bf16`'s end: the products after the lanes' sum summed apart
+    /// (as `Iterator::sum` does), then added once, in `f64`.
+    #[inline]
+    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32 {
+        let tail = x.iter().enumerate().skip(from);
+        let tail = tail.map(|(i, &xv)| f64::from(value_at::<Self>(w, i) * xv));
+        (f64::from(h) + tail.sum::<f64>()) as f32
+    }
+}
+
+/// Widens the little-endian values of `src` into `dst` (as many as both
+/// hold), 8 at a time; exact, as every f16 and bf16 is an `f32`.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn widen(src: &[u8], dst: &mut [f32]) {
+fn widen<H: Half>(src: &[u8], dst: &mut [f32]) {
     let (sc, _) = src.as_chunks::<16>();
     let (dc, _) = dst.as_chunks_mut::<8>();
     let done = sc.len().min(dc.len()) * 8;
     for (s8, d8) in sc.iter().zip(dc.iter_mut()) {
-        // SAFETY: `s8` is 16 readable bytes; `loadu` needs no alignment.
-        let v = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s8.as_ptr().cast()) });
+        // SAFETY: `s8` is 16 readable bytes; AVX2 and F16C are enabled.
+        let v = unsafe { H::widen8(s8.as_ptr()) };
         // SAFETY: `d8` is 8 writable f32s; `storeu` needs no alignment.
         unsafe { _mm256_storeu_ps(d8.as_mut_ptr(), v) };
     }
     for (i, d) in dst.iter_mut().enumerate().skip(done) {
-        *d = f16_at(src, i);
+        *d = value_at::<H>(src, i);
     }
 }
 
-/// The f16 value at element `i` of a little-endian f16 row (0.0 past the
-/// end, which the callers' checked lengths rule out).
+/// The value at element `i` of a little-endian row (0.0 past the end,
+/// which the callers' checked lengths rule out).
 #[inline(always)]
-fn f16_at(row: &[u8], i: usize) -> f32 {
+fn value_at<H: Half>(row: &[u8], i: usize) -> f32 {
     match row.get(2 * i..2 * i + 2) {
-        Some(b) => f16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+        Some(b) => H::value([b[0], b[1]]),
         None => 0.0,
     }
 }
 
-/// `dot_f16`'s end for one element: the lanes' fixed-order sum, then the
-/// elements from `from` on (`w`, `x`: the whole rows), in `f64`.
+/// The dot product's end for one element: the lanes' fixed-order sum,
+/// then [`Half::end`].
 #[inline]
 #[target_feature(enable = "avx2")]
-fn finish(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
-    let mut sum = f64::from(hsum_ps(lanes));
-    for (i, &xv) in x.iter().enumerate().skip(from) {
-        sum += f64::from(f16_at(w, i) * xv);
-    }
-    sum as f32
+fn finish<H: Half>(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
+    H::end(hsum_ps(lanes), w, x, from)
 }
 
 /// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
@@ -107,7 +206,7 @@ fn finish(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
 /// rule out) give zeros.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-fn tile512<const R: usize, const T: usize>(
+fn tile512<H: Half, const R: usize, const T: usize>(
     w: [&[u8]; R],
     x: [&[f32]; T],
     (chunks, whole): (usize, usize),
@@ -129,9 +228,8 @@ fn tile512<const R: usize, const T: usize>(
             let wv: [__m512; R] = std::array::from_fn(|r| {
                 // SAFETY: every row holds `chunks` chunks of 64 bytes
                 // (checked above), so the 32 bytes at `64·i + 32·h` are
-                // inside it; `loadu` needs no alignment.
-                let v = unsafe { _mm256_loadu_si256(wp[r].add(2 * CHUNK * i + 32 * h).cast()) };
-                _mm512_cvtph_ps(v)
+                // inside it; AVX-512F and F16C are enabled.
+                unsafe { H::widen16(wp[r].add(2 * CHUNK * i + 32 * h)) }
             });
             for (t, at) in acc.iter_mut().enumerate() {
                 // SAFETY: every token row holds `chunks` chunks of 32
@@ -153,7 +251,7 @@ fn tile512<const R: usize, const T: usize>(
             let (a2, a3) = halves(hi[t][r]);
             _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))
         });
-        *yt = sums(lanes, w, x[t], whole);
+        *yt = sums::<H, R>(lanes, w, x[t], whole);
     }
     y
 }
@@ -175,7 +273,7 @@ fn halves(v: __m512) -> (__m256, __m256) {
 /// `chunks` chunks (ruled out by the callers) give zeros.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile256<const R: usize, const T: usize>(
+fn tile256<H: Half, const R: usize, const T: usize>(
     w: [&[u8]; R],
     x: [&[f32]; T],
     chunks: usize,
@@ -192,9 +290,8 @@ fn tile256<const R: usize, const T: usize>(
             let wv: [__m256; R] = std::array::from_fn(|r| {
                 // SAFETY: every row holds `chunks` chunks of 64 bytes
                 // (checked above), so the 16 bytes at `64·i + 16·c` are
-                // inside it; `loadu` needs no alignment.
-                let v = unsafe { _mm_loadu_si128(wp[r].add(2 * CHUNK * i + 16 * c).cast()) };
-                _mm256_cvtph_ps(v)
+                // inside it; AVX2 and F16C are enabled.
+                unsafe { H::widen8(wp[r].add(2 * CHUNK * i + 16 * c)) }
             });
             for (t, at) in acc.iter_mut().enumerate() {
                 // SAFETY: every token row holds `chunks` chunks of 32
@@ -221,7 +318,7 @@ fn tile256<const R: usize, const T: usize>(
 
 /// Which tile shape a product runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum F16Tiles {
+pub(crate) enum Tiles {
     /// 4 rows × 6 tokens of 512-bit accumulators.
     Avx512,
     /// 2 rows × 6 tokens of 256-bit accumulators.
@@ -233,9 +330,10 @@ pub(crate) enum F16Tiles {
 /// its weights in L1, runs over them (96 measured the same).
 const TOKEN_BLOCK: usize = 48;
 
-/// The F16 product `out[t * out_stride + j] = dot_f16(w_row(j), a_row(t))`
-/// (`g.nb`: the row length `n`, F16's blocks being single values; `w`:
-/// `[n_rows, n]` f16, `a`: `[n_tok, n]` f16, both little-endian).
+/// The F16 or BF16 product `out[t * out_stride + j] = dot(w_row(j),
+/// a_row(t))` (`g.nb`: the row length `n`, the blocks being single
+/// values; `w`: `[n_rows, n]`, `a`: `[n_tok, n]`, both little-endian
+/// values of format `H`).
 ///
 /// ```text
 ///   per block of TOKEN_BLOCK tokens (widened to f32 once):
@@ -246,10 +344,10 @@ const TOKEN_BLOCK: usize = 48;
 /// # Safety
 ///
 /// The CPU must support AVX2, FMA and F16C, and AVX-512F for
-/// [`F16Tiles::Avx512`]; the lengths must have been validated (`w` and
+/// [`Tiles::Avx512`]; the lengths must have been validated (`w` and
 /// `a` whole rows, `out` long enough for `out_stride`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn gemm(tiles: F16Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
+pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
     let n = g.nb;
     let row = 2 * n;
     let chunks = n / CHUNK;
@@ -262,7 +360,7 @@ pub(crate) unsafe fn gemm(tiles: F16Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
             for t in 0..tb {
                 let a = g.a.get((b0 + t) * row..(b0 + t + 1) * row).unwrap_or(&[]);
                 if let Some(dst) = xs.get_mut(t * n..(t + 1) * n) {
-                    widen(a, dst);
+                    widen::<H>(a, dst);
                 }
             }
             let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
@@ -279,8 +377,8 @@ pub(crate) unsafe fn gemm(tiles: F16Tiles, g: &GemmArgs<'_>, out: &mut [f32]) {
             };
             match tiles {
                 // SAFETY: the caller's CPU guarantee for this tile shape.
-                F16Tiles::Avx512 => unsafe { rows512(block, &wrow, &x, &mut put) },
-                F16Tiles::Avx2 => rows256(block, &wrow, &x, &mut put),
+                Tiles::Avx512 => unsafe { rows512::<H>(block, &wrow, &x, &mut put) },
+                Tiles::Avx2 => rows256::<H>(block, &wrow, &x, &mut put),
             }
         }
     });
@@ -318,33 +416,36 @@ fn hsum4(v: [__m256; 4]) -> __m128 {
 }
 
 /// The outputs of one tile row (a token against `R` weight rows `w`):
-/// `dot_f16`'s end of each ([`finish`]), four at a time when no row has a
-/// tail.
+/// the dot product's end of each ([`finish`]), the lanes' sums four at a
+/// time when there are four rows.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn sums<const R: usize>(lanes: [__m256; R], w: [&[u8]; R], x: &[f32], whole: usize) -> [f32; R] {
-    if let (true, Ok(l)) = (x.len() == whole, <[__m256; 4]>::try_from(&lanes[..])) {
-        let mut v = [0.0f32; R];
-        if let Ok(v4) = <&mut [f32; 4]>::try_from(&mut v[..]) {
-            // SAFETY: `v4` is 4 writable f32s; `storeu` needs no alignment.
-            unsafe { _mm_storeu_ps(v4.as_mut_ptr(), hsum4(l)) };
-        }
-        return v;
+fn sums<H: Half, const R: usize>(
+    lanes: [__m256; R],
+    w: [&[u8]; R],
+    x: &[f32],
+    whole: usize,
+) -> [f32; R] {
+    if let Ok(l) = <[__m256; 4]>::try_from(&lanes[..]) {
+        let mut h = [0.0f32; 4];
+        // SAFETY: `h` is 4 writable f32s; `storeu` needs no alignment.
+        unsafe { _mm_storeu_ps(h.as_mut_ptr(), hsum4(l)) };
+        return std::array::from_fn(|r| H::end(h.get(r).copied().unwrap_or(0.0), w[r], x, whole));
     }
-    std::array::from_fn(|r| finish(lanes[r], w[r], x, whole))
+    std::array::from_fn(|r| finish::<H>(lanes[r], w[r], x, whole))
 }
 
 /// Every group of [`R512`] rows against the block's tokens, [`T512`] at
 /// a time; `put(t, j, y)` takes token `t`'s row `j`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-fn rows512<'w, 'x>(
+fn rows512<'w, 'x, H: Half>(
     b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
     x: &impl Fn(usize) -> &'x [f32],
     put: &mut impl FnMut(usize, usize, f32),
 ) {
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn run<'x, const R: usize, const T: usize>(
+    fn run<'x, H: Half, const R: usize, const T: usize>(
         (j0, t0): (usize, usize),
         w: [&[u8]; R],
         x: &impl Fn(usize) -> &'x [f32],
@@ -352,7 +453,7 @@ fn rows512<'w, 'x>(
         put: &mut impl FnMut(usize, usize, f32),
     ) {
         let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
-        let y = tile512::<R, T>(w, xs, (chunks, whole));
+        let y = tile512::<H, R, T>(w, xs, (chunks, whole));
         for (t, yt) in y.into_iter().enumerate() {
             for (r, v) in yt.into_iter().enumerate() {
                 put(t0 + t, j0 + r, v);
@@ -360,7 +461,7 @@ fn rows512<'w, 'x>(
         }
     }
     #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn group<'x, const R: usize>(
+    fn group<'x, H: Half, const R: usize>(
         j0: usize,
         w: [&[u8]; R],
         b: Block,
@@ -371,35 +472,35 @@ fn rows512<'w, 'x>(
             let at = (j0, t0);
             let c = (b.chunks, b.whole);
             match (b.tokens - t0).min(T512) {
-                1 => run::<R, 1>(at, w, x, c, put),
-                2 => run::<R, 2>(at, w, x, c, put),
-                3 => run::<R, 3>(at, w, x, c, put),
-                4 => run::<R, 4>(at, w, x, c, put),
-                5 => run::<R, 5>(at, w, x, c, put),
-                _ => run::<R, 6>(at, w, x, c, put),
+                1 => run::<H, R, 1>(at, w, x, c, put),
+                2 => run::<H, R, 2>(at, w, x, c, put),
+                3 => run::<H, R, 3>(at, w, x, c, put),
+                4 => run::<H, R, 4>(at, w, x, c, put),
+                5 => run::<H, R, 5>(at, w, x, c, put),
+                _ => run::<H, R, 6>(at, w, x, c, put),
             }
         }
     }
     for j0 in (0..b.n_rows).step_by(R512) {
         match b.n_rows - j0 {
-            1 => group::<1>(j0, [wrow(j0)], b, x, put),
-            2 => group::<2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
-            3 => group::<3>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
-            _ => group::<4>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
+            1 => group::<H, 1>(j0, [wrow(j0)], b, x, put),
+            2 => group::<H, 2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
+            3 => group::<H, 3>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
+            _ => group::<H, 4>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
         }
     }
 }
 
 /// Every pair of rows against the block's tokens, [`T256`] at a time.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows256<'w, 'x>(
+fn rows256<'w, 'x, H: Half>(
     b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
     x: &impl Fn(usize) -> &'x [f32],
     put: &mut impl FnMut(usize, usize, f32),
 ) {
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn run<'x, const R: usize, const T: usize>(
+    fn run<'x, H: Half, const R: usize, const T: usize>(
         (j0, t0): (usize, usize),
         w: [&[u8]; R],
         x: &impl Fn(usize) -> &'x [f32],
@@ -407,15 +508,15 @@ fn rows256<'w, 'x>(
         put: &mut impl FnMut(usize, usize, f32),
     ) {
         let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
-        let y = tile256::<R, T>(w, xs, chunks);
+        let y = tile256::<H, R, T>(w, xs, chunks);
         for (t, (lanes, xt)) in y.into_iter().zip(xs).enumerate() {
             for (r, (l, wr)) in lanes.into_iter().zip(w).enumerate() {
-                put(t0 + t, j0 + r, finish(l, wr, xt, whole));
+                put(t0 + t, j0 + r, finish::<H>(l, wr, xt, whole));
             }
         }
     }
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn group<'x, const R: usize>(
+    fn group<'x, H: Half, const R: usize>(
         j0: usize,
         w: [&[u8]; R],
         b: Block,
@@ -426,19 +527,19 @@ fn rows256<'w, 'x>(
             let at = (j0, t0);
             let c = (b.chunks, b.whole);
             match (b.tokens - t0).min(T256) {
-                1 => run::<R, 1>(at, w, x, c, put),
-                2 => run::<R, 2>(at, w, x, c, put),
-                3 => run::<R, 3>(at, w, x, c, put),
-                4 => run::<R, 4>(at, w, x, c, put),
-                5 => run::<R, 5>(at, w, x, c, put),
-                _ => run::<R, 6>(at, w, x, c, put),
+                1 => run::<H, R, 1>(at, w, x, c, put),
+                2 => run::<H, R, 2>(at, w, x, c, put),
+                3 => run::<H, R, 3>(at, w, x, c, put),
+                4 => run::<H, R, 4>(at, w, x, c, put),
+                5 => run::<H, R, 5>(at, w, x, c, put),
+                _ => run::<H, R, 6>(at, w, x, c, put),
             }
         }
     }
     for j0 in (0..b.n_rows).step_by(R256) {
         match b.n_rows - j0 {
-            1 => group::<1>(j0, [wrow(j0)], b, x, put),
-            _ => group::<2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
+            1 => group::<H, 1>(j0, [wrow(j0)], b, x, put),
+            _ => group::<H, 2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
         }
     }
 }
