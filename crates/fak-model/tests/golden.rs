@@ -315,6 +315,15 @@ fn golden_smollm2_q8_0() {
     check_model("smollm2-135m-instruct-q8_0", TIE_MARGIN);
 }
 
+/// SmolLM2 BF16 (`scripts/fetch-models.sh` makes it from the F16 file,
+/// byte-identical per tensor to `llama_model_quantize`): its products of
+/// three tokens or more run as register tiles, decode as the BF16 dot
+/// product; both give the same bits per element.
+#[test]
+fn golden_smollm2_bf16() {
+    check_model("smollm2-135m-instruct-bf16", TIE_MARGIN);
+}
+
 /// SmolLM2 Q4_1 is the most sensitive file: llama.cpp itself, with flash
 /// attention off instead of on, leaves its own greedy path on 6 of 7 prompts
 /// at margins up to 0.163 (bench/peers/README.md). fak leaves it at the
