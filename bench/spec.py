@@ -58,9 +58,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from harness import start_engine  # noqa: E402
 from tools_workload import SYSTEM, make_task  # noqa: E402
 
-# The file the edit workload re-emits: a real source file of this project
-# (stable across runs: the script pins the text it read in the report).
-EDIT_FILE = ROOT / "bench" / "peers" / "common.py"
+# The file the edit workload re-emits: a frozen copy of the first 200 lines
+# of a real source file of this project (`bench/peers/common.py` as it was
+# when the workload was written), so that editing that file does not change
+# the workload; the report pins the text's SHA-256.
+EDIT_FILE = ROOT / "bench" / "spec-edit-source.txt"
 EDIT_LINES = 200
 # Long enough for the whole file (about 1,950 tokens) and its fence.
 EDIT_MAX_TOKENS = 2560
