@@ -1,5 +1,5 @@
 //! The packed Q8_0, Q5_0, Q4_K, Q5_K and Q6_K products (`fak_kernels::packed`;
-//! Q4_0 and Q4_1 in `packed_q4.rs`): every ISA this CPU
+//! Q4_0, Q4_1 and IQ4_NL in `packed_q4.rs`, IQ4_XS in `packed_iq4xs.rs`): every ISA this CPU
 //! can run gives the bits of the scalar twin, which gives the bits of the
 //! arithmetic written out below from the unpacked blocks; the result stays
 //! close to `vec_dot`; sub-ranges, strides and thread-style splits change
@@ -70,8 +70,8 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         match format {
             PackedFormat::Q8_0 => out.extend(blocks(rng, 1, -128)),
-            PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
-                unreachable!("tests/packed_q4.rs")
+            PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => {
+                unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
             }
             PackedFormat::Q5_0 => out.extend(
                 BlockQ5_0 {
@@ -147,8 +147,8 @@ fn decode(format: PackedFormat, b: &[u8]) -> (u16, [i8; 32]) {
 /// for the formats without a separate offset term).
 fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32) {
     match format {
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
-            unreachable!("tests/packed_q4.rs")
+        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => {
+            unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
         }
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
             let (d, q) = decode(format, wb);
@@ -361,8 +361,11 @@ fn extreme_quants_give_the_reference_bits() {
             let block = |j: usize| -> Vec<u8> {
                 let mut b = vec![wfill; wbytes];
                 match format {
-                    PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
-                        unreachable!("tests/packed_q4.rs")
+                    PackedFormat::Q4_0
+                    | PackedFormat::Q4_1
+                    | PackedFormat::IQ4NL
+                    | PackedFormat::IQ4XS => {
+                        unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
                     }
                     PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
                         b[..2].copy_from_slice(&f32_to_f16(0.01 * (j + 1) as f32).to_le_bytes())

@@ -1,6 +1,7 @@
 //! The k-quant formats of [`crate::packed`]: Q4_K, Q5_K and Q6_K
 //! super-blocks (256 values) of 8 weight rows, against Q8_K activation
-//! rows.
+//! rows; and IQ4_XS, whose super-blocks hold IQ4_NL's level indices
+//! (below).
 //!
 //! A weight value is `d · sc[j] · u − dm · m[j]` with an unsigned quant
 //! `u` and a per-sub-block scale `sc[j]` and offset `m[j]`:
@@ -38,14 +39,26 @@
 //! relative). Q4_K's and Q5_K's mins use their own scale, so they stay a
 //! float term, as in llama.cpp.
 //!
+//! IQ4_XS (1104 B): d 8 × f16 | ls[j][row] 8 × 8 i8 (the 6-bit scales
+//! minus 32) | nibbles as Q4_K (the level indices). Its float steps are
+//! per 32-value sub-block, as in its scalar `vec_dot`:
+//!
+//! ```text
+//!   per row r, token t, super-block:  dd = d · d_x
+//!     per sub-block j:  S[j] = Σ L[u] · x       (L: IQ4_LEVELS)  exact i32
+//!                       acc  = acc + (dd · f32(ls[j])) · f32(S[j])
+//! ```
+//!
 //! Q6_K is 8 × 210 bytes, exactly the GGUF size; Q4_K's unpacked scales
 //! make it 1184 instead of 1152 bytes (3% more), and Q5_K 1440 instead of
-//! 1408 (2% more). A Q5_K step's high bits are one bit of each byte of a
+//! 1408 (2% more), IQ4_XS 1104 instead of 1088 (1.5% more). A Q5_K step's high bits are one bit of each byte of a
 //! chunk, so the kernels shift that bit to bit 4 and merge it into the
 //! step's nibbles with one `and` and one `or`.
 
-use super::layout::{q4k, q5k, q6k, K_STEPS, QK_K, STEP};
-use crate::blocks::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
+use super::layout::{iq4xs, q4k, q5k, q6k, K_STEPS, QK_K, STEP};
+use crate::blocks::{
+    get_scale_min_k4, BlockIQ4_XS, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, IQ4_LEVELS,
+};
 use crate::fp::f16_to_f32;
 
 /// Writes the 4-bit quants `u` (256, element order) of row `r` into the
@@ -92,6 +105,23 @@ pub(crate) fn encode_q5_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ5_K::BYTES]) 
     }
 }
 
+/// Packs row `r` of a group block from its GGUF IQ4_XS block `b`: the
+/// super-block scale, the sub-blocks' signed scales and the level
+/// indices (sub-block `ib`'s element `j` from the low nibble of
+/// `qs[16·ib + j]`, `j + 16` from its high one).
+pub(crate) fn encode_iq4_xs(dst: &mut [u8], r: usize, b: &[u8; BlockIQ4_XS::BYTES]) {
+    let blk = BlockIQ4_XS::from_bytes(b);
+    dst[iq4xs::D + 2 * r..iq4xs::D + 2 * r + 2].copy_from_slice(&blk.d.to_le_bytes());
+    for (j, ls) in blk.signed_scales().into_iter().enumerate() {
+        dst[iq4xs::LS + 8 * j + r] = ls as u8;
+    }
+    let u: [u8; QK_K] = std::array::from_fn(|e| {
+        let (ib, j) = (e / 32, e % 32);
+        (blk.qs[16 * ib + j % 16] >> (4 * (j / 16))) & 15
+    });
+    put_nibbles(dst, iq4xs::NIB, r, &u);
+}
+
 /// Packs row `r` of a group block from its GGUF Q6_K block `b`.
 pub(crate) fn encode_q6_k(dst: &mut [u8], r: usize, b: &[u8; BlockQ6_K::BYTES]) {
     let blk = BlockQ6_K::from_bytes(b);
@@ -132,6 +162,11 @@ fn sub_sums<const N: usize>(u: &[u8; QK_K], x: &[i8; QK_K], sub: usize) -> [i32;
 /// Row `r`'s unsigned quants in a packed Q4_K group block `b`.
 pub(crate) fn row_quants_q4_k(b: &[u8], r: usize) -> [u8; QK_K] {
     nibbles(b, q4k::NIB, r)
+}
+
+/// Row `r`'s level indices in a packed IQ4_XS group block `b`.
+pub(crate) fn row_quants_iq4_xs(b: &[u8], r: usize) -> [u8; QK_K] {
+    nibbles(b, iq4xs::NIB, r)
 }
 
 /// Row `r`'s unsigned quants in a packed Q5_K group block `b`.
@@ -179,6 +214,30 @@ pub(crate) fn element_q4_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, ac
         b[q4k::DMIN + 2 * r + 1],
     ]));
     acc + ((d * a.d) * sumi as f32 - (dm * a.d) * summ as f32)
+}
+
+/// As [`element_q4_k`], for IQ4_XS (`u` from [`row_quants_iq4_xs`]): the
+/// module diagram's steps, those of `vec_dot_iq4_xs_q8_k`.
+pub(crate) fn element_iq4_xs(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
+    let d = f16_to_f32(u16::from_le_bytes([
+        b[iq4xs::D + 2 * r],
+        b[iq4xs::D + 2 * r + 1],
+    ]));
+    let dd = d * a.d;
+    let mut acc = acc;
+    for (j, (us, xs)) in u.chunks_exact(32).zip(a.qs.chunks_exact(32)).enumerate() {
+        let ls = b[iq4xs::LS + 8 * j + r] as i8;
+        let s: i32 = us
+            .iter()
+            .zip(xs)
+            .map(|(&q, &x)| {
+                let level = IQ4_LEVELS.get(usize::from(q)).copied().unwrap_or(0);
+                i32::from(level) * i32::from(x)
+            })
+            .sum();
+        acc += (dd * f32::from(ls)) * s as f32;
+    }
+    acc
 }
 
 /// As [`element_q4_k`], for Q6_K (`u` from [`row_quants_q6_k`]).

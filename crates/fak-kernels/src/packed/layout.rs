@@ -1,7 +1,7 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`k`) and their SIMD
 //! kernels (the ISA files beside it): group and block sizes, the byte offsets of
-//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K and Q6_K group blocks, [`PackedFormat`] and the
+//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
@@ -12,7 +12,7 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
 };
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
@@ -76,6 +76,9 @@ pub enum PackedFormat {
     Q4_1,
     /// 4-bit indices of IQ4_NL's 16 levels, in Q4_0's layout (see `q4`).
     IQ4NL,
+    /// IQ4_XS super-blocks: IQ4_NL's level indices in 32-value
+    /// sub-blocks with their own 6-bit scales (see `k`); against Q8_K.
+    IQ4XS,
     /// Q4_K super-blocks (see `k`).
     Q4K,
     /// Q5_K super-blocks: Q4_K's, plus a high-bit plane (see `k`).
@@ -93,6 +96,7 @@ impl PackedFormat {
             GgmlType::Q4_0 => Some(PackedFormat::Q4_0),
             GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
             GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
+            GgmlType::IQ4_XS => Some(PackedFormat::IQ4XS),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
             GgmlType::Q6_K => Some(PackedFormat::Q6K),
@@ -108,6 +112,7 @@ impl PackedFormat {
             PackedFormat::Q4_0 => GgmlType::Q4_0,
             PackedFormat::Q4_1 => GgmlType::Q4_1,
             PackedFormat::IQ4NL => GgmlType::IQ4_NL,
+            PackedFormat::IQ4XS => GgmlType::IQ4_XS,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
             PackedFormat::Q6K => GgmlType::Q6_K,
@@ -128,6 +133,7 @@ impl PackedFormat {
             PackedFormat::Q4_0 | PackedFormat::IQ4NL => q4::BYTES_0,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q4K => q4k::BYTES,
+            PackedFormat::IQ4XS => iq4xs::BYTES,
             PackedFormat::Q5K => q5k::BYTES,
             PackedFormat::Q6K => q6k::BYTES,
         }
@@ -187,6 +193,19 @@ pub(crate) mod q5k {
     pub(crate) const BYTES: usize = HIGH + 8 * 32;
 }
 
+/// Byte offsets of a packed IQ4_XS group block.
+pub(crate) mod iq4xs {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Sub-block scales `ls − 32` (i8): sub-block `j`, row `r` at
+    /// `LS + 8j + r`.
+    pub(crate) const LS: usize = 16;
+    /// Nibble chunks (level indices): chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 80;
+    /// Bytes.
+    pub(crate) const BYTES: usize = NIB + 32 * 32;
+}
+
 /// Byte offsets of a packed Q6_K group block.
 pub(crate) mod q6k {
     /// `d`, 8 × f16.
@@ -205,3 +224,4 @@ const _: () = assert!(q4k::BYTES == 1184);
 const _: () = assert!(q5k::BYTES == 1440);
 const _: () = assert!(q5k::BYTES == GROUP_ROWS * BlockQ5_K::BYTES + 32);
 const _: () = assert!(q6k::BYTES == GROUP_ROWS * BlockQ6_K::BYTES);
+const _: () = assert!(iq4xs::BYTES == GROUP_ROWS * BlockIQ4_XS::BYTES + 16);

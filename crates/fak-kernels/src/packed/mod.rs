@@ -2,7 +2,7 @@
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
 //! activations, below), Q4_0, IQ4_NL and Q4_1 (against Q8_0 and Q8_1, in
 //! `q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
-//! Q5_K and Q6_K (against Q8_K, in `k`).
+//! Q5_K, Q6_K and IQ4_XS (against Q8_K, in `k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -55,8 +55,8 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
-    BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K,
+    BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
@@ -146,6 +146,11 @@ impl PackedFormat {
                     k::encode_q6_k(dst, r, b);
                 }
             }
+            PackedFormat::IQ4XS => {
+                if let Ok(b) = <&[u8; BlockIQ4_XS::BYTES]>::try_from(b) {
+                    k::encode_iq4_xs(dst, r, b);
+                }
+            }
         }
     }
 
@@ -167,7 +172,8 @@ impl PackedFormat {
                     | PackedFormat::IQ4NL
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
-                    | PackedFormat::Q6K => 0,
+                    | PackedFormat::Q6K
+                    | PackedFormat::IQ4XS => 0,
                 };
             }
         }
@@ -510,11 +516,12 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
-                PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => {
+                PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K | PackedFormat::IQ4XS => {
                     let u: [[u8; layout::QK_K]; GROUP_ROWS] =
                         std::array::from_fn(|r| match g.format {
                             PackedFormat::Q4K => k::row_quants_q4_k(wb, r),
                             PackedFormat::Q5K => k::row_quants_q5_k(wb, r),
+                            PackedFormat::IQ4XS => k::row_quants_iq4_xs(wb, r),
                             _ => k::row_quants_q6_k(wb, r),
                         });
                     for t in 0..g.n_tok {
@@ -526,10 +533,10 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         };
                         let a = BlockQ8_K::from_bytes(ab);
                         for (r, acc) in o.iter_mut().enumerate() {
-                            *acc = if g.format != PackedFormat::Q6K {
-                                k::element_q4_k(wb, r, &u[r], &a, *acc)
-                            } else {
-                                k::element_q6_k(wb, r, &u[r], &a, *acc)
+                            *acc = match g.format {
+                                PackedFormat::Q6K => k::element_q6_k(wb, r, &u[r], &a, *acc),
+                                PackedFormat::IQ4XS => k::element_iq4_xs(wb, r, &u[r], &a, *acc),
+                                _ => k::element_q4_k(wb, r, &u[r], &a, *acc),
                             };
                         }
                     }

@@ -1,6 +1,7 @@
-//! AVX2 kernels of the packed Q4_0, IQ4_NL and Q4_1 products
-//! (`super::q4`): one register lane per weight row, a tile of one 8-row
-//! group against 1 to [`Q4_TILE`] tokens.
+//! AVX2 kernels of the packed Q4_0, IQ4_NL, Q4_1 and IQ4_XS products
+//! (`super::q4`, IQ4_XS's layout in `super::k`): one register lane per
+//! weight row, a tile of one 8-row group against 1 to [`Q4_TILE`]
+//! tokens.
 //!
 //! ```text
 //!   per block b:
@@ -38,15 +39,19 @@
 //!                 acc[t] = acc[t] + (d_w · d_x) · f32(s[t])
 //! ```
 //!
+//! IQ4_XS runs the same steps per 32-value sub-block of its 256-value
+//! super-blocks ([`tile_scaled`]), each sub-block's sum scaled by its own
+//! 6-bit scale: `acc + (d_w · d_x · f32(ls)) · f32(S)`.
+//!
 //! The loop is the Q8_0 one's (`q8_avx2`): groups in chunks of
 //! [`CHUNK_BYTES`], token tiles inside a chunk, one-token products (decode)
 //! straight over the groups with the weights asked for ahead.
 
 use std::arch::x86_64::*;
 
-use super::layout::{q4, PackedArgs, PackedFormat, STEPS};
+use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
 use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
-use crate::blocks::{BlockQ8_0, BlockQ8_1, IQ4_LEVELS};
+use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS};
 
 /// Most tokens in one tile: eight `i16` sums, the two steps' nibbles, a
 /// mask and a broadcast fill 12 of the 16 registers; the float
@@ -73,6 +78,9 @@ pub(super) enum Nibbles {
     Plain,
     /// Indices of IQ4_NL's 16 signed levels ([`IQ4_LEVELS`]).
     Levels,
+    /// Level indices in 32-value sub-blocks with their own scales:
+    /// IQ4_XS's super-blocks, against Q8_K.
+    ScaledLevels,
 }
 
 /// A 4-bit packed format and its activation blocks (`B`-byte group
@@ -141,6 +149,9 @@ pub(super) struct Q41;
 
 /// IQ4_NL against Q8_0 activations.
 pub(super) struct Iq4Nl;
+
+/// IQ4_XS against Q8_K activations.
+pub(super) struct Iq4Xs;
 
 /// The f16 at byte `at` of an activation block, broadcast as f32.
 #[inline]
@@ -224,6 +235,64 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
     }
 }
 
+impl Q4Format<{ iq4xs::BYTES }, { BlockQ8_K::BYTES }> for Iq4Xs {
+    const NIB: usize = iq4xs::NIB;
+    const XOFF: usize = 4;
+    const NIBBLES: Nibbles = Nibbles::ScaledLevels;
+    const OFFSET: i32 = 0;
+
+    /// One sub-block's step, `acc + (dd · ls) · f32(sumi)`, with `dw` the
+    /// rows' `d_w · d_x` and `mw` their sub-block scales
+    /// (`vec_dot_iq4_xs_q8_k`'s order).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn end(
+        acc: __m256,
+        sumi: __m256i,
+        dw: __m256,
+        mw: __m256,
+        _ab: &[u8; BlockQ8_K::BYTES],
+    ) -> __m256 {
+        _mm256_add_ps(
+            acc,
+            _mm256_mul_ps(_mm256_mul_ps(dw, mw), _mm256_cvtepi32_ps(sumi)),
+        )
+    }
+}
+
+/// The f32 scale at the start of a Q8_K block (0.0 if short, which the
+/// layouts rule out).
+#[inline(always)]
+pub(super) fn q8k_d<const A: usize>(ab: &[u8; A]) -> f32 {
+    match ab.get(..4) {
+        Some(d) => f32::from_le_bytes([d[0], d[1], d[2], d[3]]),
+        None => 0.0,
+    }
+}
+
+/// `Σ x` over sub-block `j` (32 values) of a Q8_K block, from its bsums.
+#[inline(always)]
+pub(super) fn q8k_sub_sum<const A: usize>(ab: &[u8; A], j: usize) -> i32 {
+    let at = |g: usize| match ab.get(260 + 2 * g..262 + 2 * g) {
+        Some(b) => i32::from(i16::from_le_bytes([b[0], b[1]])),
+        None => 0,
+    };
+    at(2 * j) + at(2 * j + 1)
+}
+
+/// The 8 rows' signed byte scales at byte `at` of a group block, as f32.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn byte_scales<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
+    let mut v = [0u8; 16];
+    if let Some(s) = b.get(at..at + 8) {
+        v[..8].copy_from_slice(s);
+    }
+    // SAFETY: 16 readable bytes; `loadu` needs no alignment.
+    let x = unsafe { _mm_loadu_si128(v.as_ptr().cast()) };
+    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x))
+}
+
 /// The 16 levels of IQ4_NL in both 128-bit halves, plus `bias` each (as
 /// bytes: 0 for the signed levels, 128 for the VNNI tile's unsigned ones).
 #[inline]
@@ -296,8 +365,10 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     sums: &[i32],
     weights: Weights,
 ) -> [__m256; T] {
-    if matches!(F::NIBBLES, Nibbles::Levels) {
-        return tile_levels::<F, B, A, T>(w, a, weights);
+    match F::NIBBLES {
+        Nibbles::Levels => return tile_levels::<F, B, A, T>(w, a, weights),
+        Nibbles::ScaledLevels => return tile_scaled::<F, B, A, T>(w, a, weights),
+        Nibbles::Plain => {}
     }
     let ones = _mm256_set1_epi16(1);
     let low = _mm256_set1_epi8(15);
@@ -378,6 +449,55 @@ fn tile_levels<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize
         for t in 0..T {
             // SAFETY: this function runs with AVX2 and F16C enabled.
             acc[t] = unsafe { F::end(acc[t], s[t], dw, dw, ab[t]) };
+        }
+    }
+    acc
+}
+
+/// [`tile_levels`] for IQ4_XS: per super-block `d_w · d_x`, then per
+/// 32-value sub-block its levels' exact sum and its float step
+/// ([`Q4Format::end`] with the sub-block's scales).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_scaled<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; A]]; T],
+    weights: Weights,
+) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let low = _mm256_set1_epi8(15);
+    let table = levels(0);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        if weights == Weights::Streamed {
+            prefetch_ahead(wb);
+        }
+        let ab = blocks_at(&a, b);
+        let dw = halves(wb, iq4xs::D);
+        let dd: [__m256; T] =
+            std::array::from_fn(|t| _mm256_mul_ps(dw, _mm256_set1_ps(q8k_d(ab[t]))));
+        for j in 0..QK_K / QK {
+            let ls = byte_scales(wb, iq4xs::LS + 8 * j);
+            let mut s = [_mm256_setzero_si256(); T];
+            for c in 0..STEPS / 2 {
+                let n = load(bytes32(wb, F::NIB + 32 * (4 * j + c)));
+                let w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(n, low));
+                let w1 =
+                    _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16::<4>(n), low));
+                for t in 0..T {
+                    let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 8 * j + 2 * c));
+                    let x1 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 8 * j + 2 * c + 1));
+                    let p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(x0), _mm256_sign_epi8(w0, x0));
+                    let p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(x1), _mm256_sign_epi8(w1, x1));
+                    let p =
+                        _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+                    s[t] = _mm256_add_epi32(s[t], p);
+                }
+            }
+            for t in 0..T {
+                // SAFETY: this function runs with AVX2 and F16C enabled.
+                acc[t] = unsafe { F::end(acc[t], s[t], dd[t], ls, ab[t]) };
+            }
         }
     }
     acc
@@ -528,7 +648,7 @@ pub(super) unsafe fn gemm_q4<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const
     });
 }
 
-/// The packed Q4_0, Q4_1 and IQ4_NL products of [`crate::packed::packed_gemm`]
+/// The packed Q4_0, Q4_1, IQ4_NL and IQ4_XS products of [`crate::packed::packed_gemm`]
 /// (other formats write nothing).
 ///
 /// # Safety
@@ -548,6 +668,9 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::IQ4NL => {
                 gemm_q4::<Iq4Nl, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
+            }
+            PackedFormat::IQ4XS => {
+                gemm_q4::<Iq4Xs, Avx2, { iq4xs::BYTES }, { BlockQ8_K::BYTES }>(g, out)
             }
             PackedFormat::Q8_0
             | PackedFormat::Q5_0
