@@ -1,4 +1,4 @@
-//! Micro-benchmark: packed k-quant (and Q8_0) products at Qwen2.5-1.5B's
+//! Micro-benchmark: packed k-quant (and Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS) products at Qwen2.5-1.5B's
 //! row lengths, for every SIMD ISA this CPU has, on one thread:
 //!
 //! * one token against matrices larger than any cache (decode), as weight
@@ -17,8 +17,8 @@
 //! `cargo bench -p fak-kernels --bench packed_k -- q6_k` runs only the
 //! cases whose name contains `q6_k`. `-- widths` (`-- widths q5_k`: one
 //! matrix) instead sweeps
-//! 1–9, 12 and 16 tokens against the DRAM-sized Q4_K, Q5_K and Q6_K
-//! matrices:
+//! 1–9, 12 and 16 tokens against the DRAM-sized Q4_K, Q5_K, Q6_K, Q4_0,
+//! IQ4_XS, Q2_K and Q3_K matrices:
 //! the products of a pass verifying a draft, whose cost against one token
 //! bounds speculative decoding (`fak bench verify` times whole passes).
 
@@ -48,6 +48,12 @@ fn types(format: PackedFormat) -> (GgmlType, GgmlType) {
         PackedFormat::Q8_0 => (GgmlType::Q8_0, GgmlType::Q8_0),
         PackedFormat::Q4K => (GgmlType::Q4_K, GgmlType::Q8_K),
         PackedFormat::Q5K => (GgmlType::Q5_K, GgmlType::Q8_K),
+        PackedFormat::Q4_0 => (GgmlType::Q4_0, GgmlType::Q8_0),
+        PackedFormat::Q4_1 => (GgmlType::Q4_1, GgmlType::Q8_1),
+        PackedFormat::IQ4NL => (GgmlType::IQ4_NL, GgmlType::Q8_0),
+        PackedFormat::IQ4XS => (GgmlType::IQ4_XS, GgmlType::Q8_K),
+        PackedFormat::Q2K => (GgmlType::Q2_K, GgmlType::Q8_K),
+        PackedFormat::Q3K => (GgmlType::Q3_K, GgmlType::Q8_K),
         _ => (GgmlType::Q6_K, GgmlType::Q8_K),
     }
 }
@@ -177,6 +183,10 @@ fn widths(filter: &[String]) -> Result<(), KernelError> {
         ("q4_k [131072 x 1536]", PackedFormat::Q4K, 131072, 1536),
         ("q5_k [131072 x 1536]", PackedFormat::Q5K, 131072, 1536),
         ("q6_k [65536 x 1536]", PackedFormat::Q6K, 65536, 1536),
+        ("q4_0 [131072 x 1536]", PackedFormat::Q4_0, 131072, 1536),
+        ("iq4_xs [131072 x 1536]", PackedFormat::IQ4XS, 131072, 1536),
+        ("q2_k [131072 x 1536]", PackedFormat::Q2K, 131072, 1536),
+        ("q3_k [131072 x 1536]", PackedFormat::Q3K, 131072, 1536),
     ] {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;
@@ -190,7 +200,7 @@ fn widths(filter: &[String]) -> Result<(), KernelError> {
 }
 
 fn main() -> Result<(), KernelError> {
-    use PackedFormat::{Q4K, Q5K, Q6K, Q8_0};
+    use PackedFormat::{IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q6K, Q8_0};
     // Any other argument (not a cargo flag) keeps only the cases whose name
     // contains it.
     let filter: Vec<String> = std::env::args()
@@ -292,6 +302,96 @@ fn main() -> Result<(), KernelError> {
             Rate::Macs,
         ),
         ("q4_k [512 x 8960] x 64 tok", Q4K, 512, 8960, 64, Rate::Macs),
+        (
+            "q4_0 [2048 x 1536] x 64 tok",
+            Q4_0,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q4_1 [2048 x 1536] x 64 tok",
+            Q4_1,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "iq4_nl [2048 x 1536] x 64 tok",
+            IQ4NL,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "iq4_xs [2048 x 1536] x 64 tok",
+            IQ4XS,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "iq4_xs [512 x 8960] x 64 tok",
+            IQ4XS,
+            512,
+            8960,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q2_k [2048 x 1536] x 64 tok",
+            Q2K,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q2_k rows [2048 x 1536] x 64 tok",
+            Q2K,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        ("q2_k [131072 x 1536]", Q2K, 131072, 1536, 1, Rate::Bytes),
+        (
+            "q2_k rows [131072 x 1536]",
+            Q2K,
+            131072,
+            1536,
+            1,
+            Rate::Bytes,
+        ),
+        (
+            "q3_k [2048 x 1536] x 64 tok",
+            Q3K,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q3_k rows [2048 x 1536] x 64 tok",
+            Q3K,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        ("q3_k [131072 x 1536]", Q3K, 131072, 1536, 1, Rate::Bytes),
+        (
+            "q3_k rows [131072 x 1536]",
+            Q3K,
+            131072,
+            1536,
+            1,
+            Rate::Bytes,
+        ),
     ];
     for (name, format, rows, n, n_tok, rate) in cases {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {

@@ -1,4 +1,4 @@
-//! The packed Q8_0, Q5_0, Q4_K, Q5_K and Q6_K products (`fak_kernels::packed`;
+//! The packed Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q2_K and Q3_K products (`fak_kernels::packed`;
 //! Q4_0, Q4_1 and IQ4_NL in `packed_q4.rs`, IQ4_XS in `packed_iq4xs.rs`): every ISA this CPU
 //! can run gives the bits of the scalar twin, which gives the bits of the
 //! arithmetic written out below from the unpacked blocks; the result stays
@@ -11,7 +11,8 @@
 //! weight quants including -128 and all other quant bytes random.
 
 use fak_kernels::blocks::{
-    get_scale_min_k4, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    get_scale_min_k4, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    BlockQ8_K,
 };
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
@@ -27,12 +28,14 @@ fn seeds() -> [u64; 4] {
     [1, 2, 3, rand::random()]
 }
 
-const FORMATS: [PackedFormat; 5] = [
+const FORMATS: [PackedFormat; 7] = [
     PackedFormat::Q8_0,
     PackedFormat::Q5_0,
     PackedFormat::Q4K,
     PackedFormat::Q5K,
     PackedFormat::Q6K,
+    PackedFormat::Q2K,
+    PackedFormat::Q3K,
 ];
 
 /// Values per block of `format`.
@@ -104,6 +107,24 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
                 BlockQ6_K {
                     ql: bytes(rng),
                     qh: bytes(rng),
+                    scales: rng.gen(),
+                    d: half(rng),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::Q2K => out.extend(
+                BlockQ2_K {
+                    scales: rng.gen(),
+                    qs: bytes(rng),
+                    d: half(rng),
+                    dmin: half(rng),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::Q3K => out.extend(
+                BlockQ3_K {
+                    hmask: rng.gen(),
+                    qs: bytes(rng),
                     scales: rng.gen(),
                     d: half(rng),
                 }
@@ -193,6 +214,35 @@ fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32
                 let sc = i32::from(w.scales[j]);
                 sumi += sc * s;
                 summ += 32 * sc * i32::from(a.bsums[j]);
+            }
+            (f16_to_f32(w.d) * a.d, sumi - summ, 0.0, 0)
+        }
+        PackedFormat::Q2K => {
+            let w = BlockQ2_K::from_bytes(wb.try_into().unwrap());
+            let a = BlockQ8_K::from_bytes(ab.try_into().unwrap());
+            let u = w.quants();
+            let (mut sumi, mut summ) = (0i32, 0i32);
+            for j in 0..16 {
+                let s: i32 = (16 * j..16 * j + 16)
+                    .map(|e| i32::from(u[e]) * i32::from(a.qs[e]))
+                    .sum();
+                sumi += i32::from(w.scales[j] & 15) * s;
+                summ += i32::from(w.scales[j] >> 4) * i32::from(a.bsums[j]);
+            }
+            let (d, dm) = (f16_to_f32(w.d), f16_to_f32(w.dmin));
+            (d * a.d, sumi, dm * a.d, summ)
+        }
+        PackedFormat::Q3K => {
+            let w = BlockQ3_K::from_bytes(wb.try_into().unwrap());
+            let a = BlockQ8_K::from_bytes(ab.try_into().unwrap());
+            let u = w.quants().map(|q| i32::from(q) + 4);
+            let (mut sumi, mut summ) = (0i32, 0i32);
+            for (j, sc) in w.signed_scales().into_iter().enumerate() {
+                let s: i32 = (16 * j..16 * j + 16)
+                    .map(|e| u[e] * i32::from(a.qs[e]))
+                    .sum();
+                sumi += i32::from(sc) * s;
+                summ += 4 * i32::from(sc) * i32::from(a.bsums[j]);
             }
             (f16_to_f32(w.d) * a.d, sumi - summ, 0.0, 0)
         }
@@ -344,7 +394,7 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
 }
 
 /// Quants at the ends of their ranges: every weight quant at its largest
-/// (15 for Q4_K, 31 for Q5_K, 63 for Q6_K, 31 for Q5_0, -128 for Q8_0) against
+/// (15 for Q4_K, 31 for Q5_K, 63 for Q6_K, 3 for Q2_K, 7 for Q3_K, 31 for Q5_0, -128 for Q8_0) against
 /// activation quants all -128 or all 127 (-127 for the Q8_0-activation
 /// formats, whose sign trick is documented for `-127..=127`, the range
 /// their quantizer produces), with scales at their extremes.
@@ -377,6 +427,13 @@ fn extreme_quants_give_the_reference_bits() {
                     PackedFormat::Q6K => {
                         let d = wbytes - 2;
                         b[d..].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
+                    }
+                    PackedFormat::Q2K => {
+                        b[80..82].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
+                        b[82..84].copy_from_slice(&f32_to_f16(0.002).to_le_bytes());
+                    }
+                    PackedFormat::Q3K => {
+                        b[108..110].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
                     }
                 }
                 b

@@ -42,6 +42,12 @@ const MAX_REL_ERR: f32 = 0.05;
 /// file in another float order (its packed Q4_K or Q4_0 ones unpacked)
 /// moves these first-step logits by 0.024-0.032 of the range.
 const MAX_REL_ERR_SMOLLM2_Q3_K_M: f32 = 0.06;
+/// SmolLM2 Q2_K's first-step bound: since its Q3_K matrices run packed,
+/// `chat` misses by 0.060 of the range. llama.cpp's own first steps on
+/// this file move by up to 0.066 of the range between flash attention on
+/// and off (`code`; `chat` 0.049; `golden.py --flash-attn off` against
+/// the committed logits, docs/GOLDENS.md).
+const MAX_REL_ERR_SMOLLM2_Q2_K: f32 = 0.07;
 
 #[derive(Deserialize)]
 struct Golden {
@@ -345,7 +351,12 @@ fn golden_smollm2_q4_1() {
 /// are within that spread.
 #[test]
 fn golden_smollm2_q2_k() {
-    check_model("smollm2-135m-instruct-q2_k", 0.27);
+    check_model_kv(
+        "smollm2-135m-instruct-q2_k",
+        0.27,
+        KvType::F16,
+        MAX_REL_ERR_SMOLLM2_Q2_K,
+    );
 }
 
 #[test]

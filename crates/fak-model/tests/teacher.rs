@@ -392,10 +392,24 @@ const TIE_MARGIN_SMOLLM2_Q3_K_M: f32 = 0.34;
 const TIE_MARGIN_SMOLLM2_IQ4_NL: f32 = 0.35;
 /// See [`TIE_MARGIN_SMOLLM2_Q2_K`].
 const TIE_MARGIN_SMOLLM2_IQ4_XS: f32 = 0.42;
+/// SmolLM2 Q2_K's logit bound: since its Q3_K matrices (`ffn_down`) run
+/// packed (one float step per super-block instead of eight float lanes),
+/// fak's error against llama.cpp's default path (flash attention on)
+/// reaches 0.0778 of the range at one step (`multilingual`, step 27; the
+/// other prompts' worst steps 0.025-0.044, the median 0.0178 as before).
+/// Against llama.cpp's flash-attention-off path the same logits miss by at
+/// most 0.0406 (median 0.0175; `teacher.py --spread off --against DUMP`),
+/// and llama.cpp's two paths differ by up to 0.0562 between themselves on
+/// this file: fak sides with the off path there, as on Gemma 3.
+const MAX_REL_ERR_SMOLLM2_Q2_K: f32 = 0.08;
 
 #[test]
 fn teacher_smollm2_q2_k() {
-    check("smollm2-135m-instruct-q2_k", TIE_MARGIN_SMOLLM2_Q2_K);
+    check_within(
+        "smollm2-135m-instruct-q2_k",
+        TIE_MARGIN_SMOLLM2_Q2_K,
+        MAX_REL_ERR_SMOLLM2_Q2_K,
+    );
 }
 
 #[test]

@@ -171,9 +171,13 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => unsafe {
             super::q4_avx2::gemm(g, out)
         },
-        // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
-            super::k_avx2::gemm(g, out)
-        },
+        PackedFormat::Q4K
+        | PackedFormat::Q5K
+        | PackedFormat::Q6K
+        | PackedFormat::Q2K
+        | PackedFormat::Q3K => {
+            // SAFETY: this function runs with AVX2, FMA and F16C.
+            unsafe { super::k_avx2::gemm(g, out) }
+        }
     }
 }

@@ -21,7 +21,7 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS};
 use crate::blocks::BlockQ8_K;
 
@@ -48,7 +48,8 @@ pub(super) trait KSteps<const B: usize> {
     /// one-group tile does. Measured on a Zen 5 core, 8 tokens against a
     /// DRAM-sized matrix (`cargo bench -p fak-kernels --bench packed_k --
     /// widths`): Q4_K 8.6 ms paired against 9.9 one group at a time; Q5_K
-    /// 14.2 against 9.5; Q6_K 8.3 against 5.4.
+    /// 14.2 against 9.5; Q6_K 8.3 against 5.4; Q2_K 5.2 against 9.0; Q3_K
+    /// 7.6 against 10.3.
     const PAIR_STREAMED: bool;
 
     /// Step `k`'s unsigned quants (8 rows × 4).
@@ -145,6 +146,8 @@ fn nibbles<const B: usize>(b: &[u8; B], nib: usize, k: usize) -> __m256i {
 pub(super) struct Q4K;
 pub(super) struct Q5K;
 pub(super) struct Q6K;
+pub(super) struct Q2K;
+pub(super) struct Q3K;
 
 /// The scales, mins and float term of a Q4_K group block, which a Q5_K
 /// group block shares (the same fields at the same offsets,
@@ -192,7 +195,20 @@ mod with_mins {
         sumi: __m256i,
         summ: __m256i,
     ) -> __m256 {
-        let (d, dm) = (halves(b, q4k::D), halves(b, q4k::DMIN));
+        term_at(b, (q4k::D, q4k::DMIN), dx, (sumi, summ))
+    }
+
+    /// `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`, with the rows'
+    /// `d` and `dmin` at byte offsets `at` (Q2_K's term too).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    pub(in super::super) fn term_at<const B: usize>(
+        b: &[u8; B],
+        at: (usize, usize),
+        dx: __m256,
+        (sumi, summ): (__m256i, __m256i),
+    ) -> __m256 {
+        let (d, dm) = (halves(b, at.0), halves(b, at.1));
         _mm256_sub_ps(
             _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi)),
             _mm256_mul_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(summ)),
@@ -349,6 +365,137 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     }
 }
 
+impl KSteps<{ q2k::BYTES }> for Q2K {
+    const SUB_STEPS: usize = 4;
+    /// A sub-block: its `maddubs` pair sums are at most `2 · 3 · 128`.
+    const I16_STEPS: usize = 4;
+    const PAIR_STREAMED: bool = true;
+
+    /// Bits `2(k % 4)..2(k % 4) + 2` of each byte of chunk `k / 4` (the
+    /// 16-bit shift carries the neighbour byte's bits above bit 1, where
+    /// the mask drops them).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; q2k::BYTES], k: usize) -> __m256i {
+        let chunk = load(bytes32(b, q2k::Q + 32 * (k / 4)));
+        let count = _mm_cvtsi32_si128(2 * (k % 4) as i32);
+        _mm256_and_si256(_mm256_srl_epi16(chunk, count), _mm256_set1_epi8(3))
+    }
+
+    /// The low nibbles of sub-block `j`'s bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; q2k::BYTES], j: usize) -> __m256i {
+        let sm = _mm256_cvtepu8_epi32(bytes8(b, q2k::SM + 8 * j));
+        _mm256_and_si256(sm, _mm256_set1_epi32(15))
+    }
+
+    /// `Σ_j m[j] · bsums[j]` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; q2k::BYTES], a: &[u8; AB]) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..16 {
+            let m = Self::min(b, j);
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(m, _mm256_set1_epi32(bsum(a, j))));
+        }
+        s
+    }
+
+    /// `(m[2m], m[2m + 1])`: `Σ_j m[j] · bsums[j]`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; q2k::BYTES], m: usize) -> __m256i {
+        pack16(Self::min(b, 2 * m), Self::min(b, 2 * m + 1))
+    }
+
+    const OFFSET_SHIFT: i32 = 0;
+
+    /// As Q4_K's: `(d · dx) · f32(sumi) − (dmin · dx) · f32(summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; q2k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        with_mins::term_at(b, (q2k::D, q2k::DMIN), dx, (sumi, summ))
+    }
+}
+
+impl KSteps<{ q3k::BYTES }> for Q3K {
+    const SUB_STEPS: usize = 4;
+    /// A sub-block: its `maddubs` pair sums are at most `2 · 7 · 128`.
+    const I16_STEPS: usize = 4;
+    const PAIR_STREAMED: bool = true;
+
+    /// The low 2 bits as Q2_K's, with bit `k % 8` of each byte of
+    /// high-bit chunk `k / 8` moved to bit 2 (a 16-bit shift of at most 2
+    /// left or 5 right carries the neighbour byte's bits only below or
+    /// above bit 2).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; q3k::BYTES], k: usize) -> __m256i {
+        let chunk = load(bytes32(b, q3k::Q + 32 * (k / 4)));
+        let count = _mm_cvtsi32_si128(2 * (k % 4) as i32);
+        let low = _mm256_and_si256(_mm256_srl_epi16(chunk, count), _mm256_set1_epi8(3));
+        let high = load(bytes32(b, q3k::HIGH + 32 * (k / 8)));
+        let bit = (k % 8) as i32;
+        let h = if bit <= 2 {
+            _mm256_sll_epi16(high, _mm_cvtsi32_si128(2 - bit))
+        } else {
+            _mm256_srl_epi16(high, _mm_cvtsi32_si128(bit - 2))
+        };
+        _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(4)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; q3k::BYTES], j: usize) -> __m256i {
+        _mm256_cvtepi8_epi32(bytes8(b, q3k::SC + 8 * j))
+    }
+
+    /// `4 · Σ_j sc[j] · bsums[j]` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; q3k::BYTES], a: &[u8; AB]) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..16 {
+            // SAFETY: this function runs with AVX2 enabled.
+            let sc = unsafe { Self::scales(b, j) };
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bsum(a, j))));
+        }
+        _mm256_slli_epi32::<2>(s)
+    }
+
+    /// `(sc[2m], sc[2m + 1])`: `4 · Σ sc[j] · bsums[j]` after the shift.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; q3k::BYTES], m: usize) -> __m256i {
+        // SAFETY: this function runs with AVX2 enabled.
+        let (lo, hi) = unsafe { (Self::scales(b, 2 * m), Self::scales(b, 2 * m + 1)) };
+        pack16(lo, hi)
+    }
+
+    const OFFSET_SHIFT: i32 = 2;
+
+    /// As Q6_K's: `(d · dx) · f32(sumi − summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; q3k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        let d = halves(b, q3k::D);
+        _mm256_mul_ps(
+            _mm256_mul_ps(d, dx),
+            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
+        )
+    }
+}
+
+impl Q2K {
+    /// Sub-block `j`'s mins (the high nibbles), one `i32` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn min(b: &[u8; q2k::BYTES], j: usize) -> __m256i {
+        _mm256_srli_epi32::<4>(_mm256_cvtepu8_epi32(bytes8(b, q2k::SM + 8 * j)))
+    }
+}
+
 /// Each row's `i32` scale in both `i16` halves of its lane, so that
 /// `madd(s, pair16(sc))` is `sc · (s_lo + s_hi)` per row (scales fit in
 /// `i16`: 6 bits for Q4_K, `i8` for Q6_K).
@@ -485,7 +632,8 @@ fn pad<const N: usize>(y: [__m256; N]) -> [__m256; 3] {
 }
 
 /// The packed k-quant products of [`crate::packed::packed_gemm`]
-/// (`g.format` is Q4_K, Q5_K or Q6_K; other formats write nothing).
+/// (`g.format` is Q4_K, Q5_K, Q6_K, Q2_K or Q3_K; other formats write
+/// nothing).
 ///
 /// # Safety
 ///
@@ -496,9 +644,13 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q2K if g.n_tok == 1 => gemm_one::<Q2K, { q2k::BYTES }>(g, out),
+        PackedFormat::Q3K if g.n_tok == 1 => gemm_one::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q2K => gemm_k::<Q2K, { q2k::BYTES }>(g, out),
+        PackedFormat::Q3K => gemm_k::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q8_0
         | PackedFormat::Q5_0
         | PackedFormat::Q4_0

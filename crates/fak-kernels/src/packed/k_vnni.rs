@@ -28,8 +28,8 @@
 
 use std::arch::x86_64::*;
 
-use super::k_avx2::{KSteps, AB, BSUMS, Q4K, Q5K, Q6K};
-use super::layout::{q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::k_avx2::{KSteps, AB, BSUMS, Q2K, Q3K, Q4K, Q5K, Q6K};
+use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
     act_rows, blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
 };
@@ -298,7 +298,7 @@ fn rest<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
     }
 }
 
-/// The packed k-quant products on VNNI (`g.format` is Q4_K, Q5_K or Q6_K;
+/// The packed k-quant products on VNNI (`g.format` is Q4_K, Q5_K, Q6_K, Q2_K or Q3_K;
 /// other formats write nothing).
 ///
 /// # Safety
@@ -310,9 +310,13 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K if g.n_tok == 1 => gemm_one::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q2K if g.n_tok == 1 => gemm_one::<Q2K, { q2k::BYTES }>(g, out),
+        PackedFormat::Q3K if g.n_tok == 1 => gemm_one::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
+        PackedFormat::Q2K => gemm_k::<Q2K, { q2k::BYTES }>(g, out),
+        PackedFormat::Q3K => gemm_k::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q8_0
         | PackedFormat::Q5_0
         | PackedFormat::Q4_0

@@ -1,7 +1,7 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`k`) and their SIMD
 //! kernels (the ISA files beside it): group and block sizes, the byte offsets of
-//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS group blocks, [`PackedFormat`] and the
+//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
@@ -12,7 +12,8 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K, BlockQ6_K, BlockQ8_0,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K,
+    BlockQ6_K, BlockQ8_0,
 };
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
@@ -61,6 +62,8 @@ pub(crate) mod q4 {
 const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockQ4_0::BYTES);
 const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockIQ4_NL::BYTES);
 const _: () = assert!(q4::BYTES_1 == GROUP_ROWS * BlockQ4_1::BYTES);
+const _: () = assert!(q2k::BYTES == GROUP_ROWS * BlockQ2_K::BYTES);
+const _: () = assert!(q3k::BYTES == GROUP_ROWS * BlockQ3_K::BYTES + 32);
 
 /// A weight format that has a packed layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +88,12 @@ pub enum PackedFormat {
     Q5K,
     /// Q6_K super-blocks (see `k`).
     Q6K,
+    /// Q2_K super-blocks: 2-bit quants in 16-value sub-blocks with 4-bit
+    /// scales and mins (see `k`).
+    Q2K,
+    /// Q3_K super-blocks: 3-bit quants (a 2-bit plane and a high-bit
+    /// plane) in 16-value sub-blocks with signed 6-bit scales (see `k`).
+    Q3K,
 }
 
 impl PackedFormat {
@@ -100,6 +109,8 @@ impl PackedFormat {
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
             GgmlType::Q6_K => Some(PackedFormat::Q6K),
+            GgmlType::Q2_K => Some(PackedFormat::Q2K),
+            GgmlType::Q3_K => Some(PackedFormat::Q3K),
             _ => None,
         }
     }
@@ -116,6 +127,8 @@ impl PackedFormat {
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
             PackedFormat::Q6K => GgmlType::Q6_K,
+            PackedFormat::Q2K => GgmlType::Q2_K,
+            PackedFormat::Q3K => GgmlType::Q3_K,
         }
     }
 
@@ -136,6 +149,8 @@ impl PackedFormat {
             PackedFormat::IQ4XS => iq4xs::BYTES,
             PackedFormat::Q5K => q5k::BYTES,
             PackedFormat::Q6K => q6k::BYTES,
+            PackedFormat::Q2K => q2k::BYTES,
+            PackedFormat::Q3K => q3k::BYTES,
         }
     }
 }
@@ -189,6 +204,36 @@ pub(crate) mod q5k {
 
     /// High-bit chunks: chunk `c` at `HIGH + 32c`.
     pub(crate) const HIGH: usize = super::q4k::BYTES;
+    /// Bytes.
+    pub(crate) const BYTES: usize = HIGH + 8 * 32;
+}
+
+/// Byte offsets of a packed Q2_K group block.
+pub(crate) mod q2k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// `dmin`, 8 × f16.
+    pub(crate) const DMIN: usize = 16;
+    /// Scales and mins as GGUF stores them (the scale in the low nibble,
+    /// the min in the high one): sub-block `j`, row `r` at `SM + 8j + r`.
+    pub(crate) const SM: usize = 32;
+    /// 2-bit chunks: chunk `c` at `Q + 32c`.
+    pub(crate) const Q: usize = 160;
+    /// Bytes.
+    pub(crate) const BYTES: usize = Q + 16 * 32;
+}
+
+/// Byte offsets of a packed Q3_K group block.
+pub(crate) mod q3k {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Sub-block scales minus 32 (i8): sub-block `j`, row `r` at `SC + 8j
+    /// + r`.
+    pub(crate) const SC: usize = 16;
+    /// 2-bit chunks (the low bits): chunk `c` at `Q + 32c`.
+    pub(crate) const Q: usize = 144;
+    /// High-bit chunks: chunk `c` at `HIGH + 32c`.
+    pub(crate) const HIGH: usize = Q + 16 * 32;
     /// Bytes.
     pub(crate) const BYTES: usize = HIGH + 8 * 32;
 }

@@ -2,7 +2,7 @@
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
 //! activations, below), Q4_0, IQ4_NL and Q4_1 (against Q8_0 and Q8_1, in
 //! `q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
-//! Q5_K, Q6_K and IQ4_XS (against Q8_K, in `k`).
+//! Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS (against Q8_K, in `k`).
 //!
 //! The plain [`crate::gemm::gemm`] keeps llama.cpp's per-element
 //! arithmetic: an 8-lane float accumulator per output element, so every
@@ -55,8 +55,8 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_K, BlockQ6_K,
-    BlockQ8_0, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
+    BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
@@ -151,6 +151,16 @@ impl PackedFormat {
                     k::encode_iq4_xs(dst, r, b);
                 }
             }
+            PackedFormat::Q2K => {
+                if let Ok(b) = <&[u8; BlockQ2_K::BYTES]>::try_from(b) {
+                    k::encode_q2_k(dst, r, b);
+                }
+            }
+            PackedFormat::Q3K => {
+                if let Ok(b) = <&[u8; BlockQ3_K::BYTES]>::try_from(b) {
+                    k::encode_q3_k(dst, r, b);
+                }
+            }
         }
     }
 
@@ -173,7 +183,9 @@ impl PackedFormat {
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
                     | PackedFormat::Q6K
-                    | PackedFormat::IQ4XS => 0,
+                    | PackedFormat::IQ4XS
+                    | PackedFormat::Q2K
+                    | PackedFormat::Q3K => 0,
                 };
             }
         }
@@ -516,12 +528,19 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
-                PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K | PackedFormat::IQ4XS => {
+                PackedFormat::Q4K
+                | PackedFormat::Q5K
+                | PackedFormat::Q6K
+                | PackedFormat::Q2K
+                | PackedFormat::Q3K
+                | PackedFormat::IQ4XS => {
                     let u: [[u8; layout::QK_K]; GROUP_ROWS] =
                         std::array::from_fn(|r| match g.format {
                             PackedFormat::Q4K => k::row_quants_q4_k(wb, r),
                             PackedFormat::Q5K => k::row_quants_q5_k(wb, r),
                             PackedFormat::IQ4XS => k::row_quants_iq4_xs(wb, r),
+                            PackedFormat::Q2K => k::row_quants_q2_k(wb, r),
+                            PackedFormat::Q3K => k::row_quants_q3_k(wb, r),
                             _ => k::row_quants_q6_k(wb, r),
                         });
                     for t in 0..g.n_tok {
@@ -536,6 +555,8 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                             *acc = match g.format {
                                 PackedFormat::Q6K => k::element_q6_k(wb, r, &u[r], &a, *acc),
                                 PackedFormat::IQ4XS => k::element_iq4_xs(wb, r, &u[r], &a, *acc),
+                                PackedFormat::Q2K => k::element_q2_k(wb, r, &u[r], &a, *acc),
+                                PackedFormat::Q3K => k::element_q3_k(wb, r, &u[r], &a, *acc),
                                 _ => k::element_q4_k(wb, r, &u[r], &a, *acc),
                             };
                         }

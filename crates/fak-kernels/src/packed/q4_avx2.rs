@@ -83,6 +83,21 @@ pub(super) enum Nibbles {
     ScaledLevels,
 }
 
+/// The float step that ends a block (a sub-block for IQ4_XS) in a
+/// format's scalar `vec_dot`, with `s = f32(sumi)`: each tile kind writes
+/// it in its own registers from this one description.
+pub(super) enum End {
+    /// `acc + (s · d_w) · d_x` (Q4_0).
+    SumFirst,
+    /// `acc + (d_w · d_x) · s` (IQ4_NL).
+    ScalesFirst,
+    /// `acc + ((d_w · d_x) · s + m_w · s_x)` (Q4_1).
+    WithMin,
+    /// `acc + (dd · ls) · s`, `dd = d_w · d_x` per super-block and `ls`
+    /// the sub-block's scale (IQ4_XS).
+    SubScaled,
+}
+
 /// A 4-bit packed format and its activation blocks (`B`-byte group
 /// blocks, `A`-byte activation blocks).
 pub(super) trait Q4Format<const B: usize, const A: usize> {
@@ -96,6 +111,8 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     /// operands: 8 for Q4_0 (`u − 8`), 128 for IQ4_NL on the VNNI tile
     /// (levels + 128), 0 for Q4_1 (the sums table is not made).
     const OFFSET: i32;
+    /// The block's float step (what [`Q4Format::end`] computes).
+    const END: End;
 
     /// The end of one block for one token: `acc` plus the block's term,
     /// from the exact `sumi` (offset already taken off), the rows' `d_w`
@@ -123,6 +140,35 @@ pub(super) trait Q4Tile {
         sums: &[i32],
         weights: Weights,
     ) -> [__m256; T];
+
+    /// Two neighbouring groups (`groups`, each of `nb` blocks) against
+    /// the [`Q4_TILE`] tokens from `t0`, their 16 results per token stored
+    /// from column `col`; `sums` is the whole sums table.
+    /// Here each group through [`Q4Tile::tile`]; the VNNI kind runs both
+    /// in one 512-bit tile.
+    ///
+    /// # Safety
+    ///
+    /// As [`Q4Tile::tile`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn pair<F: Q4Format<B, A>, const B: usize, const A: usize>(
+        g: &PackedArgs<'_>,
+        groups: [&[[u8; B]]; 2],
+        (t0, col): (usize, usize),
+        sums: &[i32],
+        weights: Weights,
+        out: &mut [f32],
+    ) where
+        Self: Sized,
+    {
+        for (h, group) in groups.into_iter().enumerate() {
+            // SAFETY: the caller's CPU guarantee.
+            unsafe {
+                run_tile::<F, Self, B, A, Q4_TILE>(g, group, (t0, col + 8 * h), sums, weights, out)
+            };
+        }
+    }
 }
 
 /// The AVX2 tile kind ([`tile`]).
@@ -169,6 +215,7 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Q40 {
     const XOFF: usize = 2;
     const NIBBLES: Nibbles = Nibbles::Plain;
     const OFFSET: i32 = 8;
+    const END: End = End::SumFirst;
 
     /// `acc + (f32(sumi) · d_w) · d_x` (`vec_dot_q4_0_q8_0`'s order).
     #[inline]
@@ -193,6 +240,7 @@ impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
     const XOFF: usize = 4;
     const NIBBLES: Nibbles = Nibbles::Plain;
     const OFFSET: i32 = 0;
+    const END: End = End::WithMin;
 
     /// `acc + ((d_w · d_x) · f32(sumi) + m_w · s_x)` (`vec_dot_q4_1_q8_1`'s
     /// order).
@@ -216,6 +264,7 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
     const XOFF: usize = 2;
     const NIBBLES: Nibbles = Nibbles::Levels;
     const OFFSET: i32 = 128;
+    const END: End = End::ScalesFirst;
 
     /// `acc + (d_w · d_x) · f32(sumi)` (`vec_dot_iq4_nl_q8_0`'s order).
     #[inline]
@@ -240,6 +289,7 @@ impl Q4Format<{ iq4xs::BYTES }, { BlockQ8_K::BYTES }> for Iq4Xs {
     const XOFF: usize = 4;
     const NIBBLES: Nibbles = Nibbles::ScaledLevels;
     const OFFSET: i32 = 0;
+    const END: End = End::SubScaled;
 
     /// One sub-block's step, `acc + (dd · ls) · f32(sumi)`, with `dw` the
     /// rows' `d_w · d_x` and `mw` their sub-block scales
@@ -348,7 +398,7 @@ fn xsum<const A: usize>(ab: &[u8; A], off: usize, o: i32) -> i32 {
 /// token tile, then block, then token in the tile, so that a tile reads
 /// its tokens' sums of a block from one place.
 #[inline(always)]
-fn sums_at(t: usize, b: usize, nb: usize) -> usize {
+pub(super) fn sums_at(t: usize, b: usize, nb: usize) -> usize {
     ((t / Q4_TILE) * nb + b) * Q4_TILE + t % Q4_TILE
 }
 
@@ -556,7 +606,8 @@ unsafe fn gemm_with<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize
         return;
     }
     let big = g.w.len() > PREFETCH_MIN_BYTES;
-    let chunk_groups = (CHUNK_BYTES / (nb * B)).max(1);
+    // An even number of groups per chunk, so that whole tiles pair them.
+    let chunk_groups = (CHUNK_BYTES / (nb * B)).max(2) / 2 * 2;
     for (ci, chunk) in blocks.chunks(nb * chunk_groups).enumerate() {
         let mut t0 = 0;
         while t0 < g.n_tok {
@@ -566,6 +617,22 @@ unsafe fn gemm_with<F: Q4Format<B, A>, K: Q4Tile, const B: usize, const A: usize
             } else {
                 Weights::Cached
             };
+            if tt == Q4_TILE {
+                for (pi, pair) in chunk.chunks(2 * nb).enumerate() {
+                    let at = (t0, (ci * chunk_groups + 2 * pi) * 8);
+                    // SAFETY: the caller's CPU guarantee.
+                    unsafe {
+                        match pair.split_at_checked(nb) {
+                            Some((g0, g1)) if g1.len() == nb => {
+                                K::pair::<F, B, A>(g, [g0, g1], at, sums, pf, out)
+                            }
+                            _ => run_tile::<F, K, B, A, Q4_TILE>(g, pair, at, sums, pf, out),
+                        }
+                    }
+                }
+                t0 += tt;
+                continue;
+            }
             for (gi, group) in chunk.chunks_exact(nb).enumerate() {
                 let at = (t0, (ci * chunk_groups + gi) * 8);
                 // SAFETY: the caller's CPU guarantee.
@@ -676,7 +743,9 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             | PackedFormat::Q5_0
             | PackedFormat::Q4K
             | PackedFormat::Q5K
-            | PackedFormat::Q6K => {}
+            | PackedFormat::Q6K
+            | PackedFormat::Q2K
+            | PackedFormat::Q3K => {}
         }
     }
 }

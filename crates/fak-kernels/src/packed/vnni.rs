@@ -28,8 +28,7 @@
 //! twin's bits. With AVX-512VL's 32 vector registers a tile holds eight
 //! tokens. The Q8_0 and Q5_0 tiles run two groups at once, `g` in the low
 //! and `g + 1` in the high half of 512-bit registers ([`tile_prepared`]);
-//! the k-quant tiles stay 256-bit, and so do Q4_0's and Q4_1's
-//! (`q4_vnni`).
+//! so do the k-quant tiles (`k_vnni`) and the 4-bit ones (`q4_vnni`).
 
 use std::arch::x86_64::*;
 
@@ -311,9 +310,13 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => unsafe {
             super::q4_vnni::gemm_vnni(g, out)
         },
-        // SAFETY: this function runs with every feature `gemm_vnni` needs.
-        PackedFormat::Q4K | PackedFormat::Q5K | PackedFormat::Q6K => unsafe {
-            super::k_vnni::gemm_vnni(g, out)
-        },
+        PackedFormat::Q4K
+        | PackedFormat::Q5K
+        | PackedFormat::Q6K
+        | PackedFormat::Q2K
+        | PackedFormat::Q3K => {
+            // SAFETY: this function runs with every feature `gemm_vnni` needs.
+            unsafe { super::k_vnni::gemm_vnni(g, out) }
+        }
     }
 }
