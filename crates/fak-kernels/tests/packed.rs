@@ -73,7 +73,11 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         match format {
             PackedFormat::Q8_0 => out.extend(blocks(rng, 1, -128)),
-            PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => {
+            PackedFormat::Q4_0
+            | PackedFormat::Q4_1
+            | PackedFormat::Q5_1
+            | PackedFormat::IQ4NL
+            | PackedFormat::IQ4XS => {
                 unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
             }
             PackedFormat::Q5_0 => out.extend(
@@ -168,7 +172,11 @@ fn decode(format: PackedFormat, b: &[u8]) -> (u16, [i8; 32]) {
 /// for the formats without a separate offset term).
 fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32) {
     match format {
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => {
+        PackedFormat::Q4_0
+        | PackedFormat::Q4_1
+        | PackedFormat::Q5_1
+        | PackedFormat::IQ4NL
+        | PackedFormat::IQ4XS => {
             unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
         }
         PackedFormat::Q8_0 | PackedFormat::Q5_0 => {
@@ -413,6 +421,7 @@ fn extreme_quants_give_the_reference_bits() {
                 match format {
                     PackedFormat::Q4_0
                     | PackedFormat::Q4_1
+                    | PackedFormat::Q5_1
                     | PackedFormat::IQ4NL
                     | PackedFormat::IQ4XS => {
                         unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")

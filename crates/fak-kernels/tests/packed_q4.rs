@@ -1,8 +1,8 @@
-//! The packed Q4_0, Q4_1 and IQ4_NL products (`fak_kernels::packed`,
-//! `PackedFormat::Q4_0` / `Q4_1` / `IQ4NL`): every ISA this CPU can run
+//! The packed Q4_0, Q4_1, Q5_1 and IQ4_NL products (`fak_kernels::packed`,
+//! `PackedFormat::Q4_0` / `Q4_1` / `Q5_1` / `IQ4NL`): every ISA this CPU can run
 //! gives, for every element, exactly the bits of the scalar `vec_dot` of
 //! its weight and token rows (`fak_kernels::scalar::vec_dot_q4_0_q8_0` /
-//! `vec_dot_q4_1_q8_1` / `vec_dot_iq4_nl_q8_0`), which are the bits of
+//! `vec_dot_q4_1_q8_1` / `vec_dot_q5_1_q8_1` / `vec_dot_iq4_nl_q8_0`), which are the bits of
 //! the arithmetic written out
 //! below from the unpacked blocks. Odd shapes (one block, many blocks,
 //! every token tile width, products past the stack's sum table, weights
@@ -14,7 +14,7 @@
 //! include -128).
 
 use fak_gguf::GgmlType;
-use fak_kernels::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+use fak_kernels::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
     packed_gemm, packed_gemm_with_isa, PackedFormat, PackedMatrix, GROUP_ROWS,
@@ -26,7 +26,12 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const FORMATS: [PackedFormat; 3] = [PackedFormat::Q4_0, PackedFormat::Q4_1, PackedFormat::IQ4NL];
+const FORMATS: [PackedFormat; 4] = [
+    PackedFormat::Q4_0,
+    PackedFormat::Q4_1,
+    PackedFormat::Q5_1,
+    PackedFormat::IQ4NL,
+];
 
 fn seeds() -> [u64; 4] {
     [1, 2, 3, rand::random()]
@@ -36,7 +41,8 @@ fn half(rng: &mut StdRng, lo: f32) -> u16 {
     f32_to_f16(rng.gen_range(lo..0.05))
 }
 
-/// `n` random weight blocks of `format` (Q4_1's mins of either sign).
+/// `n` random weight blocks of `format` (Q4_1's and Q5_1's mins of
+/// either sign).
 fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     let mut out = Vec::new();
     for _ in 0..n {
@@ -51,6 +57,15 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
             PackedFormat::IQ4NL => out.extend(
                 BlockIQ4_NL {
                     d: half(rng, 1e-4),
+                    qs: rng.gen(),
+                }
+                .to_bytes(),
+            ),
+            PackedFormat::Q5_1 => out.extend(
+                BlockQ5_1 {
+                    d: half(rng, 1e-4),
+                    m: half(rng, -0.05),
+                    qh: rng.gen(),
                     qs: rng.gen(),
                 }
                 .to_bytes(),
@@ -105,7 +120,7 @@ fn int_dot<Q: Copy + Into<i32>>(q: &[Q], x: &[i8]) -> i32 {
 
 /// The arithmetic of the module diagram over one row pair, from the
 /// unpacked GGUF blocks: Q4_0 `acc + (f32(s) · d_w) · d_x`, IQ4_NL `acc +
-/// (d_w · d_x) · f32(s)`, Q4_1 `acc + ((d_w · d_x) · f32(s) + m_w · s_x)`,
+/// (d_w · d_x) · f32(s)`, Q4_1 and Q5_1 `acc + ((d_w · d_x) · f32(s) + m_w · s_x)`,
 /// blocks in order from 0.0.
 fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
     let (wb, ab) = (format.ty().type_size(), format.act_ty().type_size());
@@ -125,6 +140,14 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
             );
             let s = int_dot(&x.quants(), &y.qs);
             acc += (f16_to_f32(x.d) * f16_to_f32(y.d)) * s as f32;
+        } else if format == PackedFormat::Q5_1 {
+            let (x, y) = (
+                BlockQ5_1::from_bytes(wb.try_into().unwrap()),
+                BlockQ8_1::from_bytes(ab.try_into().unwrap()),
+            );
+            let s = int_dot(&x.quants(), &y.qs);
+            let dd = f16_to_f32(x.d) * f16_to_f32(y.d);
+            acc += dd * s as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
         } else {
             let (x, y) = (
                 BlockQ4_1::from_bytes(wb.try_into().unwrap()),
@@ -143,6 +166,7 @@ fn scalar_dot(format: PackedFormat, n: usize, w: &[u8], a: &[u8]) -> f32 {
     match format {
         PackedFormat::Q4_0 => scalar::vec_dot_q4_0_q8_0(n, w, a).unwrap(),
         PackedFormat::IQ4NL => scalar::vec_dot_iq4_nl_q8_0(n, w, a).unwrap(),
+        PackedFormat::Q5_1 => scalar::vec_dot_q5_1_q8_1(n, w, a).unwrap(),
         _ => scalar::vec_dot_q4_1_q8_1(n, w, a).unwrap(),
     }
 }
@@ -260,10 +284,11 @@ fn quantized_activations_give_the_scalar_bits() {
     }
 }
 
-/// Quants at the ends of their ranges: every nibble 15 (or 0, or mixed)
-/// against activation quants all -128 or all 127. With 15 · -128 in every
-/// product, a block's eight steps sum to -30,720 in the AVX2 tile's `i16`
-/// lanes, the most they can hold here; IQ4_NL's nibbles 0 (level -127)
+/// Quants at the ends of their ranges: every nibble 15 (or 0, or mixed;
+/// Q5_1's high bits likewise) against activation quants all -128 or all
+/// 127. With 15 · -128 in every product, a block's eight steps sum to
+/// -30,720 in the AVX2 tile's `i16` lanes, the most they can hold here
+/// (Q5_1's 31 · -128 would not fit: its tile widens every two steps); IQ4_NL's nibbles 0 (level -127)
 /// against -128 make its level tile's `maddubs` pairs 32,512, the most
 /// they reach.
 #[test]
@@ -279,6 +304,14 @@ fn extreme_quants_give_the_scalar_bits() {
                         PackedFormat::IQ4NL => {
                             BlockIQ4_NL { d, qs: [wfill; 16] }.to_bytes().to_vec()
                         }
+                        PackedFormat::Q5_1 => BlockQ5_1 {
+                            d,
+                            m: f32_to_f16(-0.03),
+                            qh: [wfill; 4],
+                            qs: [wfill; 16],
+                        }
+                        .to_bytes()
+                        .to_vec(),
                         _ => BlockQ4_1 {
                             d,
                             m: f32_to_f16(-0.03),
@@ -345,7 +378,7 @@ fn large_block_sums_give_the_scalar_bits() {
                 // Signed to match row 0's block: positive products for
                 // nibbles 15 (q = 7 for Q4_0), and for Q4_0's nibbles 0
                 // (q = -8) negative activations; Q4_1's nibbles 0 give 0.
-                let up = high[i % nb] || format == PackedFormat::Q4_1;
+                let up = high[i % nb] || matches!(format, PackedFormat::Q4_1 | PackedFormat::Q5_1);
                 for x in &mut blk[xs_at..] {
                     let m: i8 = rng.gen_range(100..=127);
                     *x = if up { m } else { -m } as u8;
@@ -380,6 +413,8 @@ fn bad_shapes_are_errors() {
     let mut rng = StdRng::seed_from_u64(7);
     assert_eq!(PackedFormat::of(GgmlType::Q4_0), Some(PackedFormat::Q4_0));
     assert_eq!(PackedFormat::of(GgmlType::Q4_1), Some(PackedFormat::Q4_1));
+    assert_eq!(PackedFormat::of(GgmlType::Q5_1), Some(PackedFormat::Q5_1));
+    assert_eq!(PackedFormat::Q5_1.act_ty(), GgmlType::Q8_1);
     assert_eq!(
         PackedFormat::of(GgmlType::IQ4_NL),
         Some(PackedFormat::IQ4NL)

@@ -2,7 +2,7 @@
 //!
 //! Matrices stay in their GGUF block format inside the mapping and are read
 //! row by row by the matmul kernels, except the matrices of the formats
-//! [`PackedFormat::of`] names (Q8_0, Q5_0, Q4_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) that are used in
+//! [`PackedFormat::of`] names (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) that are used in
 //! products and whose row count is a whole number of 8-row groups: those
 //! are repacked once at load into the groups of
 //! [`fak_kernels::packed`] (the layout its products need); their mapped

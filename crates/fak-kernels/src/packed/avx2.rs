@@ -167,10 +167,14 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q8_0 => unsafe { super::q8_avx2::gemm_q8(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
-        // SAFETY: this function runs with AVX2, FMA and F16C.
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => unsafe {
-            super::q4_avx2::gemm(g, out)
-        },
+        PackedFormat::Q4_0
+        | PackedFormat::Q4_1
+        | PackedFormat::Q5_1
+        | PackedFormat::IQ4NL
+        | PackedFormat::IQ4XS => {
+            // SAFETY: this function runs with AVX2, FMA and F16C.
+            unsafe { super::q4_avx2::gemm(g, out) }
+        }
         PackedFormat::Q4K
         | PackedFormat::Q5K
         | PackedFormat::Q6K

@@ -321,6 +321,7 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
         | PackedFormat::Q5_0
         | PackedFormat::Q4_0
         | PackedFormat::Q4_1
+        | PackedFormat::Q5_1
         | PackedFormat::IQ4NL
         | PackedFormat::IQ4XS => {}
     }

@@ -1,7 +1,7 @@
 //! The packed layouts' geometry, shared by the packed products
 //! ([`crate::packed`]), the k-quant encoders (`k`) and their SIMD
 //! kernels (the ISA files beside it): group and block sizes, the byte offsets of
-//! the Q4_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS group blocks, [`PackedFormat`] and the
+//! the Q4_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS group blocks, [`PackedFormat`] and the
 //! validated arguments of one product ([`PackedArgs`]).
 //!
 //! A leaf: it imports only the GGUF block types, so the front files and
@@ -12,8 +12,8 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_K,
-    BlockQ6_K, BlockQ8_0,
+    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
+    BlockQ5_K, BlockQ6_K, BlockQ8_0,
 };
 
 /// Weight rows per packed group (the lanes of one AVX2 register).
@@ -40,8 +40,9 @@ pub(crate) const Q5_0_BYTES: usize = SCALE_BYTES + GROUP_ROWS * QK / 2 + GROUP_R
 const _: () = assert!(Q8_0_BYTES == GROUP_ROWS * BlockQ8_0::BYTES);
 const _: () = assert!(Q5_0_BYTES == GROUP_ROWS * BlockQ5_0::BYTES);
 
-/// Byte offsets of the packed Q4_0, IQ4_NL and Q4_1 group blocks (see
-/// `q4`): scales, Q4_1's mins, then four 32-byte nibble chunks.
+/// Byte offsets of the packed Q4_0, IQ4_NL, Q4_1 and Q5_1 group blocks
+/// (see `q4`): scales, Q4_1's and Q5_1's mins, then four 32-byte nibble
+/// chunks, then Q5_1's high bits.
 pub(crate) mod q4 {
     use super::SCALE_BYTES;
 
@@ -57,11 +58,17 @@ pub(crate) mod q4 {
     pub(crate) const NIB_1: usize = M + SCALE_BYTES;
     /// Q4_1's bytes.
     pub(crate) const BYTES_1: usize = NIB_1 + 4 * 32;
+    /// Q5_1's high bits (Q4_1's fields first): byte `p`, bit `k` =
+    /// `u[k][p] >> 4`.
+    pub(crate) const HIGH_5: usize = BYTES_1;
+    /// Q5_1's bytes.
+    pub(crate) const BYTES_5: usize = HIGH_5 + 32;
 }
 
 const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockQ4_0::BYTES);
 const _: () = assert!(q4::BYTES_0 == GROUP_ROWS * BlockIQ4_NL::BYTES);
 const _: () = assert!(q4::BYTES_1 == GROUP_ROWS * BlockQ4_1::BYTES);
+const _: () = assert!(q4::BYTES_5 == GROUP_ROWS * BlockQ5_1::BYTES);
 const _: () = assert!(q2k::BYTES == GROUP_ROWS * BlockQ2_K::BYTES);
 const _: () = assert!(q3k::BYTES == GROUP_ROWS * BlockQ3_K::BYTES + 32);
 
@@ -77,6 +84,9 @@ pub enum PackedFormat {
     /// 4-bit quants with a per-block min: the mins, then nibble planes
     /// (see `q4`); against Q8_1 activations.
     Q4_1,
+    /// 5-bit quants with a per-block min: Q4_1's layout plus a high-bit
+    /// plane (see `q4`); against Q8_1 activations.
+    Q5_1,
     /// 4-bit indices of IQ4_NL's 16 levels, in Q4_0's layout (see `q4`).
     IQ4NL,
     /// IQ4_XS super-blocks: IQ4_NL's level indices in 32-value
@@ -104,6 +114,7 @@ impl PackedFormat {
             GgmlType::Q5_0 => Some(PackedFormat::Q5_0),
             GgmlType::Q4_0 => Some(PackedFormat::Q4_0),
             GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
+            GgmlType::Q5_1 => Some(PackedFormat::Q5_1),
             GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
             GgmlType::IQ4_XS => Some(PackedFormat::IQ4XS),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
@@ -122,6 +133,7 @@ impl PackedFormat {
             PackedFormat::Q5_0 => GgmlType::Q5_0,
             PackedFormat::Q4_0 => GgmlType::Q4_0,
             PackedFormat::Q4_1 => GgmlType::Q4_1,
+            PackedFormat::Q5_1 => GgmlType::Q5_1,
             PackedFormat::IQ4NL => GgmlType::IQ4_NL,
             PackedFormat::IQ4XS => GgmlType::IQ4_XS,
             PackedFormat::Q4K => GgmlType::Q4_K,
@@ -145,6 +157,7 @@ impl PackedFormat {
             PackedFormat::Q5_0 => Q5_0_BYTES,
             PackedFormat::Q4_0 | PackedFormat::IQ4NL => q4::BYTES_0,
             PackedFormat::Q4_1 => q4::BYTES_1,
+            PackedFormat::Q5_1 => q4::BYTES_5,
             PackedFormat::Q4K => q4k::BYTES,
             PackedFormat::IQ4XS => iq4xs::BYTES,
             PackedFormat::Q5K => q5k::BYTES,

@@ -1,6 +1,6 @@
 //! Weight matrices repacked at load into 8-row groups, and their products
 //! with quantized activation rows: Q8_0 and Q5_0 (against Q8_0
-//! activations, below), Q4_0, IQ4_NL and Q4_1 (against Q8_0 and Q8_1, in
+//! activations, below), Q4_0, IQ4_NL, Q4_1 and Q5_1 (against Q8_0 and Q8_1, in
 //! `q4`, with the float steps of their scalar `vec_dot`s) and Q4_K,
 //! Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS (against Q8_K, in `k`).
 //!
@@ -56,7 +56,7 @@ use std::ops::Range;
 
 use crate::blocks::{
     BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
-    BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
@@ -131,6 +131,11 @@ impl PackedFormat {
                     q4::encode_iq4_nl(dst, r, b);
                 }
             }
+            PackedFormat::Q5_1 => {
+                if let Ok(b) = <&[u8; BlockQ5_1::BYTES]>::try_from(b) {
+                    q4::encode_q5_1(dst, r, b);
+                }
+            }
             PackedFormat::Q4K => {
                 if let Ok(b) = <&[u8; BlockQ4_K::BYTES]>::try_from(b) {
                     k::encode_q4_k(dst, r, b);
@@ -179,6 +184,7 @@ impl PackedFormat {
                     }
                     PackedFormat::Q4_0
                     | PackedFormat::Q4_1
+                    | PackedFormat::Q5_1
                     | PackedFormat::IQ4NL
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
@@ -519,7 +525,10 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
-                PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL => {
+                PackedFormat::Q4_0
+                | PackedFormat::Q4_1
+                | PackedFormat::Q5_1
+                | PackedFormat::IQ4NL => {
                     let u: [[u8; QK]; GROUP_ROWS] =
                         std::array::from_fn(|r| q4::row_nibbles(g.format, wb, r));
                     for t in 0..g.n_tok {

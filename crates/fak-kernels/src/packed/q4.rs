@@ -1,6 +1,7 @@
 //! The 4-bit formats of [`crate::packed`]: Q4_0 and IQ4_NL (against Q8_0
 //! activation rows) and Q4_1 (against Q8_1), 8 weight rows per group
-//! block, and the scalar twin's arithmetic for them.
+//! block, and the scalar twin's arithmetic for them; and Q5_1, Q4_1 with
+//! a fifth bit.
 //!
 //! ```text
 //!   packed group block (8 rows, one 32-value block; position p = 4·row + i,
@@ -10,13 +11,16 @@
 //!                   u[2c][p] | u[2c+1][p] << 4                   128 B
 //!   Q4_1 (160 B): d 8 × f16 | m 8 × f16                           32 B
 //!                 nibbles as Q4_0                                128 B
+//!   Q5_1 (192 B): Q4_1's 160 bytes (nibbles: the low 4 bits of u)
+//!                 | high bits: byte p, bit k = u[k][p] >> 4        32 B
 //!
 //!   per row r, token t, block b (Q8_0: d_x, quants x; Q8_1 adds s_x):
 //!     Q4_0:   s   = Σ (u − 8) · x                              exact i32
 //!             acc = acc + (f32(s) · d_w) · d_x
 //!     IQ4_NL: s   = Σ L[u] · x       (L: the 16 levels, IQ4_LEVELS)
 //!             acc = acc + (d_w · d_x) · f32(s)
-//!     Q4_1:   s   = Σ u · x                                    exact i32
+//!     Q4_1, Q5_1:
+//!             s   = Σ u · x                                    exact i32
 //!             acc = acc + ((d_w · d_x) · f32(s) + m_w · s_x)
 //!   y[t][8g + r] = acc after the last block (blocks in order, from 0.0)
 //! ```
@@ -26,24 +30,24 @@
 //! [`crate::scalar::vec_dot_iq4_nl_q8_0`]: `(d_a * d_w) * sumi as f32`,
 //! the same bits as `(d_w · d_x)` since a product does not depend on its
 //! operands' order; [`crate::scalar::vec_dot_q4_1_q8_1`]: `(d_w * d_a) *
-//! sumi as f32 + m_w * s_a`), in their order and without fused
+//! sumi as f32 + m_w * s_a`, as [`crate::scalar::vec_dot_q5_1_q8_1`]), in their order and without fused
 //! multiply-adds, so a packed element has the bits of the scalar
 //! `vec_dot` of its weight and token rows on every ISA. (The other packed formats share one float step,
 //! `acc + (d_w · d_x) · f32(s)`; here each format keeps its own, because
 //! the model's `FAK_ISA=scalar` output must not change.)
 //!
-//! Both sizes equal the GGUF blocks' (8 × 18 and 8 × 20 bytes). The
+//! The sizes equal the GGUF blocks' (8 × 18, 8 × 20 and 8 × 24 bytes). The
 //! nibble chunks are Q5_0's without its high-bit plane, and Q4_K's with
 //! one block instead of eight.
 
 use super::layout::{q4, PackedFormat, QK, STEP, STEPS};
-use crate::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, IQ4_LEVELS};
+use crate::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_1, IQ4_LEVELS};
 use crate::fp::f16_to_f32;
 
-/// The nibble chunks' offset in a group block of `format` (Q4_0, IQ4_NL
-/// or Q4_1).
+/// The nibble chunks' offset in a group block of `format` (Q4_0, IQ4_NL,
+/// Q4_1 or Q5_1).
 fn nib(format: PackedFormat) -> usize {
-    if format == PackedFormat::Q4_1 {
+    if matches!(format, PackedFormat::Q4_1 | PackedFormat::Q5_1) {
         q4::NIB_1
     } else {
         q4::NIB_0
@@ -85,15 +89,32 @@ pub(crate) fn encode_q4_1(dst: &mut [u8], r: usize, b: &[u8; BlockQ4_1::BYTES]) 
     put(dst, PackedFormat::Q4_1, r, blk.d, &blk.quants());
 }
 
-/// Row `r`'s stored nibbles (`0..16`, element order) in a group block of
-/// `format`.
+/// Packs row `r` of a Q5_1 group block from its GGUF block `b`.
+pub(crate) fn encode_q5_1(dst: &mut [u8], r: usize, b: &[u8; BlockQ5_1::BYTES]) {
+    let blk = BlockQ5_1::from_bytes(b);
+    dst[q4::M + 2 * r..q4::M + 2 * r + 2].copy_from_slice(&blk.m.to_le_bytes());
+    let u = blk.quants();
+    put(dst, PackedFormat::Q5_1, r, blk.d, &u);
+    for k in 0..STEPS {
+        for i in 0..STEP {
+            dst[q4::HIGH_5 + r * STEP + i] |= (u[k * STEP + i] >> 4 & 1) << k;
+        }
+    }
+}
+
+/// Row `r`'s stored quants (element order) in a group block of `format`:
+/// the nibbles (`0..16`), with Q5_1's high bits (`0..32`).
 pub(crate) fn row_nibbles(format: PackedFormat, b: &[u8], r: usize) -> [u8; QK] {
     let nib = nib(format);
+    let byte = |at: usize| b.get(at).copied().unwrap_or(0);
     let mut u = [0u8; QK];
     for k in 0..STEPS {
         for i in 0..STEP {
             let at = nib + 32 * (k / 2) + r * STEP + i;
-            u[k * STEP + i] = (b.get(at).copied().unwrap_or(0) >> (4 * (k % 2))) & 15;
+            u[k * STEP + i] = (byte(at) >> (4 * (k % 2))) & 15;
+            if format == PackedFormat::Q5_1 {
+                u[k * STEP + i] |= (byte(q4::HIGH_5 + r * STEP + i) >> k & 1) << 4;
+            }
         }
     }
     u
@@ -110,7 +131,7 @@ fn half(b: &[u8], at: usize, i: usize) -> f32 {
 
 /// One block of the scalar twin: `o[r] = acc` of the module diagram for
 /// the group block `wb` (row nibbles `u`) and one activation block `ab`
-/// (Q8_0 for Q4_0 and IQ4_NL, Q8_1 for Q4_1).
+/// (Q8_0 for Q4_0 and IQ4_NL, Q8_1 for Q4_1 and Q5_1).
 pub(crate) fn block_scalar(
     format: PackedFormat,
     wb: &[u8],
@@ -119,7 +140,7 @@ pub(crate) fn block_scalar(
     o: &mut [f32],
 ) {
     // Q8_0: d at 0, quants at 2; Q8_1: d at 0, s at 2, quants at 4.
-    let q1 = format == PackedFormat::Q4_1;
+    let q1 = matches!(format, PackedFormat::Q4_1 | PackedFormat::Q5_1);
     let xs = ab.get(if q1 { 4 } else { 2 }..).unwrap_or(&[]);
     let dx = half(ab, 0, 0);
     for (r, acc) in o.iter_mut().enumerate() {

@@ -81,6 +81,9 @@ pub(super) enum Nibbles {
     /// Level indices in 32-value sub-blocks with their own scales:
     /// IQ4_XS's super-blocks, against Q8_K.
     ScaledLevels,
+    /// The low 4 bits of 5-bit quants, the fifth in a high-bit plane
+    /// ([`Q4Format::HIGH`]): Q5_1.
+    Five,
 }
 
 /// The float step that ends a block (a sub-block for IQ4_XS) in a
@@ -107,6 +110,9 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     const XOFF: usize;
     /// What the nibbles stand for.
     const NIBBLES: Nibbles;
+    /// Byte offset of the high-bit plane ([`Nibbles::Five`]; 0 otherwise):
+    /// byte `p`, bit `k` is the fifth bit of step `k`'s quant `p`.
+    const HIGH: usize = 0;
     /// `o` where `o · Σ x` comes off each block sum of the unsigned
     /// operands: 8 for Q4_0 (`u − 8`), 128 for IQ4_NL on the VNNI tile
     /// (levels + 128), 0 for Q4_1 (the sums table is not made).
@@ -196,6 +202,9 @@ pub(super) struct Q41;
 /// IQ4_NL against Q8_0 activations.
 pub(super) struct Iq4Nl;
 
+/// Q5_1 against Q8_1 activations.
+pub(super) struct Q51;
+
 /// IQ4_XS against Q8_K activations.
 pub(super) struct Iq4Xs;
 
@@ -244,6 +253,30 @@ impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
 
     /// `acc + ((d_w · d_x) · f32(sumi) + m_w · s_x)` (`vec_dot_q4_1_q8_1`'s
     /// order).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn end(
+        acc: __m256,
+        sumi: __m256i,
+        dw: __m256,
+        mw: __m256,
+        ab: &[u8; BlockQ8_1::BYTES],
+    ) -> __m256 {
+        let (dx, sx) = (half_at(ab, 0), half_at(ab, 2));
+        let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi));
+        _mm256_add_ps(acc, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sx)))
+    }
+}
+
+impl Q4Format<{ q4::BYTES_5 }, { BlockQ8_1::BYTES }> for Q51 {
+    const NIB: usize = q4::NIB_1;
+    const XOFF: usize = 4;
+    const NIBBLES: Nibbles = Nibbles::Five;
+    const HIGH: usize = q4::HIGH_5;
+    const OFFSET: i32 = 0;
+    const END: End = End::WithMin;
+
+    /// As Q4_1's (`vec_dot_q5_1_q8_1`'s order).
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn end(
@@ -343,6 +376,22 @@ pub(super) fn byte_scales<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x))
 }
 
+/// Bit `k` of each byte of `h` (a high-bit plane) moved to bit 4, the
+/// rest zero: one 16-bit shift and a mask (the bits a left shift of at
+/// most 4 carries over from the byte's neighbour land below bit 4, those
+/// of a right shift of at most 3 above it).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn fifth_bits(h: __m256i, k: usize) -> __m256i {
+    let k = k as i32;
+    let moved = if k <= 4 {
+        _mm256_sll_epi16(h, _mm_cvtsi32_si128(4 - k))
+    } else {
+        _mm256_srl_epi16(h, _mm_cvtsi32_si128(k - 4))
+    };
+    _mm256_and_si256(moved, _mm256_set1_epi8(16))
+}
+
 /// The 16 levels of IQ4_NL in both 128-bit halves, plus `bias` each (as
 /// bytes: 0 for the signed levels, 128 for the VNNI tile's unsigned ones).
 #[inline]
@@ -418,6 +467,7 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     match F::NIBBLES {
         Nibbles::Levels => return tile_levels::<F, B, A, T>(w, a, weights),
         Nibbles::ScaledLevels => return tile_scaled::<F, B, A, T>(w, a, weights),
+        Nibbles::Five => return tile_five::<F, B, A, T>(w, a, weights),
         Nibbles::Plain => {}
     }
     let ones = _mm256_set1_epi16(1);
@@ -457,6 +507,52 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
             }
             // SAFETY: this function runs with AVX2 and F16C enabled.
             acc[t] = unsafe { F::end(acc[t], sumi, dw, mw, ab[t]) };
+        }
+    }
+    acc
+}
+
+/// [`tile`] for Q5_1: each step's quants are its nibbles with the fifth
+/// bit from the high-bit plane ([`fifth_bits`]). A `maddubs` pair reaches
+/// `2 · 31 · 128`, so a block's eight steps could leave `i16`: each
+/// chunk's two steps are widened to `i32` at once.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_five<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
+    w: &[[u8; B]],
+    a: [&[[u8; A]]; T],
+    weights: Weights,
+) -> [__m256; T] {
+    let ones = _mm256_set1_epi16(1);
+    let low = _mm256_set1_epi8(15);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for (b, wb) in w.iter().enumerate() {
+        if weights == Weights::Streamed {
+            prefetch_ahead(wb);
+        }
+        let ab = blocks_at(&a, b);
+        let h = load(bytes32(wb, F::HIGH));
+        let mut s = [_mm256_setzero_si256(); T];
+        for c in 0..STEPS / 2 {
+            let n = load(bytes32(wb, F::NIB + 32 * c));
+            let u0 = _mm256_or_si256(_mm256_and_si256(n, low), fifth_bits(h, 2 * c));
+            let u1 = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(n), low),
+                fifth_bits(h, 2 * c + 1),
+            );
+            for t in 0..T {
+                let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
+                let x1 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c + 1));
+                let p =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(u0, x0), _mm256_maddubs_epi16(u1, x1));
+                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones));
+            }
+        }
+        let dw = halves(wb, q4::D);
+        let mw = halves(wb, q4::M);
+        for t in 0..T {
+            // SAFETY: this function runs with AVX2 and F16C enabled.
+            acc[t] = unsafe { F::end(acc[t], s[t], dw, mw, ab[t]) };
         }
     }
     acc
@@ -732,6 +828,9 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::Q4_1 => {
                 gemm_q4::<Q41, Avx2, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
+            }
+            PackedFormat::Q5_1 => {
+                gemm_q4::<Q51, Avx2, { q4::BYTES_5 }, { BlockQ8_1::BYTES }>(g, out)
             }
             PackedFormat::IQ4NL => {
                 gemm_q4::<Iq4Nl, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI tile of the packed Q4_0, IQ4_NL, Q4_1 and IQ4_XS products
+//! AVX-512 VNNI tile of the packed Q4_0, IQ4_NL, Q4_1, Q5_1 and IQ4_XS products
 //! (`super::q4`): the AVX2 tile of [`super::q4_avx2`] with
 //! each step's products summed by one `vpdpbusd` (unsigned nibbles
 //! against signed activations, straight into `i32`), as the k-quants'
@@ -53,8 +53,8 @@ use std::arch::x86_64::*;
 
 use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
 use super::q4_avx2::{
-    byte_scales, gemm_q4, halves, levels, q8k_d, q8k_sub_sum, quad_at, sums_at, End, Iq4Nl, Iq4Xs,
-    Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE,
+    byte_scales, fifth_bits, gemm_q4, halves, levels, q8k_d, q8k_sub_sum, quad_at, sums_at, End,
+    Iq4Nl, Iq4Xs, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE, Q51,
 };
 use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store16, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K};
@@ -91,7 +91,9 @@ impl Q4Tile for Vnni {
         let s = sums.get(at..at + nb * Q4_TILE).unwrap_or(&[]);
         let y = match F::NIBBLES {
             Nibbles::ScaledLevels => tile_pair_scaled::<F, B, A>(groups, a, weights),
-            Nibbles::Plain | Nibbles::Levels => tile_pair::<F, B, A>(groups, a, s, weights),
+            Nibbles::Plain | Nibbles::Levels | Nibbles::Five => {
+                tile_pair::<F, B, A>(groups, a, s, weights)
+            }
         };
         for (t, v) in y.into_iter().enumerate() {
             store16(out, (t0 + t) * g.out_stride + col, v);
@@ -171,6 +173,19 @@ fn byte_scales16<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512 {
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x))
 }
 
+/// [`fifth_bits`] on 512 bits.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn fifth_bits16(h: __m512i, k: usize) -> __m512i {
+    let k = k as i32;
+    let moved = if k <= 4 {
+        _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - k))
+    } else {
+        _mm512_srl_epi16(h, _mm_cvtsi32_si128(k - 4))
+    };
+    _mm512_and_si512(moved, _mm512_set1_epi8(16))
+}
+
 /// 32 bytes at byte `at` of each of two group blocks: the first in the
 /// low 256 bits.
 #[inline]
@@ -181,7 +196,7 @@ fn load_pair<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512i {
 }
 
 /// [`tile_vnni`] over two neighbouring groups at once for [`Q4_TILE`]
-/// tokens (Q4_0, Q4_1, IQ4_NL): each step's nibbles of both groups share
+/// tokens (Q4_0, Q4_1, Q5_1, IQ4_NL): each step's nibbles of both groups share
 /// one 512-bit `vpdpbusd` per token, every lane's integer and float steps
 /// those of the 256-bit tile. Returns each token's 16 row results.
 #[inline]
@@ -194,10 +209,6 @@ fn tile_pair<F: Q4Format<B, A>, const B: usize, const A: usize>(
 ) -> [__m512; Q4_TILE] {
     let low = _mm512_set1_epi8(15);
     let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(levels(128)));
-    let code = |u: __m512i| match F::NIBBLES {
-        Nibbles::Plain => u,
-        Nibbles::Levels | Nibbles::ScaledLevels => _mm512_shuffle_epi8(table, u),
-    };
     let mut acc = [_mm512_setzero_ps(); Q4_TILE];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
         if weights == Weights::Streamed {
@@ -205,11 +216,21 @@ fn tile_pair<F: Q4Format<B, A>, const B: usize, const A: usize>(
             prefetch_ahead(w1);
         }
         let ab = blocks_at(&a, b);
+        let h = match F::NIBBLES {
+            Nibbles::Five => load_pair([w0, w1], F::HIGH),
+            _ => _mm512_setzero_si512(),
+        };
+        // Step `k`'s quants from its nibbles `u`.
+        let code = |u: __m512i, k: usize| match F::NIBBLES {
+            Nibbles::Plain => u,
+            Nibbles::Five => _mm512_or_si512(u, fifth_bits16(h, k)),
+            Nibbles::Levels | Nibbles::ScaledLevels => _mm512_shuffle_epi8(table, u),
+        };
         let mut s = [_mm512_setzero_si512(); Q4_TILE];
         for c in 0..STEPS / 2 {
             let n = load_pair([w0, w1], F::NIB + 32 * c);
-            let u0 = code(_mm512_and_si512(n, low));
-            let u1 = code(_mm512_and_si512(_mm512_srli_epi16::<4>(n), low));
+            let u0 = code(_mm512_and_si512(n, low), 2 * c);
+            let u1 = code(_mm512_and_si512(_mm512_srli_epi16::<4>(n), low), 2 * c + 1);
             for t in 0..Q4_TILE {
                 let x0 = _mm512_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
                 let x1 = _mm512_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c + 1));
@@ -298,21 +319,27 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
     }
     let low = _mm256_set1_epi8(15);
     let table = levels(128);
-    let code = |u: __m256i| match F::NIBBLES {
-        Nibbles::Plain => u,
-        Nibbles::Levels | Nibbles::ScaledLevels => _mm256_shuffle_epi8(table, u),
-    };
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
             prefetch_ahead(wb);
         }
         let ab = blocks_at(&a, b);
+        let h = match F::NIBBLES {
+            Nibbles::Five => load(bytes32(wb, F::HIGH)),
+            _ => _mm256_setzero_si256(),
+        };
+        // Step `k`'s quants from its nibbles `u`.
+        let code = |u: __m256i, k: usize| match F::NIBBLES {
+            Nibbles::Plain => u,
+            Nibbles::Five => _mm256_or_si256(u, fifth_bits(h, k)),
+            Nibbles::Levels | Nibbles::ScaledLevels => _mm256_shuffle_epi8(table, u),
+        };
         let mut s = [_mm256_setzero_si256(); T];
         for c in 0..STEPS / 2 {
             let n = load(bytes32(wb, F::NIB + 32 * c));
-            let u0 = code(_mm256_and_si256(n, low));
-            let u1 = code(_mm256_and_si256(_mm256_srli_epi16::<4>(n), low));
+            let u0 = code(_mm256_and_si256(n, low), 2 * c);
+            let u1 = code(_mm256_and_si256(_mm256_srli_epi16::<4>(n), low), 2 * c + 1);
             for t in 0..T {
                 let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
                 let x1 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c + 1));
@@ -404,6 +431,9 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::Q4_1 => {
                 gemm_q4::<Q41, Vnni, { q4::BYTES_1 }, { BlockQ8_1::BYTES }>(g, out)
+            }
+            PackedFormat::Q5_1 => {
+                gemm_q4::<Q51, Vnni, { q4::BYTES_5 }, { BlockQ8_1::BYTES }>(g, out)
             }
             PackedFormat::IQ4NL => {
                 gemm_q4::<Iq4Nl, Vnni, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)

@@ -306,10 +306,14 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
-        // SAFETY: this function runs with every feature `gemm_vnni` needs.
-        PackedFormat::Q4_0 | PackedFormat::Q4_1 | PackedFormat::IQ4NL | PackedFormat::IQ4XS => unsafe {
-            super::q4_vnni::gemm_vnni(g, out)
-        },
+        PackedFormat::Q4_0
+        | PackedFormat::Q4_1
+        | PackedFormat::Q5_1
+        | PackedFormat::IQ4NL
+        | PackedFormat::IQ4XS => {
+            // SAFETY: this function runs with every feature `gemm_vnni` needs.
+            unsafe { super::q4_vnni::gemm_vnni(g, out) }
+        }
         PackedFormat::Q4K
         | PackedFormat::Q5K
         | PackedFormat::Q6K
