@@ -31,7 +31,8 @@ use std::arch::x86_64::*;
 use super::k_avx2::{KSteps, AB, BSUMS, Q2K, Q3K, Q4K, Q5K, Q6K};
 use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
-    act_rows, blocks_at, prefetch_ahead, quad, store, store16, Weights, VNNI_TILE as TILE,
+    act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, store16, Weights,
+    VNNI_TILE as TILE,
 };
 
 /// One group (`w`: its super-blocks) times `T` activation rows; returns
@@ -114,12 +115,112 @@ fn halves(v: __m512i) -> (__m256i, __m256i) {
     (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
 }
 
+/// A k-quant format's steps of two neighbouring groups at once, decoded
+/// in 512-bit registers: the same bytes as two [`KSteps::step`]s side by
+/// side, with half the shifts and masks.
+trait PairSteps<const B: usize>: KSteps<B> {
+    /// Step `k` of `b[0]` in the low and of `b[1]` in the high 256 bits.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 and AVX-512 F and BW.
+    unsafe fn step16(b: [&[u8; B]; 2], k: usize) -> __m512i;
+}
+
+/// 32 bytes at byte `at` of each of two group blocks, the first in the
+/// low 256 bits.
+#[inline]
+#[target_feature(enable = "avx2,avx512f")]
+fn load_pair<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512i {
+    join(load(bytes32(b[0], at)), load(bytes32(b[1], at)))
+}
+
+/// The 4-bit quants of step `k` from the nibble chunks at `nib`.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+fn nibbles16<const B: usize>(b: [&[u8; B]; 2], nib: usize, k: usize) -> __m512i {
+    let chunk = load_pair(b, nib + 32 * (k / 2));
+    let low = _mm512_set1_epi8(15);
+    if k.is_multiple_of(2) {
+        _mm512_and_si512(chunk, low)
+    } else {
+        _mm512_and_si512(_mm512_srli_epi16::<4>(chunk), low)
+    }
+}
+
+/// Bits `2(k % 4)..2(k % 4) + 2` of each byte of the 2-bit chunk
+/// `k / 4` at `at` (the bits a 16-bit shift carries over from the
+/// neighbour byte land above bit 1).
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+fn crumbs16<const B: usize>(b: [&[u8; B]; 2], at: usize, k: usize) -> __m512i {
+    let chunk = load_pair(b, at + 32 * (k / 4));
+    let count = _mm_cvtsi32_si128(2 * (k % 4) as i32);
+    _mm512_and_si512(_mm512_srl_epi16(chunk, count), _mm512_set1_epi8(3))
+}
+
+/// Bit `bit` of each byte of `h` moved to bit `to` (`to` at most 4, so
+/// the bits a 16-bit shift carries over land away from it), the rest zero.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+fn bit_to(h: __m512i, bit: usize, to: usize) -> __m512i {
+    let moved = if bit <= to {
+        _mm512_sll_epi16(h, _mm_cvtsi32_si128((to - bit) as i32))
+    } else {
+        _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - to) as i32))
+    };
+    _mm512_and_si512(moved, _mm512_set1_epi8(1 << to))
+}
+
+impl PairSteps<{ q4k::BYTES }> for Q4K {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; q4k::BYTES]; 2], k: usize) -> __m512i {
+        nibbles16(b, q4k::NIB, k)
+    }
+}
+
+impl PairSteps<{ q5k::BYTES }> for Q5K {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; q5k::BYTES]; 2], k: usize) -> __m512i {
+        let high = load_pair(b, q5k::HIGH + 32 * (k / 8));
+        _mm512_or_si512(nibbles16(b, q5k::NIB, k), bit_to(high, k % 8, 4))
+    }
+}
+
+impl PairSteps<{ q6k::BYTES }> for Q6K {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; q6k::BYTES]; 2], k: usize) -> __m512i {
+        let high = crumbs16(b, q6k::HIGH, k);
+        _mm512_or_si512(nibbles16(b, q6k::NIB, k), _mm512_slli_epi16::<4>(high))
+    }
+}
+
+impl PairSteps<{ q2k::BYTES }> for Q2K {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; q2k::BYTES]; 2], k: usize) -> __m512i {
+        crumbs16(b, q2k::Q, k)
+    }
+}
+
+impl PairSteps<{ q3k::BYTES }> for Q3K {
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; q3k::BYTES]; 2], k: usize) -> __m512i {
+        let high = load_pair(b, q3k::HIGH + 32 * (k / 8));
+        _mm512_or_si512(crumbs16(b, q3k::Q, k), bit_to(high, k % 8, 2))
+    }
+}
+
 /// [`tile_vnni`] for `T` tokens (at most [`TILE`]) over two neighbouring
 /// groups at once (the module diagram): lane `r < 8` is row `r` of `w[0]`, lane `8 + r`
 /// row `r` of `w[1]`. Returns each token's 16 row results.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_pair<S: KSteps<B>, const B: usize, const T: usize>(
+fn tile_pair<S: PairSteps<B>, const B: usize, const T: usize>(
     w: [&[[u8; B]]; 2],
     a: [&[[u8; AB]]; T],
     weights: Weights,
@@ -138,7 +239,7 @@ fn tile_pair<S: KSteps<B>, const B: usize, const T: usize>(
                 let k = j * S::SUB_STEPS + kk;
                 // SAFETY: this function runs with AVX2, FMA, F16C and
                 // AVX-512 enabled (also for the calls below).
-                let u = unsafe { join(S::step(w0, k), S::step(w1, k)) };
+                let u = unsafe { S::step16([w0, w1], k) };
                 for t in 0..T {
                     let x = _mm512_set1_epi32(quad::<4, AB>(ab[t], k));
                     s[t] = _mm512_dpbusd_epi32(s[t], u, x);
@@ -189,7 +290,7 @@ fn tile_pair<S: KSteps<B>, const B: usize, const T: usize>(
 /// the 1.5B model's prefill ran 4% slower (Zen 5).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<AB>();
