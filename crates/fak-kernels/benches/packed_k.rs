@@ -1,4 +1,4 @@
-//! Micro-benchmark: packed k-quant (and Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS) products at Qwen2.5-1.5B's
+//! Micro-benchmark: packed k-quant (and Q8_0, Q4_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS) products at Qwen2.5-1.5B's
 //! row lengths, for every SIMD ISA this CPU has, on one thread:
 //!
 //! * one token against matrices larger than any cache (decode), as weight
@@ -50,6 +50,7 @@ fn types(format: PackedFormat) -> (GgmlType, GgmlType) {
         PackedFormat::Q5K => (GgmlType::Q5_K, GgmlType::Q8_K),
         PackedFormat::Q4_0 => (GgmlType::Q4_0, GgmlType::Q8_0),
         PackedFormat::Q4_1 => (GgmlType::Q4_1, GgmlType::Q8_1),
+        PackedFormat::Q5_1 => (GgmlType::Q5_1, GgmlType::Q8_1),
         PackedFormat::IQ4NL => (GgmlType::IQ4_NL, GgmlType::Q8_0),
         PackedFormat::IQ4XS => (GgmlType::IQ4_XS, GgmlType::Q8_K),
         PackedFormat::Q2K => (GgmlType::Q2_K, GgmlType::Q8_K),
@@ -200,7 +201,7 @@ fn widths(filter: &[String]) -> Result<(), KernelError> {
 }
 
 fn main() -> Result<(), KernelError> {
-    use PackedFormat::{IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q6K, Q8_0};
+    use PackedFormat::{IQ4NL, IQ4XS, Q2K, Q3K, Q4K, Q4_0, Q4_1, Q5K, Q5_1, Q6K, Q8_0};
     // Any other argument (not a cargo flag) keeps only the cases whose name
     // contains it.
     let filter: Vec<String> = std::env::args()
@@ -313,6 +314,22 @@ fn main() -> Result<(), KernelError> {
         (
             "q4_1 [2048 x 1536] x 64 tok",
             Q4_1,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q5_1 [2048 x 1536] x 64 tok",
+            Q5_1,
+            2048,
+            1536,
+            64,
+            Rate::Macs,
+        ),
+        (
+            "q5_1 rows [2048 x 1536] x 64 tok",
+            Q5_1,
             2048,
             1536,
             64,
