@@ -279,3 +279,37 @@ fn checking_the_token_first_gives_the_masked_paths_greedy_output() {
     assert_eq!(checked.tokens, masked.tokens);
     assert_eq!(checked.text, masked.text);
 }
+
+/// A server builds the constraint compiler while it loads
+/// (`Engine::prepare_constraints`): built on first use, it stalled every
+/// running sequence's step while the first constrained request built a
+/// token trie over the vocabulary. Prepared, the engine needs nothing
+/// more for its first constrained request, whose output is the lazily
+/// built engine's; without a tokenizer there is nothing to prepare.
+#[test]
+fn constraints_are_prepared_before_the_first_request() {
+    let mut e = engine();
+    assert!(!e.constraints_ready());
+    e.prepare_constraints().expect("prepare");
+    assert!(e.constraints_ready());
+    let req = || {
+        constrained(
+            chat("Describe a cat as JSON."),
+            Constraint::JsonObject,
+            24,
+            3,
+        )
+    };
+    e.add(req()).expect("add");
+    let prepared = drain(&mut e);
+    let mut lazy = engine();
+    lazy.add(req()).expect("add");
+    assert!(lazy.constraints_ready());
+    let lazy = drain(&mut lazy);
+    let tokens =
+        |o: &HashMap<RequestId, Out>| o.values().map(|x| x.tokens.clone()).collect::<Vec<_>>();
+    assert_eq!(tokens(&prepared), tokens(&lazy));
+    let mut none = Engine::new(model(), None, roomy()).expect("engine");
+    none.prepare_constraints().expect("nothing to prepare");
+    assert!(!none.constraints_ready());
+}

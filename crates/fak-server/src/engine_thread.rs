@@ -289,6 +289,12 @@ fn engine_main(
         }
     };
     engine.set_speculative(cfg.speculative);
+    // The first constrained request (a tool call, a JSON schema) would
+    // otherwise build the grammar compiler on this thread and stall every
+    // running sequence meanwhile.
+    if let Err(e) = engine.prepare_constraints() {
+        eprintln!("fak serve: constrained requests will fail: {e}");
+    }
     if let Some(d) = &draft {
         if let Err(e) = engine.set_draft_model(d, cfg.draft) {
             let _ = loaded.send(Err(format!("--draft-model: {e}")));
