@@ -323,17 +323,27 @@ pub(crate) fn element_iq4_xs(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, 
 
 /// As [`element_q4_k`], for Q6_K (`u` from [`row_quants_q6_k`]).
 pub(crate) fn element_q6_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
+    element_offset(b, r, (u, a), (q6k::D, q6k::SC, 32), acc)
+}
+
+/// The element of a format with signed 16-value sub-block scales and
+/// quants offset by `m` (Q6_K: 32, Q3_K: 4), its `d` and scales at byte
+/// offsets `d_at` and `sc_at`: `acc + (d · d_x) · f32(sumi − summ)`.
+fn element_offset(
+    b: &[u8],
+    r: usize,
+    (u, a): (&[u8; QK_K], &BlockQ8_K),
+    (d_at, sc_at, m): (usize, usize, i32),
+    acc: f32,
+) -> f32 {
     let s = sub_sums::<16>(u, &a.qs, 16);
     let (mut sumi, mut summ) = (0i32, 0i32);
     for j in 0..16 {
-        let sc = i32::from(b[q6k::SC + 8 * j + r] as i8);
+        let sc = i32::from(b[sc_at + 8 * j + r] as i8);
         sumi += sc * s[j];
-        summ += 32 * sc * i32::from(a.bsums[j]);
+        summ += m * sc * i32::from(a.bsums[j]);
     }
-    let d = f16_to_f32(u16::from_le_bytes([
-        b[q6k::D + 2 * r],
-        b[q6k::D + 2 * r + 1],
-    ]));
+    let d = f16_to_f32(u16::from_le_bytes([b[d_at + 2 * r], b[d_at + 2 * r + 1]]));
     acc + (d * a.d) * (sumi - summ) as f32
 }
 
@@ -360,16 +370,5 @@ pub(crate) fn element_q2_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, ac
 
 /// As [`element_q6_k`], for Q3_K (`u` from [`row_quants_q3_k`]).
 pub(crate) fn element_q3_k(b: &[u8], r: usize, u: &[u8; QK_K], a: &BlockQ8_K, acc: f32) -> f32 {
-    let s = sub_sums::<16>(u, &a.qs, 16);
-    let (mut sumi, mut summ) = (0i32, 0i32);
-    for j in 0..16 {
-        let sc = i32::from(b[q3k::SC + 8 * j + r] as i8);
-        sumi += sc * s[j];
-        summ += 4 * sc * i32::from(a.bsums[j]);
-    }
-    let d = f16_to_f32(u16::from_le_bytes([
-        b[q3k::D + 2 * r],
-        b[q3k::D + 2 * r + 1],
-    ]));
-    acc + (d * a.d) * (sumi - summ) as f32
+    element_offset(b, r, (u, a), (q3k::D, q3k::SC, 4), acc)
 }

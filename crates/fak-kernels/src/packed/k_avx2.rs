@@ -22,7 +22,9 @@
 use std::arch::x86_64::*;
 
 use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
-use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS};
+use super::tiles::{
+    act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
+};
 use crate::blocks::BlockQ8_K;
 
 /// Activation (Q8_K) block bytes.
@@ -270,13 +272,7 @@ impl KSteps<{ q5k::BYTES }> for Q5K {
     unsafe fn step(b: &[u8; q5k::BYTES], k: usize) -> __m256i {
         let low = nibbles(b, q5k::NIB, k);
         let high = load(bytes32(b, q5k::HIGH + 32 * (k / 8)));
-        let bit = (k % 8) as i32;
-        let h = if bit <= 4 {
-            _mm256_sll_epi16(high, _mm_cvtsi32_si128(4 - bit))
-        } else {
-            _mm256_srl_epi16(high, _mm_cvtsi32_si128(bit - 4))
-        };
-        _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(16)))
+        _mm256_or_si256(low, bit_to(high, k % 8, 4))
     }
 
     #[inline]
@@ -308,6 +304,64 @@ impl KSteps<{ q5k::BYTES }> for Q5K {
     }
 }
 
+/// The scales, offsets and float term of the formats with signed 8-bit
+/// sub-block scales and quants offset by `2^SHIFT` (Q6_K: 32, Q3_K: 4),
+/// their scales at byte `sc` and `d` at byte `d` of a group block: the
+/// bodies of both formats' [`KSteps`] methods of those names. The offset
+/// `summ = 2^SHIFT · Σ_j sc[j] · bsums[j]` is exact and comes off in
+/// integers: `sumi` and `summ` can both be far above 2^24, where
+/// converting each to f32 first loses the digits of their difference.
+mod signed {
+    use std::arch::x86_64::*;
+
+    use super::{bsum, bytes8, halves, pack16, AB};
+
+    /// Sub-block `j`'s scales, one `i32` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn scales<const B: usize>(b: &[u8; B], sc: usize, j: usize) -> __m256i {
+        _mm256_cvtepi8_epi32(bytes8(b, sc + 8 * j))
+    }
+
+    /// `2^SHIFT · Σ_j sc[j] · bsums[j]` per row.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn offsets<const B: usize, const SHIFT: i32>(
+        b: &[u8; B],
+        sc: usize,
+        a: &[u8; AB],
+    ) -> __m256i {
+        let mut s = _mm256_setzero_si256();
+        for j in 0..16 {
+            let x = _mm256_set1_epi32(bsum(a, j));
+            s = _mm256_add_epi32(s, _mm256_mullo_epi32(scales(b, sc, j), x));
+        }
+        _mm256_sll_epi32(s, _mm_cvtsi32_si128(SHIFT))
+    }
+
+    /// `(sc[2m], sc[2m + 1])`: the offset after `OFFSET_SHIFT`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) fn offset_pair<const B: usize>(b: &[u8; B], sc: usize, m: usize) -> __m256i {
+        pack16(scales(b, sc, 2 * m), scales(b, sc, 2 * m + 1))
+    }
+
+    /// `(d · dx) · f32(sumi − summ)`.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn term<const B: usize>(
+        b: &[u8; B],
+        d: usize,
+        dx: __m256,
+        (sumi, summ): (__m256i, __m256i),
+    ) -> __m256 {
+        _mm256_mul_ps(
+            _mm256_mul_ps(halves(b, d), dx),
+            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
+        )
+    }
+}
+
 impl KSteps<{ q6k::BYTES }> for Q6K {
     const SUB_STEPS: usize = 4;
     const I16_STEPS: usize = 2;
@@ -326,42 +380,27 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn scales(b: &[u8; q6k::BYTES], j: usize) -> __m256i {
-        _mm256_cvtepi8_epi32(bytes8(b, q6k::SC + 8 * j))
+        signed::scales(b, q6k::SC, j)
     }
 
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offsets(b: &[u8; q6k::BYTES], a: &[u8; AB]) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for j in 0..16 {
-            // SAFETY: this function runs with AVX2 enabled.
-            let sc = unsafe { Self::scales(b, j) };
-            s = _mm256_add_epi32(s, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bsum(a, j))));
-        }
-        _mm256_slli_epi32::<5>(s)
+        signed::offsets::<_, 5>(b, q6k::SC, a)
     }
 
-    /// `(sc[2m], sc[2m + 1])`: `32 · Σ sc[j] · bsums[j]` after the shift.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offset_pair(b: &[u8; q6k::BYTES], m: usize) -> __m256i {
-        // SAFETY: this function runs with AVX2 enabled.
-        let (lo, hi) = unsafe { (Self::scales(b, 2 * m), Self::scales(b, 2 * m + 1)) };
-        pack16(lo, hi)
+        signed::offset_pair(b, q6k::SC, m)
     }
 
     const OFFSET_SHIFT: i32 = 5;
 
-    /// `(d · dx) · f32(sumi − summ)`: the offset is exact, so it is
-    /// taken off in integers (both sums can be far above 2^24).
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn term(b: &[u8; q6k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
-        let d = halves(b, q6k::D);
-        _mm256_mul_ps(
-            _mm256_mul_ps(d, dx),
-            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
-        )
+        signed::term(b, q6k::D, dx, (sumi, summ))
     }
 }
 
@@ -436,54 +475,33 @@ impl KSteps<{ q3k::BYTES }> for Q3K {
         let count = _mm_cvtsi32_si128(2 * (k % 4) as i32);
         let low = _mm256_and_si256(_mm256_srl_epi16(chunk, count), _mm256_set1_epi8(3));
         let high = load(bytes32(b, q3k::HIGH + 32 * (k / 8)));
-        let bit = (k % 8) as i32;
-        let h = if bit <= 2 {
-            _mm256_sll_epi16(high, _mm_cvtsi32_si128(2 - bit))
-        } else {
-            _mm256_srl_epi16(high, _mm_cvtsi32_si128(bit - 2))
-        };
-        _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(4)))
+        _mm256_or_si256(low, bit_to(high, k % 8, 2))
     }
 
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn scales(b: &[u8; q3k::BYTES], j: usize) -> __m256i {
-        _mm256_cvtepi8_epi32(bytes8(b, q3k::SC + 8 * j))
+        signed::scales(b, q3k::SC, j)
     }
 
-    /// `4 · Σ_j sc[j] · bsums[j]` per row.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offsets(b: &[u8; q3k::BYTES], a: &[u8; AB]) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for j in 0..16 {
-            // SAFETY: this function runs with AVX2 enabled.
-            let sc = unsafe { Self::scales(b, j) };
-            s = _mm256_add_epi32(s, _mm256_mullo_epi32(sc, _mm256_set1_epi32(bsum(a, j))));
-        }
-        _mm256_slli_epi32::<2>(s)
+        signed::offsets::<_, 2>(b, q3k::SC, a)
     }
 
-    /// `(sc[2m], sc[2m + 1])`: `4 · Σ sc[j] · bsums[j]` after the shift.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn offset_pair(b: &[u8; q3k::BYTES], m: usize) -> __m256i {
-        // SAFETY: this function runs with AVX2 enabled.
-        let (lo, hi) = unsafe { (Self::scales(b, 2 * m), Self::scales(b, 2 * m + 1)) };
-        pack16(lo, hi)
+        signed::offset_pair(b, q3k::SC, m)
     }
 
     const OFFSET_SHIFT: i32 = 2;
 
-    /// As Q6_K's: `(d · dx) · f32(sumi − summ)`.
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn term(b: &[u8; q3k::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
-        let d = halves(b, q3k::D);
-        _mm256_mul_ps(
-            _mm256_mul_ps(d, dx),
-            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
-        )
+        signed::term(b, q3k::D, dx, (sumi, summ))
     }
 }
 

@@ -31,7 +31,7 @@ use std::arch::x86_64::*;
 use super::k_avx2::{KSteps, AB, BSUMS, Q2K, Q3K, Q4K, Q5K, Q6K};
 use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
-    act_rows, blocks_at, bytes32, load, prefetch_ahead, quad, store, store16, Weights,
+    act_rows, bit_to16, blocks_at, bytes32, load, prefetch_ahead, quad, store, store16, Weights,
     VNNI_TILE as TILE,
 };
 
@@ -159,19 +159,6 @@ fn crumbs16<const B: usize>(b: [&[u8; B]; 2], at: usize, k: usize) -> __m512i {
     _mm512_and_si512(_mm512_srl_epi16(chunk, count), _mm512_set1_epi8(3))
 }
 
-/// Bit `bit` of each byte of `h` moved to bit `to` (`to` at most 4, so
-/// the bits a 16-bit shift carries over land away from it), the rest zero.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512bw")]
-fn bit_to(h: __m512i, bit: usize, to: usize) -> __m512i {
-    let moved = if bit <= to {
-        _mm512_sll_epi16(h, _mm_cvtsi32_si128((to - bit) as i32))
-    } else {
-        _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - to) as i32))
-    };
-    _mm512_and_si512(moved, _mm512_set1_epi8(1 << to))
-}
-
 impl PairSteps<{ q4k::BYTES }> for Q4K {
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512bw")]
@@ -185,7 +172,7 @@ impl PairSteps<{ q5k::BYTES }> for Q5K {
     #[target_feature(enable = "avx2,avx512f,avx512bw")]
     unsafe fn step16(b: [&[u8; q5k::BYTES]; 2], k: usize) -> __m512i {
         let high = load_pair(b, q5k::HIGH + 32 * (k / 8));
-        _mm512_or_si512(nibbles16(b, q5k::NIB, k), bit_to(high, k % 8, 4))
+        _mm512_or_si512(nibbles16(b, q5k::NIB, k), bit_to16(high, k % 8, 4))
     }
 }
 
@@ -211,7 +198,7 @@ impl PairSteps<{ q3k::BYTES }> for Q3K {
     #[target_feature(enable = "avx2,avx512f,avx512bw")]
     unsafe fn step16(b: [&[u8; q3k::BYTES]; 2], k: usize) -> __m512i {
         let high = load_pair(b, q3k::HIGH + 32 * (k / 8));
-        _mm512_or_si512(crumbs16(b, q3k::Q, k), bit_to(high, k % 8, 2))
+        _mm512_or_si512(crumbs16(b, q3k::Q, k), bit_to16(high, k % 8, 2))
     }
 }
 

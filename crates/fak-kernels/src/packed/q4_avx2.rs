@@ -50,7 +50,7 @@
 use std::arch::x86_64::*;
 
 use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
-use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
+use super::tiles::{act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
 use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS};
 
 /// Most tokens in one tile: eight `i16` sums, the two steps' nibbles, a
@@ -117,17 +117,36 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     /// operands: 8 for Q4_0 (`u − 8`), 128 for IQ4_NL on the VNNI tile
     /// (levels + 128), 0 for Q4_1 (the sums table is not made).
     const OFFSET: i32;
-    /// The block's float step (what [`Q4Format::end`] computes).
+    /// The block's float step ([`end`] computes it).
     const END: End;
+}
 
-    /// The end of one block for one token: `acc` plus the block's term,
-    /// from the exact `sumi` (offset already taken off), the rows' `d_w`
-    /// and `m_w` (f32) and the activation block `ab`.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2 and F16C.
-    unsafe fn end(acc: __m256, sumi: __m256i, dw: __m256, mw: __m256, ab: &[u8; A]) -> __m256;
+/// The end of one block for one token: `acc` plus the block's term
+/// ([`Q4Format::END`]), from the exact `sumi` (offset already taken off),
+/// the rows' `d_w` and `m_w` (f32; for IQ4_XS `d_w · d_x` and the
+/// sub-block scales) and the activation block `ab` (`d_x` at byte 0, Q8_1's
+/// `s_x` at byte 2). No fused multiply-adds: each format's scalar
+/// `vec_dot` order.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn end<F: Q4Format<B, A>, const B: usize, const A: usize>(
+    acc: __m256,
+    sumi: __m256i,
+    dw: __m256,
+    mw: __m256,
+    ab: &[u8; A],
+) -> __m256 {
+    let s = _mm256_cvtepi32_ps(sumi);
+    let term = match F::END {
+        End::SumFirst => _mm256_mul_ps(_mm256_mul_ps(s, dw), half_at(ab, 0)),
+        End::ScalesFirst => _mm256_mul_ps(_mm256_mul_ps(dw, half_at(ab, 0)), s),
+        End::WithMin => _mm256_add_ps(
+            _mm256_mul_ps(_mm256_mul_ps(dw, half_at(ab, 0)), s),
+            _mm256_mul_ps(mw, half_at(ab, 2)),
+        ),
+        End::SubScaled => _mm256_mul_ps(_mm256_mul_ps(dw, mw), s),
+    };
+    _mm256_add_ps(acc, term)
 }
 
 /// A tile kind's one-group tile ([`tile`] here, the VNNI one in
@@ -225,23 +244,6 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Q40 {
     const NIBBLES: Nibbles = Nibbles::Plain;
     const OFFSET: i32 = 8;
     const END: End = End::SumFirst;
-
-    /// `acc + (f32(sumi) · d_w) · d_x` (`vec_dot_q4_0_q8_0`'s order).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn end(
-        acc: __m256,
-        sumi: __m256i,
-        dw: __m256,
-        _mw: __m256,
-        ab: &[u8; BlockQ8_0::BYTES],
-    ) -> __m256 {
-        let dx = half_at(ab, 0);
-        _mm256_add_ps(
-            acc,
-            _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dw), dx),
-        )
-    }
 }
 
 impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
@@ -250,22 +252,6 @@ impl Q4Format<{ q4::BYTES_1 }, { BlockQ8_1::BYTES }> for Q41 {
     const NIBBLES: Nibbles = Nibbles::Plain;
     const OFFSET: i32 = 0;
     const END: End = End::WithMin;
-
-    /// `acc + ((d_w · d_x) · f32(sumi) + m_w · s_x)` (`vec_dot_q4_1_q8_1`'s
-    /// order).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn end(
-        acc: __m256,
-        sumi: __m256i,
-        dw: __m256,
-        mw: __m256,
-        ab: &[u8; BlockQ8_1::BYTES],
-    ) -> __m256 {
-        let (dx, sx) = (half_at(ab, 0), half_at(ab, 2));
-        let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi));
-        _mm256_add_ps(acc, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sx)))
-    }
 }
 
 impl Q4Format<{ q4::BYTES_5 }, { BlockQ8_1::BYTES }> for Q51 {
@@ -275,21 +261,6 @@ impl Q4Format<{ q4::BYTES_5 }, { BlockQ8_1::BYTES }> for Q51 {
     const HIGH: usize = q4::HIGH_5;
     const OFFSET: i32 = 0;
     const END: End = End::WithMin;
-
-    /// As Q4_1's (`vec_dot_q5_1_q8_1`'s order).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn end(
-        acc: __m256,
-        sumi: __m256i,
-        dw: __m256,
-        mw: __m256,
-        ab: &[u8; BlockQ8_1::BYTES],
-    ) -> __m256 {
-        let (dx, sx) = (half_at(ab, 0), half_at(ab, 2));
-        let scaled = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi));
-        _mm256_add_ps(acc, _mm256_add_ps(scaled, _mm256_mul_ps(mw, sx)))
-    }
 }
 
 impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
@@ -298,23 +269,6 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
     const NIBBLES: Nibbles = Nibbles::Levels;
     const OFFSET: i32 = 128;
     const END: End = End::ScalesFirst;
-
-    /// `acc + (d_w · d_x) · f32(sumi)` (`vec_dot_iq4_nl_q8_0`'s order).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn end(
-        acc: __m256,
-        sumi: __m256i,
-        dw: __m256,
-        _mw: __m256,
-        ab: &[u8; BlockQ8_0::BYTES],
-    ) -> __m256 {
-        let dx = half_at(ab, 0);
-        _mm256_add_ps(
-            acc,
-            _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sumi)),
-        )
-    }
 }
 
 impl Q4Format<{ iq4xs::BYTES }, { BlockQ8_K::BYTES }> for Iq4Xs {
@@ -323,24 +277,6 @@ impl Q4Format<{ iq4xs::BYTES }, { BlockQ8_K::BYTES }> for Iq4Xs {
     const NIBBLES: Nibbles = Nibbles::ScaledLevels;
     const OFFSET: i32 = 0;
     const END: End = End::SubScaled;
-
-    /// One sub-block's step, `acc + (dd · ls) · f32(sumi)`, with `dw` the
-    /// rows' `d_w · d_x` and `mw` their sub-block scales
-    /// (`vec_dot_iq4_xs_q8_k`'s order).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn end(
-        acc: __m256,
-        sumi: __m256i,
-        dw: __m256,
-        mw: __m256,
-        _ab: &[u8; BlockQ8_K::BYTES],
-    ) -> __m256 {
-        _mm256_add_ps(
-            acc,
-            _mm256_mul_ps(_mm256_mul_ps(dw, mw), _mm256_cvtepi32_ps(sumi)),
-        )
-    }
 }
 
 /// The f32 scale at the start of a Q8_K block (0.0 if short, which the
@@ -374,22 +310,6 @@ pub(super) fn byte_scales<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
     // SAFETY: 16 readable bytes; `loadu` needs no alignment.
     let x = unsafe { _mm_loadu_si128(v.as_ptr().cast()) };
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x))
-}
-
-/// Bit `k` of each byte of `h` (a high-bit plane) moved to bit 4, the
-/// rest zero: one 16-bit shift and a mask (the bits a left shift of at
-/// most 4 carries over from the byte's neighbour land below bit 4, those
-/// of a right shift of at most 3 above it).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn fifth_bits(h: __m256i, k: usize) -> __m256i {
-    let k = k as i32;
-    let moved = if k <= 4 {
-        _mm256_sll_epi16(h, _mm_cvtsi32_si128(4 - k))
-    } else {
-        _mm256_srl_epi16(h, _mm_cvtsi32_si128(k - 4))
-    };
-    _mm256_and_si256(moved, _mm256_set1_epi8(16))
 }
 
 /// The 16 levels of IQ4_NL in both 128-bit halves, plus `bias` each (as
@@ -505,15 +425,14 @@ fn tile<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
             if F::OFFSET != 0 {
                 sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(offs[t]));
             }
-            // SAFETY: this function runs with AVX2 and F16C enabled.
-            acc[t] = unsafe { F::end(acc[t], sumi, dw, mw, ab[t]) };
+            acc[t] = end::<F, B, A>(acc[t], sumi, dw, mw, ab[t]);
         }
     }
     acc
 }
 
 /// [`tile`] for Q5_1: each step's quants are its nibbles with the fifth
-/// bit from the high-bit plane ([`fifth_bits`]). A `maddubs` pair reaches
+/// bit from the high-bit plane (`bit_to`). A `maddubs` pair reaches
 /// `2 · 31 · 128`, so a block's eight steps could leave `i16`: each
 /// chunk's two steps are widened to `i32` at once.
 #[inline]
@@ -535,10 +454,10 @@ fn tile_five<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         let mut s = [_mm256_setzero_si256(); T];
         for c in 0..STEPS / 2 {
             let n = load(bytes32(wb, F::NIB + 32 * c));
-            let u0 = _mm256_or_si256(_mm256_and_si256(n, low), fifth_bits(h, 2 * c));
+            let u0 = _mm256_or_si256(_mm256_and_si256(n, low), bit_to(h, 2 * c, 4));
             let u1 = _mm256_or_si256(
                 _mm256_and_si256(_mm256_srli_epi16::<4>(n), low),
-                fifth_bits(h, 2 * c + 1),
+                bit_to(h, 2 * c + 1, 4),
             );
             for t in 0..T {
                 let x0 = _mm256_set1_epi32(quad_at(ab[t], F::XOFF, 2 * c));
@@ -551,8 +470,7 @@ fn tile_five<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         let dw = halves(wb, q4::D);
         let mw = halves(wb, q4::M);
         for t in 0..T {
-            // SAFETY: this function runs with AVX2 and F16C enabled.
-            acc[t] = unsafe { F::end(acc[t], s[t], dw, mw, ab[t]) };
+            acc[t] = end::<F, B, A>(acc[t], s[t], dw, mw, ab[t]);
         }
     }
     acc
@@ -593,8 +511,7 @@ fn tile_levels<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize
         }
         let dw = halves(wb, q4::D);
         for t in 0..T {
-            // SAFETY: this function runs with AVX2 and F16C enabled.
-            acc[t] = unsafe { F::end(acc[t], s[t], dw, dw, ab[t]) };
+            acc[t] = end::<F, B, A>(acc[t], s[t], dw, dw, ab[t]);
         }
     }
     acc
@@ -641,8 +558,7 @@ fn tile_scaled<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize
                 }
             }
             for t in 0..T {
-                // SAFETY: this function runs with AVX2 and F16C enabled.
-                acc[t] = unsafe { F::end(acc[t], s[t], dd[t], ls, ab[t]) };
+                acc[t] = end::<F, B, A>(acc[t], s[t], dd[t], ls, ab[t]);
             }
         }
     }

@@ -9,7 +9,7 @@
 //!   per block b, chunk c (0..4): u0, u1 = the nibbles of steps 2c, 2c+1
 //!     per token t:  s[t] = dpbusd(dpbusd(s[t], u0, x_t[2c]), u1, x_t[2c+1])
 //!   per token t:    sumi = s[t] (− 8 · Σ x_t for Q4_0)        exact i32
-//!                   acc[t] = the AVX2 tile's float end (`Q4Format::end`)
+//!                   acc[t] = the AVX2 tile's float end ([`end`])
 //! ```
 //!
 //! IQ4_NL's nibbles become its levels plus 128 (1 to 241, unsigned) by a
@@ -53,10 +53,12 @@ use std::arch::x86_64::*;
 
 use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
 use super::q4_avx2::{
-    byte_scales, fifth_bits, gemm_q4, halves, levels, q8k_d, q8k_sub_sum, quad_at, sums_at, End,
-    Iq4Nl, Iq4Xs, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE, Q51,
+    byte_scales, end, gemm_q4, halves, levels, q8k_d, q8k_sub_sum, quad_at, sums_at, End, Iq4Nl,
+    Iq4Xs, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE, Q51,
 };
-use super::tiles::{act_rows, blocks_at, bytes32, load, prefetch_ahead, store16, Weights};
+use super::tiles::{
+    act_rows, bit_to, bit_to16, blocks_at, bytes32, load, prefetch_ahead, store16, Weights,
+};
 use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K};
 
 /// The VNNI tile kind ([`tile_vnni`]).
@@ -103,7 +105,7 @@ impl Q4Tile for Vnni {
 
 /// The float end of one block for one token over two groups' 16 lanes
 /// (row `r` of the first group in lane `r`, of the second in lane
-/// `8 + r`): [`Q4Format::end`]'s steps for `F`, lane for lane, in 512-bit
+/// `8 + r`): [`end`]'s steps for `F`, lane for lane, in 512-bit
 /// registers, with the same arguments.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -173,19 +175,6 @@ fn byte_scales16<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512 {
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x))
 }
 
-/// [`fifth_bits`] on 512 bits.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn fifth_bits16(h: __m512i, k: usize) -> __m512i {
-    let k = k as i32;
-    let moved = if k <= 4 {
-        _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - k))
-    } else {
-        _mm512_srl_epi16(h, _mm_cvtsi32_si128(k - 4))
-    };
-    _mm512_and_si512(moved, _mm512_set1_epi8(16))
-}
-
 /// 32 bytes at byte `at` of each of two group blocks: the first in the
 /// low 256 bits.
 #[inline]
@@ -223,7 +212,7 @@ fn tile_pair<F: Q4Format<B, A>, const B: usize, const A: usize>(
         // Step `k`'s quants from its nibbles `u`.
         let code = |u: __m512i, k: usize| match F::NIBBLES {
             Nibbles::Plain => u,
-            Nibbles::Five => _mm512_or_si512(u, fifth_bits16(h, k)),
+            Nibbles::Five => _mm512_or_si512(u, bit_to16(h, k, 4)),
             Nibbles::Levels | Nibbles::ScaledLevels => _mm512_shuffle_epi8(table, u),
         };
         let mut s = [_mm512_setzero_si512(); Q4_TILE];
@@ -332,7 +321,7 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         // Step `k`'s quants from its nibbles `u`.
         let code = |u: __m256i, k: usize| match F::NIBBLES {
             Nibbles::Plain => u,
-            Nibbles::Five => _mm256_or_si256(u, fifth_bits(h, k)),
+            Nibbles::Five => _mm256_or_si256(u, bit_to(h, k, 4)),
             Nibbles::Levels | Nibbles::ScaledLevels => _mm256_shuffle_epi8(table, u),
         };
         let mut s = [_mm256_setzero_si256(); T];
@@ -362,8 +351,7 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
             if F::OFFSET != 0 {
                 sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(offs[t]));
             }
-            // SAFETY: this function runs with AVX2 and F16C enabled.
-            acc[t] = unsafe { F::end(acc[t], sumi, dw, mw, ab[t]) };
+            acc[t] = end::<F, B, A>(acc[t], sumi, dw, mw, ab[t]);
         }
     }
     acc
@@ -407,8 +395,7 @@ fn tile_scaled_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: 
             }
             for t in 0..T {
                 let off = _mm256_set1_epi32(128 * q8k_sub_sum(ab[t], j));
-                // SAFETY: this function runs with AVX2 and F16C enabled.
-                acc[t] = unsafe { F::end(acc[t], _mm256_sub_epi32(s[t], off), dd[t], ls, ab[t]) };
+                acc[t] = end::<F, B, A>(acc[t], _mm256_sub_epi32(s[t], off), dd[t], ls, ab[t]);
             }
         }
     }

@@ -1,12 +1,13 @@
 //! The pieces that the packed products' SIMD kernels share
-//! (`avx2`, `k_avx2`, `vnni`): fixed-offset loads of
-//! a group block, the weight prefetch, the activation quads, the float end
-//! of a block ([`scale_block`]), the 8- and 16-lane stores and the token
-//! tile sizes.
+//! (`avx2`, `q8_avx2`, `q4_avx2`, `k_avx2`, `vnni`, `q4_vnni`, `k_vnni`):
+//! fixed-offset loads of a group block, the weight prefetch, the
+//! activation quads, the float end of a block ([`scale_block`]), the move
+//! of a high-bit plane's bit into a quant ([`bit_to`], [`bit_to16`]), the
+//! 8- and 16-lane stores and the token tile sizes.
 //!
 //! A leaf: it imports only the block types and the packed geometry
-//! (`super::layout`), so the three kernel files import it and
-//! never each other in a loop.
+//! (`super::layout`), so the kernel files import it and never each other
+//! in a loop.
 
 use std::arch::x86_64::*;
 
@@ -199,4 +200,32 @@ pub(super) fn store16(out: &mut [f32], at: usize, v: __m512) {
         // SAFETY: `o` is 16 writable f32s; `storeu` needs no alignment.
         unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
     }
+}
+
+/// Bit `bit` of each byte of `h` (a high-bit plane) moved to bit `to`,
+/// the rest zero: one 16-bit shift and a mask. With `to` at most 4 the
+/// bits that a shift carries over from the byte's neighbour land away
+/// from bit `to` (below it for a left shift of at most `to`, above it for
+/// a right shift of at most `7 − to`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn bit_to(h: __m256i, bit: usize, to: usize) -> __m256i {
+    let moved = if bit <= to {
+        _mm256_sll_epi16(h, _mm_cvtsi32_si128((to - bit) as i32))
+    } else {
+        _mm256_srl_epi16(h, _mm_cvtsi32_si128((bit - to) as i32))
+    };
+    _mm256_and_si256(moved, _mm256_set1_epi8(1 << to))
+}
+
+/// [`bit_to`] on 512 bits.
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+pub(super) fn bit_to16(h: __m512i, bit: usize, to: usize) -> __m512i {
+    let moved = if bit <= to {
+        _mm512_sll_epi16(h, _mm_cvtsi32_si128((to - bit) as i32))
+    } else {
+        _mm512_srl_epi16(h, _mm_cvtsi32_si128((bit - to) as i32))
+    };
+    _mm512_and_si512(moved, _mm512_set1_epi8(1 << to))
 }
