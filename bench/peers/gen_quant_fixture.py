@@ -20,7 +20,12 @@ every ``tests/data/quant_fixture*.bin``): the low-bit formats' records are
 in ``quant_fixture_lowbit.bin``. They were made on an Intel Xeon where this
 build's ``ggml_vec_dot_q5_0_q8_0_generic`` and ``ggml_vec_dot_f16`` gave
 results outside the test's tolerance of fak's (and of the main fixture's),
-so the main fixture was kept as it was.
+so the main fixture was kept as it was. The codebook formats' records
+(``--types iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq1_s,iq1_m --out
+crates/fak-kernels/tests/data/quant_fixture_iq.bin``) are ggml's
+dequantizations of random blocks and of blocks that run through every
+codebook entry (``gen_iq_grids.py``), and its generic dot products of
+random blocks: ggml quantizes these formats only with an importance matrix.
 
 What is computed with which ggml function
 -----------------------------------------
@@ -104,13 +109,26 @@ TYPES = {
     "iq4_nl": (20, 32, 18),
     "iq4_xs": (23, 256, 136),
     "bf16": (30, 1, 2),
+    "iq2_xxs": (16, 256, 66),
+    "iq2_xs": (17, 256, 74),
+    "iq3_xxs": (18, 256, 98),
+    "iq1_s": (19, 256, 50),
+    "iq3_s": (21, 256, 110),
+    "iq2_s": (22, 256, 82),
+    "iq1_m": (29, 256, 56),
 }
+# The codebook formats: ggml quantizes them only with an importance matrix
+# (and a codebook search), so their records are ggml's dequantizations and
+# dot products of random blocks, plus blocks that sweep every codebook entry
+# (bench/peers/gen_iq_grids.py builds those).
+GRID_TYPES = ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"]
 VEC_DOT_TYPE = {
     "q4_0": "q8_0", "q5_0": "q8_0", "q8_0": "q8_0",
     "q4_1": "q8_1", "q5_1": "q8_1",
     "q4_k": "q8_k", "q5_k": "q8_k", "q6_k": "q8_k",
     "q2_k": "q8_k", "q3_k": "q8_k", "iq4_xs": "q8_k", "iq4_nl": "q8_0",
     "f32": "f32", "f16": "f16", "bf16": "bf16",
+    **{t: "q8_k" for t in GRID_TYPES},
 }
 # Types quantized through ggml_quantize_chunk; q8_1/q8_k use their _ref.
 CHUNK_TYPES = [
@@ -127,6 +145,7 @@ DEQUANT_FN = {
     "q8_k": "dequantize_row_q8_K",
     "q2_k": "dequantize_row_q2_K", "q3_k": "dequantize_row_q3_K",
     "iq4_nl": "dequantize_row_iq4_nl", "iq4_xs": "dequantize_row_iq4_xs",
+    **{t: f"dequantize_row_{t}" for t in GRID_TYPES},
 }
 DOT_FN = {
     "q4_0": "ggml_vec_dot_q4_0_q8_0_generic", "q4_1": "ggml_vec_dot_q4_1_q8_1_generic",
@@ -136,6 +155,7 @@ DOT_FN = {
     "q2_k": "ggml_vec_dot_q2_K_q8_K_generic", "q3_k": "ggml_vec_dot_q3_K_q8_K_generic",
     "iq4_nl": "ggml_vec_dot_iq4_nl_q8_0_generic", "iq4_xs": "ggml_vec_dot_iq4_xs_q8_K_generic",
     "f32": "ggml_vec_dot_f32", "f16": "ggml_vec_dot_f16", "bf16": "ggml_vec_dot_bf16",
+    **{t: f"ggml_vec_dot_{t}_q8_K_generic" for t in GRID_TYPES},
 }
 
 
@@ -370,9 +390,16 @@ def random_row(ty: str, n: int, rng: SplitMix64) -> bytes:
             "q4_0": [0], "q5_0": [0], "q8_0": [0], "q4_1": [0, 2], "q5_1": [0, 2],
             "q8_1": [0, 2], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208],
             "q2_k": [80, 82], "q3_k": [108], "iq4_nl": [0], "iq4_xs": [0],
+            **{t: [0] for t in GRID_TYPES if t != "iq1_m"},
         }.get(ty, [])
         for off in f16_fields:
             blk[off:off + 2] = sane_f16(rng)
+        if ty == "iq1_m":
+            # The f16 scale lives in the top nibbles of the four scale words.
+            (d,) = struct.unpack("<H", sane_f16(rng))
+            for k in range(4):
+                w = struct.unpack_from("<H", blk, 48 + 2 * k)[0] & 0x0FFF
+                struct.pack_into("<H", blk, 48 + 2 * k, w | (((d >> (4 * k)) & 0xF) << 12))
         if ty == "q8_k":
             blk[0:4] = struct.pack("<f", struct.unpack("<e", sane_f16(rng))[0])
         out += blk
@@ -382,6 +409,18 @@ def random_row(ty: str, n: int, rng: SplitMix64) -> bytes:
 # --------------------------------------------------------------------------
 # Assembly
 # --------------------------------------------------------------------------
+
+
+def grid_sweeps() -> list[tuple[str, bytes, int]]:
+    """Blocks whose indices run through every entry of each codebook."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gen_iq_grids  # noqa: E402
+
+    out = []
+    for name, entries, per, fn, build, _ in gen_iq_grids.GRIDS:
+        ty = fn.removeprefix("dequantize_row_")
+        out.append((ty, build(entries), entries * per))
+    return out
 
 
 def pack_str(s: str) -> bytes:
@@ -421,11 +460,16 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
     rng = SplitMix64(0xDE0)
     for ty in filter(keep, [
         "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "q8_k",
-        "q2_k", "q3_k", "iq4_nl", "iq4_xs",
+        "q2_k", "q3_k", "iq4_nl", "iq4_xs", *GRID_TYPES,
     ]):
-        enc = random_row(ty, N, rng)
+        n = N * (8 if ty in GRID_TYPES else 1)
+        enc = random_row(ty, n, rng)
         records.append(
-            pack_record(KIND_DEQUANTIZE, ty, NO_INPUT, N, f"{ty}/random", [enc, g.dequantize(ty, enc, N)])
+            pack_record(KIND_DEQUANTIZE, ty, NO_INPUT, n, f"{ty}/random", [enc, g.dequantize(ty, enc, n)])
+        )
+    for ty, enc, n in filter(lambda r: keep(r[0]), grid_sweeps()):
+        records.append(
+            pack_record(KIND_DEQUANTIZE, ty, NO_INPUT, n, f"{ty}/sweep", [enc, g.dequantize(ty, enc, n)])
         )
 
     rng = SplitMix64(0xD07)
@@ -433,8 +477,11 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
         acts = bits_to_bytes([f32_bits(rng.normal()) for _ in range(N_DOT)])
         a = acts if vt == "f32" else g.quantize(vt, acts)
         weights = bits_to_bytes([f32_bits(0.05 * rng.normal()) for _ in range(N_DOT)])
-        rows = [("quantized", weights if ty == "f32" else g.quantize(ty, weights))]
-        if ty not in ("f32", "f16", "bf16"):
+        if ty in GRID_TYPES:
+            rows = [(f"random{k}", random_row(ty, N_DOT, rng)) for k in range(4)]
+        else:
+            rows = [("quantized", weights if ty == "f32" else g.quantize(ty, weights))]
+        if ty not in ("f32", "f16", "bf16", *GRID_TYPES):
             rows.append(("random", random_row(ty, N_DOT, rng)))
         for kind, w in rows:
             s = g.vec_dot(ty, w, a, N_DOT)

@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-MODELS = ["qwen3", "llama3.2"]
+MODELS = ["qwen3", "llama3.2", "iq-grids"]
 N_PROMPT = 960
 N_DECODE = 32
 N_THREADS = 2

@@ -29,13 +29,20 @@ pub enum GgmlType {
     Q5_K = 13,
     Q6_K = 14,
     Q8_K = 15,
+    IQ2_XXS = 16,
+    IQ2_XS = 17,
+    IQ3_XXS = 18,
+    IQ1_S = 19,
     IQ4_NL = 20,
+    IQ3_S = 21,
+    IQ2_S = 22,
     IQ4_XS = 23,
     I8 = 24,
     I16 = 25,
     I32 = 26,
     I64 = 27,
     F64 = 28,
+    IQ1_M = 29,
     BF16 = 30,
 }
 
@@ -44,7 +51,7 @@ pub const QK_K: usize = 256;
 
 impl GgmlType {
     /// All known types, in id order.
-    pub const ALL: [GgmlType; 22] = [
+    pub const ALL: [GgmlType; 29] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -59,13 +66,20 @@ impl GgmlType {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
         GgmlType::Q8_K,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
         GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
         GgmlType::IQ4_XS,
         GgmlType::I8,
         GgmlType::I16,
         GgmlType::I32,
         GgmlType::I64,
         GgmlType::F64,
+        GgmlType::IQ1_M,
         GgmlType::BF16,
     ];
 
@@ -86,6 +100,7 @@ impl GgmlType {
             F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1,
             Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL => 32,
             Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => QK_K,
+            IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => QK_K,
         }
     }
 
@@ -111,6 +126,13 @@ impl GgmlType {
             Q8_K => 4 + QK_K + QK_K / 16 * 2,
             IQ4_NL => 2 + 16,
             IQ4_XS => 2 + 2 + QK_K / 64 + QK_K / 2,
+            IQ2_XXS => 2 + QK_K / 4,
+            IQ2_XS => 2 + QK_K / 4 + QK_K / 32,
+            IQ2_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 32,
+            IQ3_XXS => 2 + 3 * QK_K / 8,
+            IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
+            IQ1_S => 2 + QK_K / 8 + QK_K / 16,
+            IQ1_M => QK_K / 8 + QK_K / 16 + QK_K / 32,
         }
     }
 
@@ -149,6 +171,13 @@ impl GgmlType {
             Q8_K => "q8_k",
             IQ4_NL => "iq4_nl",
             IQ4_XS => "iq4_xs",
+            IQ2_XXS => "iq2_xxs",
+            IQ2_XS => "iq2_xs",
+            IQ2_S => "iq2_s",
+            IQ3_XXS => "iq3_xxs",
+            IQ3_S => "iq3_s",
+            IQ1_S => "iq1_s",
+            IQ1_M => "iq1_m",
             I8 => "i8",
             I16 => "i16",
             I32 => "i32",
@@ -185,6 +214,13 @@ mod tests {
         assert_eq!(GgmlType::Q3_K.type_size(), 110);
         assert_eq!(GgmlType::IQ4_NL.type_size(), 18);
         assert_eq!(GgmlType::IQ4_XS.type_size(), 136);
+        assert_eq!(GgmlType::IQ2_XXS.type_size(), 66);
+        assert_eq!(GgmlType::IQ2_XS.type_size(), 74);
+        assert_eq!(GgmlType::IQ2_S.type_size(), 82);
+        assert_eq!(GgmlType::IQ3_XXS.type_size(), 98);
+        assert_eq!(GgmlType::IQ3_S.type_size(), 110);
+        assert_eq!(GgmlType::IQ1_S.type_size(), 50);
+        assert_eq!(GgmlType::IQ1_M.type_size(), 56);
         assert_eq!(GgmlType::Q5_0.type_size(), 22);
         assert_eq!(GgmlType::Q5_1.type_size(), 24);
     }

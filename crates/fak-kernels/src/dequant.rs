@@ -13,6 +13,7 @@
 //!   Q3_K                           x = (d * (s - 32) as f32) * q as f32
 //!   IQ4_NL                         x = d * L[q] as f32
 //!   IQ4_XS                         x = (d * (ls - 32) as f32) * L[q] as f32
+//!   IQ1_*, IQ2_*, IQ3_*            see `grid`
 //! ```
 
 use fak_gguf::GgmlType;
@@ -20,9 +21,11 @@ use fak_gguf::GgmlType;
 use crate::blocks::{
     get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
     BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    GridFormat,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::{bf16_to_f32, f16_to_f32};
+use crate::grid;
 
 /// Whether [`dequantize_row`] supports `ty`.
 pub fn can_dequantize(ty: GgmlType) -> bool {
@@ -45,6 +48,13 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
+            | IQ1_S
+            | IQ1_M
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
     )
 }
 
@@ -55,7 +65,8 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 /// * `dst`: `[n]` output values, `n` a multiple of `ty.block_size()`.
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS. Results are bit-identical to ggml's dequantizers
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS and the codebook formats
+/// (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S; see `grid`). Results are bit-identical to ggml's dequantizers
 /// (Q8_1 has none in ggml; it decodes as `d * q` like Q8_0).
 ///
 /// # Errors
@@ -98,12 +109,22 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q3_K => each_block(src, dst, dequant_q3_k),
         GgmlType::IQ4_NL => each_block(src, dst, dequant_iq4_nl),
         GgmlType::IQ4_XS => each_block(src, dst, dequant_iq4_xs),
-        _ => {
-            return Err(KernelError::Unsupported {
-                op: Op::Dequantize,
-                ty,
-            })
-        }
+        _ => match GridFormat::of(ty) {
+            Some(fmt) => {
+                for (b, y) in src
+                    .chunks_exact(fmt.bytes())
+                    .zip(dst.as_chunks_mut::<256>().0)
+                {
+                    grid::dequant_block(fmt, b, y);
+                }
+            }
+            None => {
+                return Err(KernelError::Unsupported {
+                    op: Op::Dequantize,
+                    ty,
+                })
+            }
+        },
     }
     Ok(())
 }

@@ -22,6 +22,7 @@
 //! | Q4_1, Q5_1 | Q8_1 | `sumf += (d_w * d_a) * sumi as f32 + m_w * s_a` |
 //! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
 //! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
+//! | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | Q8_K | see `grid` |
 //! | F32, F16, BF16 | same | `f64` sum of `f32` products (ggml's `ggml_float`) |
 //!
 //! Every per-type function validates `n` and both slice lengths once and
@@ -29,6 +30,7 @@
 
 use fak_gguf::GgmlType;
 
+use crate::blocks::GridFormat;
 use crate::blocks::{
     BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
 };
@@ -36,6 +38,7 @@ use crate::dot_k;
 use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::{KernelError, Op};
 use crate::fp::{bf16_to_f32, f16_to_f32};
+use crate::grid;
 
 /// Dot product of one row of `n` weights with one row of `n` activations.
 ///
@@ -66,7 +69,10 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, Kernel
         GgmlType::Q5_K => dot_k::vec_dot_q5_k_q8_k(n, w, a),
         GgmlType::Q6_K => dot_k::vec_dot_q6_k_q8_k(n, w, a),
         GgmlType::Q8_K => dot_k::vec_dot_q8_k_q8_k(n, w, a),
-        _ => Err(KernelError::Unsupported { op: Op::VecDot, ty }),
+        _ => match GridFormat::of(ty) {
+            Some(fmt) => grid::vec_dot_grid_q8_k(fmt, n, w, a),
+            None => Err(KernelError::Unsupported { op: Op::VecDot, ty }),
+        },
     }
 }
 

@@ -16,7 +16,7 @@ use crate::error::{KernelError, Op, Operand, RowCheck};
 /// weight row of type `ty` (ggml's `vec_dot_type`).
 ///
 /// Q4_0/Q5_0/Q8_0/IQ4_NL → Q8_0; Q4_1/Q5_1 → Q8_1; the k-quants and IQ4_XS
-/// → Q8_K; F32, F16
+/// and the codebook formats (IQ1_*, IQ2_*, IQ3_*) → Q8_K; F32, F16
 /// and BF16 pair with themselves. Types without a dot product map to
 /// themselves, and [`crate::vec_dot`] rejects them.
 pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
@@ -25,6 +25,7 @@ pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => Q8_K,
+        IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => Q8_K,
         other => other,
     }
 }
@@ -49,6 +50,13 @@ pub fn can_vec_dot(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
+            | IQ1_S
+            | IQ1_M
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
     )
 }
 

@@ -7,6 +7,7 @@
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
 //!                                                     │              └ no ──► vec_dot per element
 //!                                                     └ F16/BF16, ≥ 3 tokens ─► simd::gemm_half (4 × 6 on AVX-512, 2 × 6 on AVX2)
+//!   codebook formats (IQ1_*, IQ2_*, IQ3_*), every ISA ─► grid::gemm: each row decoded once, then every token
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]
@@ -21,6 +22,7 @@
 
 use fak_gguf::GgmlType;
 
+use crate::blocks::GridFormat;
 use crate::dispatch::vec_dot_with_isa;
 use crate::dot;
 use crate::dot_rows::{can_vec_dot, vec_dot_type};
@@ -230,6 +232,10 @@ fn run(
                 return Ok(());
             }
         }
+    }
+    if let Some(fmt) = GridFormat::of(ty) {
+        crate::grid::gemm(fmt, n, (w, n_rows), (a, n_tok), out, out_stride);
+        return Ok(());
     }
     for t in 0..n_tok {
         let arow = a.get(t * arb..(t + 1) * arb).unwrap_or_default();

@@ -42,6 +42,7 @@ mod dot_k;
 mod dot_rows;
 mod error;
 pub mod expf;
+mod grid;
 
 pub mod fp;
 pub mod gemm;
@@ -67,6 +68,7 @@ pub mod scalar {
         vec_dot_iq4_xs_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k, vec_dot_q8_k_q8_k,
     };
+    pub use crate::grid::vec_dot_grid_q8_k;
 }
 
 pub use dequant::{can_dequantize, dequantize_row, dequantize_row_to_vec};

@@ -24,9 +24,11 @@
 use fak_gguf::GgmlType;
 use fak_kernels::{can_quantize, dequantize_row, quantize_row, vec_dot};
 
-/// The fixture files: the main one, and the low-bit formats' records
-/// (Q2_K, Q3_K, IQ4_NL, IQ4_XS), made by a second run of the generator.
-const FIXTURES: [(&str, &[u8]); 2] = [
+/// The fixture files: the main one, the low-bit formats' records (Q2_K,
+/// Q3_K, IQ4_NL, IQ4_XS), made by a second run of the generator, and the
+/// codebook formats' (IQ1_*, IQ2_*, IQ3_*: random blocks and blocks that
+/// sweep every codebook entry), made by a third.
+const FIXTURES: [(&str, &[u8]); 3] = [
     (
         "quant_fixture.bin",
         include_bytes!("data/quant_fixture.bin"),
@@ -34,6 +36,10 @@ const FIXTURES: [(&str, &[u8]); 2] = [
     (
         "quant_fixture_lowbit.bin",
         include_bytes!("data/quant_fixture_lowbit.bin"),
+    ),
+    (
+        "quant_fixture_iq.bin",
+        include_bytes!("data/quant_fixture_iq.bin"),
     ),
 ];
 
@@ -248,7 +254,10 @@ fn fixture_matches_ggml() -> Result<(), String> {
         expected,
         "quantized types covered"
     );
-    for ty in ["q2_k", "q3_k", "iq4_nl", "iq4_xs", "q4_k", "q6_k", "q8_0"] {
+    for ty in [
+        "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q4_k", "q6_k", "q8_0", "iq1_s", "iq1_m", "iq2_xxs",
+        "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+    ] {
         assert!(
             all_dots.contains(ty),
             "no dot product of {ty} in the fixtures"

@@ -10,8 +10,9 @@ use fak_kernels::{quantize_row_to_vec, vec_dot_type, vec_dot_with_isa, Isa, Kern
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// Types with AVX2 tiles first, then ones that fall back to `vec_dot`.
-const TYPES: [GgmlType; 11] = [
+/// Types with AVX2 tiles first, then ones that fall back to `vec_dot`,
+/// then the codebook formats (one decode per row, every ISA).
+const TYPES: [GgmlType; 18] = [
     GgmlType::Q8_0,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
@@ -23,6 +24,13 @@ const TYPES: [GgmlType; 11] = [
     GgmlType::Q8_K,
     GgmlType::F16,
     GgmlType::F32,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
 ];
 
 const ROWS: [usize; 8] = [1, 2, 3, 4, 5, 7, 8, 13];

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p fak-model --example synth_gguf -- MODEL OUT.gguf [--drop-feature]
-//!   MODEL: qwen3 | llama3.2
+//!   MODEL: qwen3 | llama3.2 | iq-grids
 //! ```
 //!
 //! The bytes are the ones `fak_model::synth::bytes` builds in-process, so

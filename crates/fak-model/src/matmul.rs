@@ -597,10 +597,10 @@ mod tests {
     /// The synthetic qwen3 (2 layers) with Q5_K attention, feed-forward
     /// and output matrices.
     fn q5_k_model() -> Model {
-        use crate::synth::{writer, Ablation, Output, SynthModel};
+        use crate::synth::{writer, Ablation, Matrices, Output, SynthModel};
         let mut spec = SynthModel::Qwen3.spec();
-        spec.matrix_type = GgmlType::Q5_K;
-        spec.output = Output::Separate(spec.matrix_type);
+        spec.matrices = Matrices::Uniform(GgmlType::Q5_K);
+        spec.output = Output::Separate(GgmlType::Q5_K);
         let bytes = writer(&spec, Ablation::None).unwrap().to_bytes().unwrap();
         let mut m = Model::from_gguf(fak_gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap();
         m.set_threads(2).expect("threads");

@@ -23,6 +23,8 @@
 //! metadata handling only, not a trained model's quality.
 
 use fak_gguf::{Arch, GgmlType, GgufWriter, MetaArray, MetaValue};
+use fak_kernels::blocks::GridFormat;
+use fak_kernels::fp::f32_to_f16;
 
 use crate::error::ModelError;
 
@@ -35,6 +37,22 @@ pub enum SynthModel {
     /// llama 3.2 1B geometry: llama3 rope factors (`rope_freqs.weight`),
     /// base 500000; F16 matrices, Q8_0 embeddings and output.
     Llama32,
+    /// llama geometry (as [`SynthModel::Llama32`], without rope factors)
+    /// whose fourteen matrices cycle through the seven codebook formats
+    /// (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S): random
+    /// blocks, scaled to the other models' weight spread.
+    IqGrids,
+}
+
+/// The types of the attention and feed-forward matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matrices {
+    /// Every matrix of one type, from random values through fak's
+    /// quantizer.
+    Uniform(GgmlType),
+    /// Matrix `m` of layer `i` (q, k, v, output, gate, up, down) in codebook
+    /// format `GridFormat::ALL[(m + 3·i) % 7]`, as random blocks.
+    GridCycle,
 }
 
 /// The same weights with or without the feature the model is there for.
@@ -43,7 +61,8 @@ pub enum Ablation {
     /// The model as specified.
     None,
     /// Without it: qwen3's q/k norm (the file becomes qwen2 with zero
-    /// biases, otherwise the same math), or llama's `rope_freqs.weight`.
+    /// biases, otherwise the same math), llama's `rope_freqs.weight`, or
+    /// (the codebook model) the IQ1 formats' shift signs, flipped.
     DropFeature,
 }
 
@@ -98,8 +117,8 @@ pub struct SynthSpec {
     pub rope_theta: f32,
     /// `attention.layer_norm_rms_epsilon`.
     pub rms_eps: f32,
-    /// Type of the attention and feed-forward matrices.
-    pub matrix_type: GgmlType,
+    /// Types of the attention and feed-forward matrices.
+    pub matrices: Matrices,
     /// Type of `token_embd.weight`.
     pub embd_type: GgmlType,
     /// Embedding values are uniform in `[-embd_scale, embd_scale]`: small,
@@ -118,13 +137,14 @@ pub const N_VOCAB: usize = 960;
 
 impl SynthModel {
     /// Every model.
-    pub const ALL: [SynthModel; 2] = [SynthModel::Qwen3, SynthModel::Llama32];
+    pub const ALL: [SynthModel; 3] = [SynthModel::Qwen3, SynthModel::Llama32, SynthModel::IqGrids];
 
     /// The name used in file names and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             SynthModel::Qwen3 => "qwen3",
             SynthModel::Llama32 => "llama3.2",
+            SynthModel::IqGrids => "iq-grids",
         }
     }
 
@@ -149,7 +169,7 @@ impl SynthModel {
                 n_ctx_train: 40960,
                 rope_theta: 1_000_000.0,
                 rms_eps: 1e-6,
-                matrix_type: GgmlType::Q8_0,
+                matrices: Matrices::Uniform(GgmlType::Q8_0),
                 embd_type: GgmlType::F16,
                 embd_scale: 0.1,
                 output: Output::Tied,
@@ -168,7 +188,7 @@ impl SynthModel {
                 n_ctx_train: 131072,
                 rope_theta: 500_000.0,
                 rms_eps: 1e-5,
-                matrix_type: GgmlType::F16,
+                matrices: Matrices::Uniform(GgmlType::F16),
                 embd_type: GgmlType::Q8_0,
                 embd_scale: 0.1,
                 output: Output::Separate(GgmlType::Q8_0),
@@ -179,6 +199,12 @@ impl SynthModel {
                     high_freq_factor: 4.0,
                     original_context: 8192.0,
                 }),
+            },
+            SynthModel::IqGrids => SynthSpec {
+                seed: 0x4951_4752_4944,
+                matrices: Matrices::GridCycle,
+                rope_scaling: None,
+                ..SynthModel::Llama32.spec()
             },
         }
     }
@@ -257,6 +283,7 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
     let mut t = Tensors {
         w: &mut w,
         seed: spec.seed,
+        ablation,
     };
     let (embd, q, kv, ff) = (
         spec.n_embd,
@@ -283,13 +310,20 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
         let data = f.iter().flat_map(|x| x.to_le_bytes()).collect();
         t.w.add_tensor("rope_freqs.weight", &[f.len() as u64], GgmlType::F32, data)?;
     }
-    let mty = spec.matrix_type;
     for i in 0..spec.n_layer {
         let n = |s: &str| format!("blk.{i}.{s}");
+        // Matrix `m` of this layer: `dims` its ggml shape (inputs first).
+        let matrix = |t: &mut Tensors, m: usize, name: &str, dims: [usize; 2]| match spec.matrices {
+            Matrices::Uniform(ty) => t.uniform(&n(name), &dims, ty, mat(dims[0]), 0.0),
+            Matrices::GridCycle => {
+                let fmt = GridFormat::ALL[(m + 3 * i) % GridFormat::ALL.len()];
+                t.grid(&n(name), &dims, fmt, mat(dims[0]))
+            }
+        };
         t.uniform(&n("attn_norm.weight"), &[embd], GgmlType::F32, 0.2, 1.0)?;
-        t.uniform(&n("attn_q.weight"), &[embd, q], mty, mat(embd), 0.0)?;
-        t.uniform(&n("attn_k.weight"), &[embd, kv], mty, mat(embd), 0.0)?;
-        t.uniform(&n("attn_v.weight"), &[embd, kv], mty, mat(embd), 0.0)?;
+        matrix(&mut t, 0, "attn_q.weight", [embd, q])?;
+        matrix(&mut t, 1, "attn_k.weight", [embd, kv])?;
+        matrix(&mut t, 2, "attn_v.weight", [embd, kv])?;
         if zero_biases {
             for (name, len) in [("attn_q.bias", q), ("attn_k.bias", kv), ("attn_v.bias", kv)] {
                 t.uniform(&n(name), &[len], GgmlType::F32, 0.0, 0.0)?;
@@ -300,11 +334,11 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
             t.uniform(&n("attn_q_norm.weight"), &[hd], GgmlType::F32, 0.5, 1.0)?;
             t.uniform(&n("attn_k_norm.weight"), &[hd], GgmlType::F32, 0.5, 1.0)?;
         }
-        t.uniform(&n("attn_output.weight"), &[q, embd], mty, mat(q), 0.0)?;
+        matrix(&mut t, 3, "attn_output.weight", [q, embd])?;
         t.uniform(&n("ffn_norm.weight"), &[embd], GgmlType::F32, 0.2, 1.0)?;
-        t.uniform(&n("ffn_gate.weight"), &[embd, ff], mty, mat(embd), 0.0)?;
-        t.uniform(&n("ffn_up.weight"), &[embd, ff], mty, mat(embd), 0.0)?;
-        t.uniform(&n("ffn_down.weight"), &[ff, embd], mty, mat(ff), 0.0)?;
+        matrix(&mut t, 4, "ffn_gate.weight", [embd, ff])?;
+        matrix(&mut t, 5, "ffn_up.weight", [embd, ff])?;
+        matrix(&mut t, 6, "ffn_down.weight", [ff, embd])?;
     }
     Ok(w)
 }
@@ -313,6 +347,7 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
 struct Tensors<'a> {
     w: &'a mut GgufWriter,
     seed: u64,
+    ablation: Ablation,
 }
 
 impl Tensors<'_> {
@@ -347,6 +382,73 @@ impl Tensors<'_> {
     }
 }
 
+impl Tensors<'_> {
+    /// Tensor `name` of ggml shape `dims` in codebook format `fmt`: random
+    /// block bytes from the name's LCG, every block's f16 scale then set so
+    /// that the weights' RMS is that of uniform values in `[-s, s]`
+    /// (`s / √3`).
+    fn grid(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        fmt: GridFormat,
+        s: f32,
+    ) -> Result<(), ModelError> {
+        let mut rng = Lcg::new(self.seed ^ fnv1a(name));
+        let n: usize = dims.iter().product();
+        let blocks = n / 256;
+        let mut data: Vec<u8> = (0..blocks * fmt.bytes()).map(|_| rng.next_byte()).collect();
+        let kernel = |source| ModelError::Kernel {
+            tensor: name.to_string(),
+            source,
+        };
+        let set_d = |data: &mut [u8], d: u16| {
+            for b in data.chunks_exact_mut(fmt.bytes()) {
+                set_grid_scale(fmt, b, d);
+            }
+        };
+        set_d(&mut data, f32_to_f16(1.0));
+        let values = fak_kernels::dequantize_row_to_vec(fmt.ty(), &data, n).map_err(kernel)?;
+        let rms = (values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / n as f64).sqrt();
+        let target = f64::from(s) / 3f64.sqrt();
+        set_d(&mut data, f32_to_f16((target / rms) as f32));
+        if self.ablation == Ablation::DropFeature {
+            flip_iq1_shifts(fmt, &mut data);
+        }
+        let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        self.w.add_tensor(name, &dims, fmt.ty(), data)?;
+        Ok(())
+    }
+}
+
+/// Writes a codebook block's f16 super-block scale `d` (IQ1_M keeps it in
+/// the top nibbles of its four scale words; the others in bytes 0..2).
+fn set_grid_scale(fmt: GridFormat, b: &mut [u8], d: u16) {
+    if fmt == GridFormat::IQ1_M {
+        for k in 0..4 {
+            let at = 48 + 2 * k;
+            let w = u16::from_le_bytes([b[at], b[at + 1]]) & 0x0FFF;
+            let w = w | (((d >> (4 * k)) & 0xF) << 12);
+            b[at..at + 2].copy_from_slice(&w.to_le_bytes());
+        }
+    } else {
+        b[..2].copy_from_slice(&d.to_le_bytes());
+    }
+}
+
+/// The ablation of [`SynthModel::IqGrids`]: every IQ1 shift sign flipped
+/// (`+1/8` for `-1/8` and back), the smallest part of any codebook
+/// format's decoding. Other formats are left alone.
+fn flip_iq1_shifts(fmt: GridFormat, data: &mut [u8]) {
+    for b in data.chunks_exact_mut(fmt.bytes()) {
+        match fmt {
+            GridFormat::IQ1_S => (0..8).for_each(|ib| b[34 + 2 * ib + 1] ^= 0x80),
+            GridFormat::IQ1_M => b[32..48].iter_mut().for_each(|h| *h ^= 0x88),
+            _ => {}
+        }
+    }
+}
+
 /// Knuth's MMIX LCG; the top 24 bits of each state make one value.
 struct Lcg(u64);
 
@@ -362,6 +464,15 @@ impl Lcg {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32) / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// A uniform byte (the state's top 8 bits).
+    fn next_byte(&mut self) -> u8 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 56) as u8
     }
 }
 

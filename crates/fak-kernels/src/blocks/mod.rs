@@ -17,11 +17,14 @@
 #![allow(non_camel_case_types)]
 
 mod iq;
+mod iq_grid;
+mod iq_grids;
 mod k;
 mod legacy;
 mod low;
 
 pub use iq::{BlockIQ4_NL, BlockIQ4_XS, IQ4_LEVELS};
+pub use iq_grid::{sign_byte, GridBlock, GridFormat, GridStep};
 pub use k::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 pub use low::{BlockQ2_K, BlockQ3_K};

@@ -36,6 +36,12 @@ pub fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
         GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
+        GgmlType::IQ1_S
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S => &[0],
         GgmlType::Q2_K => &[80, 82],
         GgmlType::Q3_K => &[108],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
@@ -68,6 +74,16 @@ pub fn random_weights(ty: GgmlType, n: usize, rng: &mut impl Rng) -> Vec<u8> {
         }
         if ty == GgmlType::Q8_K {
             block[0..4].copy_from_slice(&sane_scale(rng).to_le_bytes());
+        }
+        if ty == GgmlType::IQ1_M {
+            // IQ1_M's f16 scale is the top nibbles of its four scale words.
+            let d = f32_to_f16(sane_scale(rng));
+            for k in 0..4 {
+                let at = 48 + 2 * k;
+                let w = u16::from_le_bytes([block[at], block[at + 1]]) & 0x0FFF;
+                let w = w | (((d >> (4 * k)) & 0xF) << 12);
+                block[at..at + 2].copy_from_slice(&w.to_le_bytes());
+            }
         }
     }
     row

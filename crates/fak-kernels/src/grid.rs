@@ -1,0 +1,190 @@
+//! Scalar dequantization and dot products of the codebook formats (IQ1_S,
+//! IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), following ggml's generic
+//! code step for step.
+//!
+//! Every format decodes to the same integers ([`GridBlock`]): signed
+//! codebook values `q`, scale codes `s` per 16 values, and IQ1's shift
+//! signs per 8. The products of one super-block are exact integers; one
+//! float step per super-block follows, in ggml's order:
+//!
+//! ```text
+//!   isum = Σ_g (2·s[g] + 1) · Σ_{j in g} q[j] · a[j]                   (i32, exact)
+//!   IQ2, IQ3:  sumf += (d_w · d_a) · isum as f32;  at the end  sumf · factor
+//!              (factor: IQ2 1/8, IQ3_XXS 1/4, IQ3_S 1)
+//!   IQ1:       ssum  = Σ_g (2·s[g] + 1) · Σ_{8-groups k in g} shift[k] · Σ a
+//!              sumf += d_w · d_a · (isum as f32 + 0.125 · ssum as f32)
+//! ```
+//!
+//! Dequantization, per ggml's `dequantize_row_*` (`s` the scale code):
+//!
+//! ```text
+//!   IQ2_*    x = (d · (0.5 + s) · 0.25) · q          IQ3_XXS  x = (d · (0.5 + s) · 0.5) · q
+//!   IQ3_S    x = (d · (1 + 2s) as f32) · q           IQ1_*    x = (d · (2s + 1) as f32) · (q ± 0.125)
+//! ```
+
+use crate::blocks::{BlockQ8_K, GridBlock, GridFormat, GridStep};
+use crate::dot_rows::check_dot;
+use crate::error::KernelError;
+use crate::fp::f16_to_f32;
+
+/// Dequantizes one super-block of `fmt`.
+///
+/// * `b`: [`GridFormat::bytes`] encoded bytes; `y`: `[256]` values out.
+pub(crate) fn dequant_block(fmt: GridFormat, b: &[u8], y: &mut [f32; 256]) {
+    let g = fmt.decode(b);
+    let d = f16_to_f32(g.d);
+    for (k, y8) in y.as_chunks_mut::<8>().0.iter_mut().enumerate() {
+        let s = g.scales[k / 2];
+        let q = &g.q[8 * k..8 * k + 8];
+        match fmt {
+            GridFormat::IQ2_XXS | GridFormat::IQ2_XS | GridFormat::IQ2_S => {
+                let db = d * (0.5 + f32::from(s)) * 0.25;
+                scale8(y8, db, q);
+            }
+            GridFormat::IQ3_XXS => {
+                let db = d * (0.5 + f32::from(s)) * 0.5;
+                scale8(y8, db, q);
+            }
+            GridFormat::IQ3_S => {
+                let db = d * (1 + 2 * i32::from(s)) as f32;
+                scale8(y8, db, q);
+            }
+            GridFormat::IQ1_S | GridFormat::IQ1_M => {
+                let dl = d * (2 * i32::from(s) + 1) as f32;
+                let delta = 0.125 * f32::from(g.shift[k]);
+                for (y, &q) in y8.iter_mut().zip(q) {
+                    *y = dl * (f32::from(q) + delta);
+                }
+            }
+        }
+    }
+}
+
+#[inline]
+fn scale8(y: &mut [f32; 8], db: f32, q: &[i8]) {
+    for (y, &q) in y.iter_mut().zip(q) {
+        *y = db * f32::from(q);
+    }
+}
+
+/// The exact integer sums of one super-block against one Q8_K block:
+/// `(isum, ssum)` of the module overview (`ssum` is 0 without shifts).
+///
+/// * `g`: the decoded weights; `a`: `[256]` activation quants.
+#[inline]
+pub(crate) fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
+    let (mut isum, mut ssum) = (0i32, 0i32);
+    for grp in 0..16 {
+        let ls = g.scale(grp);
+        let (q, x) = (&g.q[16 * grp..16 * grp + 16], &a[16 * grp..16 * grp + 16]);
+        let dot: i32 = q
+            .iter()
+            .zip(x)
+            .map(|(&w, &v)| i32::from(w) * i32::from(v))
+            .sum();
+        isum += ls * dot;
+        for half in 0..2 {
+            let shift = i32::from(g.shift[2 * grp + half]);
+            if shift != 0 {
+                let sum: i32 = x[8 * half..8 * half + 8]
+                    .iter()
+                    .map(|&v| i32::from(v))
+                    .sum();
+                ssum += ls * shift * sum;
+            }
+        }
+    }
+    (isum, ssum)
+}
+
+/// The float step of one super-block: what it adds to the row's sum.
+#[inline]
+fn block_value(step: GridStep, g: &GridBlock, y: &BlockQ8_K) -> f32 {
+    let (isum, ssum) = block_sums(g, &y.qs);
+    let dw = f16_to_f32(g.d);
+    match step {
+        GridStep::Scaled { .. } => (dw * y.d) * isum as f32,
+        GridStep::Shifted => dw * y.d * (isum as f32 + 0.125 * ssum as f32),
+    }
+}
+
+/// The row's sum after the last super-block.
+#[inline]
+fn row_end(step: GridStep, sumf: f32) -> f32 {
+    match step {
+        GridStep::Scaled { factor } => factor * sumf,
+        GridStep::Shifted => sumf,
+    }
+}
+
+/// Codebook-format weights · Q8_K activations, as ggml's generic kernels
+/// (module overview).
+///
+/// * `w`: `n` weights of `fmt` (`n / 256` blocks of [`GridFormat::bytes`]);
+///   `a`: `n` Q8_K elements (`n / 256 * 292` bytes).
+///
+/// # Errors
+///
+/// As [`crate::vec_dot`].
+pub fn vec_dot_grid_q8_k(
+    fmt: GridFormat,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+) -> Result<f32, KernelError> {
+    check_dot(fmt.ty(), n, w, a)?;
+    let step = fmt.step();
+    let mut sumf = 0.0f32;
+    for (bw, ba) in w
+        .chunks_exact(fmt.bytes())
+        .zip(a.as_chunks::<{ BlockQ8_K::BYTES }>().0)
+    {
+        sumf += block_value(step, &fmt.decode(bw), &BlockQ8_K::from_bytes(ba));
+    }
+    Ok(row_end(step, sumf))
+}
+
+/// [`crate::gemm::gemm`] for a codebook format: each weight row is decoded
+/// once and dotted with every token, in [`vec_dot_grid_q8_k`]'s order, so
+/// every output is that function's bits (on every ISA: the code is the
+/// same).
+///
+/// * `(w, n_rows)`: `[n_rows, n]` weights, rows of `n / 256` blocks;
+///   `(a, n_tok)`: `[n_tok, n]` Q8_K rows; `out`: `[n_tok, out_stride]`, the first `n_rows` of each
+///   token row written. The caller has checked every length.
+pub(crate) fn gemm(
+    fmt: GridFormat,
+    n: usize,
+    (w, n_rows): (&[u8], usize),
+    (a, n_tok): (&[u8], usize),
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let (nb, step) = (n / 256, fmt.step());
+    let wrb = nb * fmt.bytes();
+    let acts: Vec<BlockQ8_K> = a
+        .as_chunks::<{ BlockQ8_K::BYTES }>()
+        .0
+        .iter()
+        .take(n_tok * nb)
+        .map(BlockQ8_K::from_bytes)
+        .collect();
+    for j in 0..n_rows {
+        let Some(row) = w.get(j * wrb..(j + 1) * wrb) else {
+            return;
+        };
+        let blocks: Vec<GridBlock> = row
+            .chunks_exact(fmt.bytes())
+            .map(|b| fmt.decode(b))
+            .collect();
+        for (t, ys) in acts.chunks_exact(nb).enumerate() {
+            let sumf = blocks
+                .iter()
+                .zip(ys)
+                .fold(0.0f32, |s, (g, y)| s + block_value(step, g, y));
+            if let Some(o) = out.get_mut(t * out_stride + j) {
+                *o = row_end(step, sumf);
+            }
+        }
+    }
+}
