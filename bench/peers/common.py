@@ -183,6 +183,10 @@ QUANT_TARGETS = {
     "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
     "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
     "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
+    # The codebook mixtures llama.cpp makes without an importance matrix.
+    "iq3_xxs": "LLAMA_FTYPE_MOSTLY_IQ3_XXS",
+    "iq3_s": "LLAMA_FTYPE_MOSTLY_IQ3_S",
+    "iq3_m": "LLAMA_FTYPE_MOSTLY_IQ3_M",
 }
 
 
@@ -225,13 +229,20 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     13: ("q5_k", 256, 176),
     14: ("q6_k", 256, 210),
     15: ("q8_k", 256, 292),
+    16: ("iq2_xxs", 256, 66),
+    17: ("iq2_xs", 256, 74),
+    18: ("iq3_xxs", 256, 98),
+    19: ("iq1_s", 256, 50),
     20: ("iq4_nl", 32, 18),
+    21: ("iq3_s", 256, 110),
+    22: ("iq2_s", 256, 82),
     23: ("iq4_xs", 256, 136),
     24: ("i8", 1, 1),
     25: ("i16", 1, 2),
     26: ("i32", 1, 4),
     27: ("i64", 1, 8),
     28: ("f64", 1, 8),
+    29: ("iq1_m", 256, 56),
     30: ("bf16", 1, 2),
 }
 

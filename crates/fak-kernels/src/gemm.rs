@@ -7,7 +7,7 @@
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
 //!                                                     │              └ no ──► vec_dot per element
 //!                                                     └ F16/BF16, ≥ 3 tokens ─► simd::gemm_half (4 × 6 on AVX-512, 2 × 6 on AVX2)
-//!   codebook formats (IQ1_*, IQ2_*, IQ3_*), every ISA ─► grid::gemm: each row decoded once, then every token
+//!   codebook formats (IQ1_*, IQ2_*, IQ3_*) ─► grid::gemm: each row decoded once, then every token (AVX2 sums)
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]
@@ -234,7 +234,7 @@ fn run(
         }
     }
     if let Some(fmt) = GridFormat::of(ty) {
-        crate::grid::gemm(fmt, n, (w, n_rows), (a, n_tok), out, out_stride);
+        crate::grid::gemm(isa, fmt, n, (w, n_rows), (a, n_tok), out, out_stride);
         return Ok(());
     }
     for t in 0..n_tok {

@@ -15,6 +15,10 @@
 //!              sumf += d_w · d_a · (isum as f32 + 0.125 · ssum as f32)
 //! ```
 //!
+//! The integer sums have an AVX2 twin (`simd::grid_avx2`: `maddubs` of the
+//! magnitudes with the signed activations); being exact integers, they are
+//! the same on every ISA, and so is every result.
+//!
 //! Dequantization, per ggml's `dequantize_row_*` (`s` the scale code):
 //!
 //! ```text
@@ -26,6 +30,7 @@ use crate::blocks::{BlockQ8_K, GridBlock, GridFormat, GridStep};
 use crate::dot_rows::check_dot;
 use crate::error::KernelError;
 use crate::fp::f16_to_f32;
+use crate::isa::Isa;
 
 /// Dequantizes one super-block of `fmt`.
 ///
@@ -33,27 +38,28 @@ use crate::fp::f16_to_f32;
 pub(crate) fn dequant_block(fmt: GridFormat, b: &[u8], y: &mut [f32; 256]) {
     let g = fmt.decode(b);
     let d = f16_to_f32(g.d);
-    for (k, y8) in y.as_chunks_mut::<8>().0.iter_mut().enumerate() {
-        let s = g.scales[k / 2];
-        let q = &g.q[8 * k..8 * k + 8];
-        match fmt {
-            GridFormat::IQ2_XXS | GridFormat::IQ2_XS | GridFormat::IQ2_S => {
-                let db = d * (0.5 + f32::from(s)) * 0.25;
-                scale8(y8, db, q);
-            }
-            GridFormat::IQ3_XXS => {
-                let db = d * (0.5 + f32::from(s)) * 0.5;
-                scale8(y8, db, q);
-            }
-            GridFormat::IQ3_S => {
-                let db = d * (1 + 2 * i32::from(s)) as f32;
-                scale8(y8, db, q);
-            }
-            GridFormat::IQ1_S | GridFormat::IQ1_M => {
-                let dl = d * (2 * i32::from(s) + 1) as f32;
-                let delta = 0.125 * f32::from(g.shift[k]);
-                for (y, &q) in y8.iter_mut().zip(q) {
-                    *y = dl * (f32::from(q) + delta);
+    for (sub, y32) in g.subs.iter().zip(y.as_chunks_mut::<32>().0) {
+        let q = sub.values();
+        for (k, (y8, q8)) in y32
+            .as_chunks_mut::<8>()
+            .0
+            .iter_mut()
+            .zip(q.as_chunks::<8>().0)
+            .enumerate()
+        {
+            let s = sub.scales[k / 2];
+            match fmt {
+                GridFormat::IQ2_XXS | GridFormat::IQ2_XS | GridFormat::IQ2_S => {
+                    scale8(y8, d * (0.5 + f32::from(s)) * 0.25, q8);
+                }
+                GridFormat::IQ3_XXS => scale8(y8, d * (0.5 + f32::from(s)) * 0.5, q8),
+                GridFormat::IQ3_S => scale8(y8, d * (1 + 2 * i32::from(s)) as f32, q8),
+                GridFormat::IQ1_S | GridFormat::IQ1_M => {
+                    let dl = d * (2 * i32::from(s) + 1) as f32;
+                    let delta = 0.125 * f32::from(sub.shift[k]);
+                    for (y, &q) in y8.iter_mut().zip(q8) {
+                        *y = dl * (f32::from(q) + delta);
+                    }
                 }
             }
         }
@@ -61,7 +67,7 @@ pub(crate) fn dequant_block(fmt: GridFormat, b: &[u8], y: &mut [f32; 256]) {
 }
 
 #[inline]
-fn scale8(y: &mut [f32; 8], db: f32, q: &[i8]) {
+fn scale8(y: &mut [f32; 8], db: f32, q: &[i8; 8]) {
     for (y, &q) in y.iter_mut().zip(q) {
         *y = db * f32::from(q);
     }
@@ -74,34 +80,47 @@ fn scale8(y: &mut [f32; 8], db: f32, q: &[i8]) {
 #[inline]
 pub(crate) fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
     let (mut isum, mut ssum) = (0i32, 0i32);
-    for grp in 0..16 {
-        let ls = g.scale(grp);
-        let (q, x) = (&g.q[16 * grp..16 * grp + 16], &a[16 * grp..16 * grp + 16]);
-        let dot: i32 = q
-            .iter()
-            .zip(x)
-            .map(|(&w, &v)| i32::from(w) * i32::from(v))
-            .sum();
-        isum += ls * dot;
-        for half in 0..2 {
-            let shift = i32::from(g.shift[2 * grp + half]);
-            if shift != 0 {
-                let sum: i32 = x[8 * half..8 * half + 8]
-                    .iter()
-                    .map(|&v| i32::from(v))
-                    .sum();
-                ssum += ls * shift * sum;
+    for (sub, x) in g.subs.iter().zip(a.as_chunks::<32>().0) {
+        let q = sub.values();
+        for h in 0..2 {
+            let ls = sub.scale(h);
+            let half = 16 * h..16 * h + 16;
+            let dot: i32 = q[half.clone()]
+                .iter()
+                .zip(&x[half])
+                .map(|(&w, &v)| i32::from(w) * i32::from(v))
+                .sum();
+            isum += ls * dot;
+            for k in 2 * h..2 * h + 2 {
+                let shift = i32::from(sub.shift[k]);
+                if shift != 0 {
+                    let sum: i32 = x[8 * k..8 * k + 8].iter().map(|&v| i32::from(v)).sum();
+                    ssum += ls * shift * sum;
+                }
             }
         }
     }
     (isum, ssum)
 }
 
+/// The integer sums of one block on `isa`: the AVX2 twin
+/// (`simd::grid_avx2`) where the ISA allows it, else [`block_sums`]. Both
+/// give the same integers.
+#[inline]
+fn sums_on(isa: Isa, g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Scalar && Isa::Avx2.is_available() {
+        // SAFETY: AVX2 is available (checked just above).
+        return unsafe { crate::simd::grid_avx2::block_sums(g, a) };
+    }
+    let _ = isa;
+    block_sums(g, a)
+}
+
 /// The float step of one super-block: what it adds to the row's sum.
 #[inline]
-fn block_value(step: GridStep, g: &GridBlock, y: &BlockQ8_K) -> f32 {
-    let (isum, ssum) = block_sums(g, &y.qs);
-    let dw = f16_to_f32(g.d);
+fn block_value(step: GridStep, dw: u16, y: &BlockQ8_K, (isum, ssum): (i32, i32)) -> f32 {
+    let dw = f16_to_f32(dw);
     match step {
         GridStep::Scaled { .. } => (dw * y.d) * isum as f32,
         GridStep::Shifted => dw * y.d * (isum as f32 + 0.125 * ssum as f32),
@@ -117,8 +136,22 @@ fn row_end(step: GridStep, sumf: f32) -> f32 {
     }
 }
 
+/// One checked row pair on `isa`.
+fn dot_on(isa: Isa, fmt: GridFormat, w: &[u8], a: &[u8]) -> f32 {
+    let step = fmt.step();
+    let mut sumf = 0.0f32;
+    for (bw, ba) in w
+        .chunks_exact(fmt.bytes())
+        .zip(a.as_chunks::<{ BlockQ8_K::BYTES }>().0)
+    {
+        let (g, y) = (fmt.decode(bw), BlockQ8_K::from_bytes(ba));
+        sumf += block_value(step, g.d, &y, sums_on(isa, &g, &y.qs));
+    }
+    row_end(step, sumf)
+}
+
 /// Codebook-format weights · Q8_K activations, as ggml's generic kernels
-/// (module overview).
+/// (module overview); the scalar reference.
 ///
 /// * `w`: `n` weights of `fmt` (`n / 256` blocks of [`GridFormat::bytes`]);
 ///   `a`: `n` Q8_K elements (`n / 256 * 292` bytes).
@@ -133,26 +166,27 @@ pub fn vec_dot_grid_q8_k(
     a: &[u8],
 ) -> Result<f32, KernelError> {
     check_dot(fmt.ty(), n, w, a)?;
-    let step = fmt.step();
-    let mut sumf = 0.0f32;
-    for (bw, ba) in w
-        .chunks_exact(fmt.bytes())
-        .zip(a.as_chunks::<{ BlockQ8_K::BYTES }>().0)
-    {
-        sumf += block_value(step, &fmt.decode(bw), &BlockQ8_K::from_bytes(ba));
-    }
-    Ok(row_end(step, sumf))
+    Ok(dot_on(Isa::Scalar, fmt, w, a))
+}
+
+/// The AVX2 twin of [`vec_dot_grid_q8_k`] on rows already checked (the
+/// same bits).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn dot_avx2(fmt: GridFormat, w: &[u8], a: &[u8]) -> f32 {
+    dot_on(Isa::Avx2, fmt, w, a)
 }
 
 /// [`crate::gemm::gemm`] for a codebook format: each weight row is decoded
 /// once and dotted with every token, in [`vec_dot_grid_q8_k`]'s order, so
-/// every output is that function's bits (on every ISA: the code is the
-/// same).
+/// every output is that function's bits (on every ISA: the integer sums are
+/// exact).
 ///
 /// * `(w, n_rows)`: `[n_rows, n]` weights, rows of `n / 256` blocks;
-///   `(a, n_tok)`: `[n_tok, n]` Q8_K rows; `out`: `[n_tok, out_stride]`, the first `n_rows` of each
-///   token row written. The caller has checked every length.
+///   `(a, n_tok)`: `[n_tok, n]` Q8_K rows; `out`: `[n_tok, out_stride]`,
+///   the first `n_rows` of each token row written. The caller has checked
+///   every length.
 pub(crate) fn gemm(
+    isa: Isa,
     fmt: GridFormat,
     n: usize,
     (w, n_rows): (&[u8], usize),
@@ -178,10 +212,9 @@ pub(crate) fn gemm(
             .map(|b| fmt.decode(b))
             .collect();
         for (t, ys) in acts.chunks_exact(nb).enumerate() {
-            let sumf = blocks
-                .iter()
-                .zip(ys)
-                .fold(0.0f32, |s, (g, y)| s + block_value(step, g, y));
+            let sumf = blocks.iter().zip(ys).fold(0.0f32, |s, (g, y)| {
+                s + block_value(step, g.d, y, sums_on(isa, g, &y.qs))
+            });
             if let Some(o) = out.get_mut(t * out_stride + j) {
                 *o = row_end(step, sumf);
             }

@@ -4,15 +4,15 @@
 //! bit per value (IQ2, IQ3) or a ±1/8 shift per group (IQ1), and odd
 //! sub-block scales `2s + 1`.
 //!
-//! Decoding a super-block gives the same integers for every format:
+//! Decoding a super-block gives the same integers for every format: 8
+//! [`Sub32`]s of 32 values, each value a magnitude and a sign byte (8 to a
+//! `u64`, as the codebook and sign tables hold them), two scale codes per
+//! sub-block and, for IQ1, a shift sign per 8 values:
 //!
 //! ```text
-//!   element j:  q[j]     the entry's value with its sign  (IQ2 ±8..43, IQ3 ±1..62, IQ1 -1..1)
-//!   16 elements g:  s[g] the scale code; the scale is 2·s[g] + 1
-//!   8 elements k:   shift[k]  IQ1 only: +1 or -1 (the value is q + shift/8); 0 otherwise
-//!
-//!   weight = d · (2s + 1) · FACTOR · (q + shift / 8)
-//!     FACTOR: IQ2 1/8, IQ3_XXS 1/4, IQ3_S and IQ1 1
+//!   q        = mag · sign                         (IQ2 ±8..43, IQ3 ±1..62, IQ1 -1..1)
+//!   weight   = d · (2s + 1) · FACTOR · (q + shift / 8)
+//!     FACTOR: IQ2 1/8, IQ3_XXS 1/4, IQ3_S and IQ1 1;  shift: IQ1 ±1, else 0
 //! ```
 //!
 //! Layouts (bytes; `d` is an f16 super-block scale):
@@ -30,73 +30,92 @@
 //!
 //! An IQ2/IQ3 sign byte from 7 bits sets its eighth bit to make the number
 //! of minus signs even ([`sign_byte`]). The codebooks are ggml's
-//! (`iq_grids`, read back through ggml's dequantizers).
+//! (`iq_grids`, read back through ggml's dequantizers), expanded at compile
+//! time into `u64` entries (IQ3's 4-value entries in the low 4 bytes, two
+//! per group of 8).
 
 use super::iq_grids::{
     IQ1S_CODES, IQ1S_LEVELS, IQ2S_CODES, IQ2S_LEVELS, IQ2XS_CODES, IQ2XS_LEVELS, IQ2XXS_CODES,
     IQ2XXS_LEVELS, IQ3S_CODES, IQ3S_LEVELS, IQ3XXS_CODES, IQ3XXS_LEVELS,
 };
 
-/// Expands level codes (2 bits per value) into 8-byte entries.
-const fn expand8<const N: usize, const L: usize>(
+/// Expands level codes (`BITS` bits per value, `PER` values) into entries
+/// whose value `j` is byte `j` of a `u64` (`PER` 4: the low 4 bytes).
+const fn expand<const N: usize, const L: usize>(
     codes: &[u16; N],
     levels: [u8; L],
-) -> [[u8; 8]; N] {
-    let mut out = [[0u8; 8]; N];
+    bits: u32,
+    per: usize,
+) -> [u64; N] {
+    let mut out = [0u64; N];
+    let mut i = 0;
+    while i < N {
+        let mut j = 0;
+        while j < per {
+            let code = ((codes[i] >> (bits as usize * j)) & ((1 << bits) - 1)) as usize;
+            out[i] |= (levels[code] as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// IQ1's ternary entries split into magnitudes (0 or 1 per byte) and sign
+/// bytes (`0xFF` where the value is -1, else `0x01`).
+const fn expand_ternary<const N: usize>(codes: &[u16; N]) -> ([u64; N], [u64; N]) {
+    let (mut mag, mut sign) = ([0u64; N], [0u64; N]);
     let mut i = 0;
     while i < N {
         let mut j = 0;
         while j < 8 {
-            out[i][j] = levels[((codes[i] >> (2 * j)) & 3) as usize];
+            let v = IQ1S_LEVELS[((codes[i] >> (2 * j)) & 3) as usize];
+            let (m, s): (u64, u64) = if v < 0 { (1, 0xFF) } else { (v as u64, 0x01) };
+            mag[i] |= m << (8 * j);
+            sign[i] |= s << (8 * j);
             j += 1;
         }
         i += 1;
     }
-    out
+    (mag, sign)
 }
 
-/// Expands level codes (3 bits per value) into 4-byte entries.
-const fn expand4<const N: usize, const L: usize>(
-    codes: &[u16; N],
-    levels: [u8; L],
-) -> [[u8; 4]; N] {
-    let mut out = [[0u8; 4]; N];
-    let mut i = 0;
-    while i < N {
-        let mut j = 0;
-        while j < 4 {
-            out[i][j] = levels[((codes[i] >> (3 * j)) & 7) as usize];
-            j += 1;
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Expands IQ1's level codes (2 bits per value) into signed 8-value entries.
-const fn expand_signed8<const N: usize, const L: usize>(
-    codes: &[u16; N],
-    levels: [i8; L],
-) -> [[i8; 8]; N] {
-    let mut out = [[0i8; 8]; N];
-    let mut i = 0;
-    while i < N {
+/// Sign bytes of a sign byte `b`: byte `j` is `0xFF` where bit `j` is set,
+/// else `0x01`.
+const fn sign_table() -> [u64; 256] {
+    let mut out = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
         let mut j = 0;
         while j < 8 {
-            out[i][j] = levels[((codes[i] >> (2 * j)) & 3) as usize];
+            let s: u64 = if (b >> j) & 1 == 1 { 0xFF } else { 0x01 };
+            out[b] |= s << (8 * j);
             j += 1;
         }
-        i += 1;
+        b += 1;
     }
     out
 }
 
-static IQ2XXS_GRID: [[u8; 8]; 256] = expand8(&IQ2XXS_CODES, IQ2XXS_LEVELS);
-static IQ2XS_GRID: [[u8; 8]; 512] = expand8(&IQ2XS_CODES, IQ2XS_LEVELS);
-static IQ2S_GRID: [[u8; 8]; 1024] = expand8(&IQ2S_CODES, IQ2S_LEVELS);
-static IQ3XXS_GRID: [[u8; 4]; 256] = expand4(&IQ3XXS_CODES, IQ3XXS_LEVELS);
-static IQ3S_GRID: [[u8; 4]; 512] = expand4(&IQ3S_CODES, IQ3S_LEVELS);
-static IQ1S_GRID: [[i8; 8]; 2048] = expand_signed8(&IQ1S_CODES, IQ1S_LEVELS);
+static IQ2XXS_GRID: [u64; 256] = expand(&IQ2XXS_CODES, IQ2XXS_LEVELS, 2, 8);
+static IQ2XS_GRID: [u64; 512] = expand(&IQ2XS_CODES, IQ2XS_LEVELS, 2, 8);
+static IQ2S_GRID: [u64; 1024] = expand(&IQ2S_CODES, IQ2S_LEVELS, 2, 8);
+static IQ3XXS_GRID: [u64; 256] = expand(&IQ3XXS_CODES, IQ3XXS_LEVELS, 3, 4);
+static IQ3S_GRID: [u64; 512] = expand(&IQ3S_CODES, IQ3S_LEVELS, 3, 4);
+static IQ1S_GRID: ([u64; 2048], [u64; 2048]) = expand_ternary(&IQ1S_CODES);
+static SIGNS: [u64; 256] = sign_table();
+
+/// The sign bytes of 7 stored sign bits (the eighth from [`sign_byte`]).
+#[inline]
+fn signs7(seven: u32) -> u64 {
+    SIGNS[usize::from(sign_byte(seven as u8))]
+}
+
+/// The sign bytes of a whole stored sign byte.
+#[inline]
+fn signs8(b: u8) -> u64 {
+    SIGNS[usize::from(b)]
+}
 
 /// The sign byte of 7 stored sign bits: bit 7 makes the count of set bits
 /// even.
@@ -139,43 +158,59 @@ pub enum GridStep {
     Shifted,
 }
 
-/// One decoded super-block (see the module overview).
+/// One 32-value sub-block: 4 groups of 8 values, each value `mag · sign`
+/// (IQ1: plus `shift / 8`), under two scales.
+///
+/// ```text
+///   mag[k]   byte j: |value| of value 8k + j        (IQ2 8..43, IQ3 1..62, IQ1 0 or 1)
+///   sign[k]  byte j: 0x01 (+) or 0xFF (-)           (a value of 0 takes 0x01)
+///   scales   codes s of values 0..16 and 16..32    (the scale is 2s + 1)
+///   shift[k] IQ1: +1 or -1 for group k; 0 for the other formats
+/// ```
+///
+/// Magnitudes and signs stay apart because that is what the SIMD product
+/// wants (`maddubs(mag, sign(a, sign))`); [`Sub32::values`] joins them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sub32 {
+    /// Magnitudes, 8 per `u64`, value `j` of group `k` in byte `j` of `mag[k]`.
+    pub mag: [u64; 4],
+    /// Sign bytes, same layout: `0x01` or `0xFF`.
+    pub sign: [u64; 4],
+    /// Scale codes of the two 16-value halves.
+    pub scales: [u8; 2],
+    /// IQ1's shift sign per group of 8 (±1); zeros otherwise.
+    pub shift: [i8; 4],
+}
+
+impl Sub32 {
+    /// The scale of half `h` (values `16h..16h + 16`): `2s + 1`.
+    #[inline]
+    pub fn scale(&self, h: usize) -> i32 {
+        2 * i32::from(self.scales[h]) + 1
+    }
+
+    /// The 32 signed values (IQ1 without its shift).
+    #[inline]
+    pub fn values(&self) -> [i8; 32] {
+        std::array::from_fn(|e| {
+            let (k, j) = (e / 8, 8 * (e % 8));
+            let m = ((self.mag[k] >> j) & 0xFF) as i8;
+            if (self.sign[k] >> j) & 0xFF == 0xFF {
+                -m
+            } else {
+                m
+            }
+        })
+    }
+}
+
+/// A decoded super-block: its f16 scale and 8 sub-blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GridBlock {
     /// Super-block scale, f16 bits.
     pub d: u16,
-    /// Scale codes `s`, one per 16 values (the scale is `2s + 1`).
-    pub scales: [u8; 16],
-    /// Signed codebook values, one per element.
-    pub q: [i8; 256],
-    /// IQ1: the shift signs (±1), one per 8 values; zeros otherwise.
-    pub shift: [i8; 32],
-}
-
-impl GridBlock {
-    fn new(d: u16) -> Self {
-        GridBlock {
-            d,
-            scales: [0; 16],
-            q: [0; 256],
-            shift: [0; 32],
-        }
-    }
-
-    /// Writes 8 values of an unsigned entry under a sign byte.
-    #[inline]
-    fn signed8(&mut self, at: usize, entry: &[u8], signs: u8) {
-        for (j, &g) in entry.iter().enumerate() {
-            let v = g as i8;
-            self.q[at + j] = if signs >> j & 1 == 1 { -v } else { v };
-        }
-    }
-
-    /// The scale of the 16 values from element `16 * g`: `2s + 1`.
-    #[inline]
-    pub fn scale(&self, g: usize) -> i32 {
-        2 * i32::from(self.scales[g]) + 1
-    }
+    /// The 8 sub-blocks, in element order.
+    pub subs: [Sub32; 8],
 }
 
 #[inline]
@@ -253,142 +288,147 @@ impl GridFormat {
     /// # Panics
     ///
     /// If `b` is shorter than one block (callers pass whole blocks).
+    #[inline]
     pub fn decode(self, b: &[u8]) -> GridBlock {
-        match self {
-            GridFormat::IQ2_XXS => decode_iq2_xxs(b),
-            GridFormat::IQ2_XS => decode_iq2_xs(b),
-            GridFormat::IQ2_S => decode_iq2_s(b),
-            GridFormat::IQ3_XXS => decode_iq3_xxs(b),
-            GridFormat::IQ3_S => decode_iq3_s(b),
-            GridFormat::IQ1_S => decode_iq1_s(b),
-            GridFormat::IQ1_M => decode_iq1_m(b),
+        let mut subs = [Sub32::default(); 8];
+        let d = match self {
+            GridFormat::IQ1_M => iq1_m_scale(b),
+            _ => u16_at(b, 0),
+        };
+        for (ib, sub) in subs.iter_mut().enumerate() {
+            *sub = match self {
+                GridFormat::IQ2_XXS => iq2_xxs(b, ib),
+                GridFormat::IQ2_XS => iq2_xs(b, ib),
+                GridFormat::IQ2_S => iq2_s(b, ib),
+                GridFormat::IQ3_XXS => iq3_xxs(b, ib),
+                GridFormat::IQ3_S => iq3_s(b, ib),
+                GridFormat::IQ1_S => iq1_s(b, ib),
+                GridFormat::IQ1_M => iq1_m(b, ib),
+            };
         }
+        GridBlock { d, subs }
     }
 }
 
-fn decode_iq2_xxs(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for ib in 0..8 {
-        let base = 2 + 8 * ib;
-        let aux = u32_at(b, base + 4);
-        let s = (aux >> 28) as u8;
-        out.scales[2 * ib] = s;
-        out.scales[2 * ib + 1] = s;
-        for l in 0..4 {
-            let signs = sign_byte((aux >> (7 * l)) as u8);
-            out.signed8(
-                32 * ib + 8 * l,
-                &IQ2XXS_GRID[usize::from(b[base + l])],
-                signs,
-            );
-        }
+#[inline]
+fn iq2_xxs(b: &[u8], ib: usize) -> Sub32 {
+    let base = 2 + 8 * ib;
+    let aux = u32_at(b, base + 4);
+    let s = (aux >> 28) as u8;
+    Sub32 {
+        mag: std::array::from_fn(|l| IQ2XXS_GRID[usize::from(b[base + l])]),
+        sign: std::array::from_fn(|l| signs7(aux >> (7 * l))),
+        scales: [s, s],
+        shift: [0; 4],
     }
-    out
 }
 
-fn decode_iq2_xs(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for ib in 0..8 {
-        let sc = b[66 + ib];
-        out.scales[2 * ib] = sc & 0x0F;
-        out.scales[2 * ib + 1] = sc >> 4;
-        for l in 0..4 {
-            let v = u16_at(b, 2 + 2 * (4 * ib + l));
-            let signs = sign_byte((v >> 9) as u8);
-            out.signed8(32 * ib + 8 * l, &IQ2XS_GRID[usize::from(v & 511)], signs);
-        }
+#[inline]
+fn iq2_xs(b: &[u8], ib: usize) -> Sub32 {
+    let sc = b[66 + ib];
+    let v: [u16; 4] = std::array::from_fn(|l| u16_at(b, 2 + 2 * (4 * ib + l)));
+    Sub32 {
+        mag: v.map(|v| IQ2XS_GRID[usize::from(v & 511)]),
+        sign: v.map(|v| signs7(u32::from(v >> 9))),
+        scales: [sc & 0x0F, sc >> 4],
+        shift: [0; 4],
     }
-    out
 }
 
-fn decode_iq2_s(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for ib in 0..8 {
-        let sc = b[74 + ib];
-        out.scales[2 * ib] = sc & 0x0F;
-        out.scales[2 * ib + 1] = sc >> 4;
-        let qh = usize::from(b[66 + ib]);
-        for l in 0..4 {
-            let idx = usize::from(b[2 + 4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300);
-            let signs = b[2 + 32 + 4 * ib + l];
-            out.signed8(32 * ib + 8 * l, &IQ2S_GRID[idx], signs);
-        }
+#[inline]
+fn iq2_s(b: &[u8], ib: usize) -> Sub32 {
+    let sc = b[74 + ib];
+    let qh = usize::from(b[66 + ib]);
+    Sub32 {
+        mag: std::array::from_fn(|l| {
+            IQ2S_GRID[usize::from(b[2 + 4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300)]
+        }),
+        sign: std::array::from_fn(|l| signs8(b[34 + 4 * ib + l])),
+        scales: [sc & 0x0F, sc >> 4],
+        shift: [0; 4],
     }
-    out
 }
 
-fn decode_iq3_xxs(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for ib in 0..8 {
-        let aux = u32_at(b, 2 + 64 + 4 * ib);
-        let s = (aux >> 28) as u8;
-        out.scales[2 * ib] = s;
-        out.scales[2 * ib + 1] = s;
-        for l in 0..4 {
-            let signs = sign_byte((aux >> (7 * l)) as u8);
-            let g1 = IQ3XXS_GRID[usize::from(b[2 + 8 * ib + 2 * l])];
-            let g2 = IQ3XXS_GRID[usize::from(b[2 + 8 * ib + 2 * l + 1])];
-            let entry = [g1[0], g1[1], g1[2], g1[3], g2[0], g2[1], g2[2], g2[3]];
-            out.signed8(32 * ib + 8 * l, &entry, signs);
-        }
+#[inline]
+fn iq3_xxs(b: &[u8], ib: usize) -> Sub32 {
+    let aux = u32_at(b, 66 + 4 * ib);
+    let s = (aux >> 28) as u8;
+    let q = &b[2 + 8 * ib..2 + 8 * ib + 8];
+    Sub32 {
+        mag: std::array::from_fn(|l| {
+            IQ3XXS_GRID[usize::from(q[2 * l])] | (IQ3XXS_GRID[usize::from(q[2 * l + 1])] << 32)
+        }),
+        sign: std::array::from_fn(|l| signs7(aux >> (7 * l))),
+        scales: [s, s],
+        shift: [0; 4],
     }
-    out
 }
 
-fn decode_iq3_s(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for sb in 0..8 {
-        let sc = b[106 + sb / 2];
-        let s = if sb % 2 == 0 { sc & 0x0F } else { sc >> 4 };
-        out.scales[2 * sb] = s;
-        out.scales[2 * sb + 1] = s;
-        let qh = usize::from(b[66 + sb]);
-        for l in 0..4 {
-            let i1 = usize::from(b[2 + 8 * sb + 2 * l]) | ((qh << (8 - 2 * l)) & 256);
-            let i2 = usize::from(b[2 + 8 * sb + 2 * l + 1]) | ((qh << (7 - 2 * l)) & 256);
-            let (g1, g2) = (IQ3S_GRID[i1], IQ3S_GRID[i2]);
-            let entry = [g1[0], g1[1], g1[2], g1[3], g2[0], g2[1], g2[2], g2[3]];
-            out.signed8(32 * sb + 8 * l, &entry, b[74 + 4 * sb + l]);
-        }
+#[inline]
+fn iq3_s(b: &[u8], ib: usize) -> Sub32 {
+    let sc = b[106 + ib / 2];
+    let s = if ib.is_multiple_of(2) {
+        sc & 0x0F
+    } else {
+        sc >> 4
+    };
+    let qh = usize::from(b[66 + ib]);
+    let q = &b[2 + 8 * ib..2 + 8 * ib + 8];
+    Sub32 {
+        mag: std::array::from_fn(|l| {
+            let i1 = usize::from(q[2 * l]) | ((qh << (8 - 2 * l)) & 256);
+            let i2 = usize::from(q[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256);
+            IQ3S_GRID[i1] | (IQ3S_GRID[i2] << 32)
+        }),
+        sign: std::array::from_fn(|l| signs8(b[74 + 4 * ib + l])),
+        scales: [s, s],
+        shift: [0; 4],
     }
-    out
 }
 
-fn decode_iq1_s(b: &[u8]) -> GridBlock {
-    let mut out = GridBlock::new(u16_at(b, 0));
-    for ib in 0..8 {
-        let qh = u16_at(b, 34 + 2 * ib);
-        let s = ((qh >> 12) & 7) as u8;
-        out.scales[2 * ib] = s;
-        out.scales[2 * ib + 1] = s;
-        let shift = if qh & 0x8000 != 0 { -1 } else { 1 };
-        for l in 0..4 {
-            let idx = usize::from(b[2 + 4 * ib + l]) | (usize::from((qh >> (3 * l)) & 7) << 8);
-            out.q[32 * ib + 8 * l..32 * ib + 8 * l + 8].copy_from_slice(&IQ1S_GRID[idx]);
-            out.shift[4 * ib + l] = shift;
-        }
+#[inline]
+fn iq1_s(b: &[u8], ib: usize) -> Sub32 {
+    let qh = u16_at(b, 34 + 2 * ib);
+    let s = ((qh >> 12) & 7) as u8;
+    let shift = if qh & 0x8000 != 0 { -1 } else { 1 };
+    let idx: [usize; 4] = std::array::from_fn(|l| {
+        usize::from(b[2 + 4 * ib + l]) | (usize::from((qh >> (3 * l)) & 7) << 8)
+    });
+    Sub32 {
+        mag: idx.map(|i| IQ1S_GRID.0[i]),
+        sign: idx.map(|i| IQ1S_GRID.1[i]),
+        scales: [s, s],
+        shift: [shift; 4],
     }
-    out
 }
 
-fn decode_iq1_m(b: &[u8]) -> GridBlock {
+/// IQ1_M's f16 super-block scale: the top nibbles of its four scale words.
+#[inline]
+fn iq1_m_scale(b: &[u8]) -> u16 {
     let sc: [u16; 4] = std::array::from_fn(|k| u16_at(b, 48 + 2 * k));
-    let d = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000);
-    let mut out = GridBlock::new(d);
-    for ib in 0..8 {
-        let word = sc[ib / 2] >> (6 * (ib % 2));
-        out.scales[2 * ib] = (word & 7) as u8;
-        out.scales[2 * ib + 1] = ((word >> 3) & 7) as u8;
-        let qh = [usize::from(b[32 + 2 * ib]), usize::from(b[32 + 2 * ib + 1])];
-        for l in 0..4 {
-            let h = qh[l / 2];
-            let idx = usize::from(b[4 * ib + l]) | ((h << (8 - 4 * (l % 2))) & 0x700);
-            out.q[32 * ib + 8 * l..32 * ib + 8 * l + 8].copy_from_slice(&IQ1S_GRID[idx]);
-            let shift_bit = if l % 2 == 0 { 0x08 } else { 0x80 };
-            out.shift[4 * ib + l] = if h & shift_bit != 0 { -1 } else { 1 };
-        }
+    (sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)
+}
+
+#[inline]
+fn iq1_m(b: &[u8], ib: usize) -> Sub32 {
+    let word = u16_at(b, 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+    let qh = [usize::from(b[32 + 2 * ib]), usize::from(b[32 + 2 * ib + 1])];
+    let idx: [usize; 4] = std::array::from_fn(|l| {
+        usize::from(b[4 * ib + l]) | ((qh[l / 2] << (8 - 4 * (l % 2))) & 0x700)
+    });
+    Sub32 {
+        mag: idx.map(|i| IQ1S_GRID.0[i]),
+        sign: idx.map(|i| IQ1S_GRID.1[i]),
+        scales: [(word & 7) as u8, ((word >> 3) & 7) as u8],
+        shift: std::array::from_fn(|l| {
+            let bit = if l % 2 == 0 { 0x08 } else { 0x80 };
+            if qh[l / 2] & bit != 0 {
+                -1
+            } else {
+                1
+            }
+        }),
     }
-    out
 }
 
 #[cfg(test)]
@@ -404,22 +444,40 @@ mod tests {
         }
         assert_eq!(sign_byte(1), 129);
         assert_eq!(sign_byte(3), 3);
+        assert_eq!(signs8(0b1000_0001), 0xFF01_0101_0101_01FF);
     }
 
     #[test]
-    fn codebooks_have_their_sizes_and_levels() {
+    fn codebooks_have_their_levels_and_no_repeats() {
+        let bytes = |e: u64| e.to_le_bytes();
         assert_eq!(IQ2XXS_LEVELS, [8, 25, 43]);
         assert!(IQ2XXS_GRID
             .iter()
-            .all(|e| e.iter().all(|v| [8, 25, 43].contains(v))));
+            .all(|&e| bytes(e).iter().all(|v| IQ2XXS_LEVELS.contains(v))));
+        assert!(IQ3XXS_GRID.iter().all(|&e| e >> 32 == 0));
         assert!(IQ1S_GRID
+            .0
             .iter()
-            .all(|e| e.iter().all(|v| (-1..=1).contains(v))));
-        // Entries are distinct: a codebook never repeats a point.
-        let mut seen: Vec<[u8; 8]> = IQ2S_GRID.to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen.len(), 1024);
+            .all(|&e| bytes(e).iter().all(|&v| v <= 1)));
+        assert!(IQ1S_GRID
+            .1
+            .iter()
+            .all(|&e| bytes(e).iter().all(|&v| v == 1 || v == 0xFF)));
+        let distinct = |g: &[u64]| {
+            let mut v = g.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        assert_eq!(distinct(&IQ2XXS_GRID), 256);
+        assert_eq!(distinct(&IQ2XS_GRID), 512);
+        assert_eq!(distinct(&IQ2S_GRID), 1024);
+        assert_eq!(distinct(&IQ3XXS_GRID), 256);
+        assert_eq!(distinct(&IQ3S_GRID), 512);
+        let mut ternary: Vec<(u64, u64)> = IQ1S_GRID.0.into_iter().zip(IQ1S_GRID.1).collect();
+        ternary.sort_unstable();
+        ternary.dedup();
+        assert_eq!(ternary.len(), 2048);
     }
 
     #[test]
@@ -427,7 +485,10 @@ mod tests {
         for f in GridFormat::ALL {
             let b = vec![0x5Au8; f.bytes()];
             let g = f.decode(&b);
-            assert!(g.scales.iter().all(|&s| s < 16), "{f:?}");
+            assert!(
+                g.subs.iter().all(|s| s.scales.iter().all(|&c| c < 16)),
+                "{f:?}"
+            );
             assert_eq!(GridFormat::of(f.ty()), Some(f));
         }
     }

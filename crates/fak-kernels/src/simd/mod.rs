@@ -24,6 +24,8 @@ mod avx2_blocks;
 pub(crate) mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_half;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod grid_avx2;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod ops_avx2;
@@ -34,6 +36,7 @@ mod quant_avx2;
 
 use fak_gguf::GgmlType;
 
+use crate::blocks::GridFormat;
 use crate::isa::Isa;
 
 #[cfg(test)]
@@ -74,6 +77,8 @@ pub(crate) enum Kernel {
     F32,
     /// BF16 · BF16.
     BF16,
+    /// A codebook format (IQ1_*, IQ2_*, IQ3_*) · Q8_K.
+    Grid(GridFormat),
 }
 
 impl Kernel {
@@ -96,7 +101,7 @@ impl Kernel {
             GgmlType::Q8_K => Kernel::Q8K,
             GgmlType::F32 => Kernel::F32,
             GgmlType::BF16 => Kernel::BF16,
-            _ => return None,
+            ty => Kernel::Grid(GridFormat::of(ty)?),
         })
     }
 
@@ -115,7 +120,8 @@ impl Kernel {
             | Kernel::Q8K
             | Kernel::IQ4XS
             | Kernel::Q2K
-            | Kernel::Q3K => 8,
+            | Kernel::Q3K
+            | Kernel::Grid(_) => 8,
             Kernel::F16 | Kernel::F32 | Kernel::BF16 => 0,
         }
     }
@@ -137,6 +143,7 @@ impl Kernel {
             Kernel::Q8K => (292, 292),
             Kernel::F16 | Kernel::BF16 => (2, 2),
             Kernel::F32 => (4, 4),
+            Kernel::Grid(fmt) => (fmt.bytes(), 292),
         }
     }
 
@@ -193,6 +200,7 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
             Kernel::F16 => avx2::dot_f16(w, a),
             Kernel::F32 => avx2::dot_f32(w, a),
             Kernel::BF16 => avx2::dot_bf16(w, a),
+            Kernel::Grid(fmt) => crate::grid::dot_avx2(fmt, w, a),
         }
     })
 }

@@ -12,7 +12,7 @@ use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::quantize_row_to_vec;
 use rand::Rng;
 
-pub const WEIGHT_TYPES: [GgmlType; 16] = [
+pub const WEIGHT_TYPES: [GgmlType; 23] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -29,6 +29,13 @@ pub const WEIGHT_TYPES: [GgmlType; 16] = [
     GgmlType::Q3_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
 ];
 
 /// Byte offsets of the f16 scale fields in one block of `ty`.

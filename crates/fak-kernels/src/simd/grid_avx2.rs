@@ -1,0 +1,69 @@
+//! AVX2 twin of the codebook formats' integer sums (`crate::grid`).
+//!
+//! A decoded sub-block is 32 magnitudes and 32 sign bytes (4 `u64`s each,
+//! straight from the codebook and sign tables). One sub-block against 32
+//! activation quants `a`:
+//!
+//! ```text
+//!   p16 = maddubs(mag, sign(a, sign))             16 × i16: mag·(±a) in pairs   (|.| ≤ 2·62·128)
+//!   acc += madd(p16, [2s0+1 ×8 | 2s1+1 ×8])        8 × i32
+//!   IQ1: sacc += madd(maddubs(1, a), [shift·scale per 8 values])
+//! ```
+//!
+//! Every step is an exact integer, so the sums equal the scalar
+//! `grid::block_sums` for any activation row the quantizer writes (which
+//! never holds -128, whose sign flip `sign_epi8` cannot represent); the
+//! float step after them is the scalar one. Results are therefore the
+//! scalar twin's bits.
+
+use std::arch::x86_64::*;
+
+use crate::blocks::GridBlock;
+
+/// `(isum, ssum)` of one decoded super-block against 256 activation quants
+/// (`crate::grid::block_sums`).
+///
+/// * `g`: the decoded weights; `a`: `[256]` Q8_K quants.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
+    let mut acc = _mm256_setzero_si256();
+    let mut sacc = _mm256_setzero_si256();
+    let ones = _mm256_set1_epi8(1);
+    // IQ1 blocks carry a shift on every group; the other formats on none.
+    let shifted = g.subs[0].shift[0] != 0;
+    let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
+    for (sub, x) in g.subs.iter().zip(a.as_chunks::<32>().0) {
+        // SAFETY: `x` is 32 readable bytes; the load is unaligned.
+        let av = unsafe { _mm256_loadu_si256(x.as_ptr().cast()) };
+        let p16 = _mm256_maddubs_epi16(q64(sub.mag), _mm256_sign_epi8(av, q64(sub.sign)));
+        let sc = _mm256_set_m128i(
+            _mm_set1_epi16(sub.scale(1) as i16),
+            _mm_set1_epi16(sub.scale(0) as i16),
+        );
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
+        if shifted {
+            // Pair lanes 4k..4k+3 hold group k's values.
+            let w: [u64; 4] = std::array::from_fn(|k| {
+                let v = i32::from(sub.shift[k]) * sub.scale(k / 2);
+                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
+            });
+            let pairs = _mm256_maddubs_epi16(ones, av);
+            sacc = _mm256_add_epi32(sacc, _mm256_madd_epi16(pairs, q64(w)));
+        }
+    }
+    (hsum(acc), hsum(sacc))
+}
+
+/// The sum of 8 `i32` lanes (exact: the lanes never overflow).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
