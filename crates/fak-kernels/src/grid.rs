@@ -203,6 +203,15 @@ pub(crate) fn gemm(
         .take(n_tok * nb)
         .map(BlockQ8_K::from_bytes)
         .collect();
+    // Tokens in fours on AVX2 (one decoded sub-block for four tokens).
+    #[cfg(target_arch = "x86_64")]
+    let quads = if isa != Isa::Scalar && Isa::Avx2.is_available() {
+        n_tok / 4
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let quads = 0;
     for j in 0..n_rows {
         let Some(row) = w.get(j * wrb..(j + 1) * wrb) else {
             return;
@@ -211,13 +220,37 @@ pub(crate) fn gemm(
             .chunks_exact(fmt.bytes())
             .map(|b| fmt.decode(b))
             .collect();
-        for (t, ys) in acts.chunks_exact(nb).enumerate() {
-            let sumf = blocks.iter().zip(ys).fold(0.0f32, |s, (g, y)| {
-                s + block_value(step, g.d, y, sums_on(isa, g, &y.qs))
-            });
+        let mut put = |t: usize, sumf: f32| {
             if let Some(o) = out.get_mut(t * out_stride + j) {
                 *o = row_end(step, sumf);
             }
+        };
+        #[cfg(target_arch = "x86_64")]
+        for q in 0..quads {
+            let ys: [&[BlockQ8_K]; 4] =
+                std::array::from_fn(|k| &acts[(4 * q + k) * nb..(4 * q + k + 1) * nb]);
+            let mut sumf = [0.0f32; 4];
+            for (b, g) in blocks.iter().enumerate() {
+                // SAFETY: `quads` is non-zero only where AVX2 is available.
+                let sums = unsafe {
+                    crate::simd::grid_avx2::block_sums_n::<4>(
+                        g,
+                        std::array::from_fn(|k| &ys[k][b].qs),
+                    )
+                };
+                for k in 0..4 {
+                    sumf[k] += block_value(step, g.d, &ys[k][b], sums[k]);
+                }
+            }
+            for (k, &v) in sumf.iter().enumerate() {
+                put(4 * q + k, v);
+            }
+        }
+        for (t, ys) in acts.chunks_exact(nb).enumerate().skip(4 * quads) {
+            let sumf = blocks.iter().zip(ys).fold(0.0f32, |s, (g, y)| {
+                s + block_value(step, g.d, y, sums_on(isa, g, &y.qs))
+            });
+            put(t, sumf);
         }
     }
 }

@@ -458,6 +458,36 @@ fn teacher_qwen2_5_coder_1_5b_q4_k_m_kv_q8_0() {
     }
 }
 
+/// The codebook formats on real weights: Qwen2.5-Coder files that
+/// llama.cpp's quantizer made from the fetched Q4_K_M files with an
+/// importance matrix (`bench/peers/make_codebook_files.sh`; on the 0.5B
+/// model only `ffn_down` takes the codebook type). llama.cpp writes them,
+/// not `scripts/fetch-models.sh`, so they are checked only with
+/// `FAK_GOLDEN_IQ=1` and the files in `models/` (docs/GOLDENS.md,
+/// "Codebook formats"); CI checks the same kernels on a synthetic model
+/// (`tests/synth.rs`).
+const CODEBOOK_STEMS: [&str; 7] = [
+    "qwen2.5-coder-1.5b-instruct-iq3_xxs",
+    "qwen2.5-coder-1.5b-instruct-iq2_xxs",
+    "qwen2.5-coder-0.5b-instruct-iq3_m",
+    "qwen2.5-coder-0.5b-instruct-iq2_m",
+    "qwen2.5-coder-0.5b-instruct-iq2_xs",
+    "qwen2.5-coder-0.5b-instruct-iq1_m",
+    "qwen2.5-coder-0.5b-instruct-iq1_s",
+];
+
+/// `FAK_GOLDEN_IQ=1 cargo test --release -p fak-model --test teacher codebook`.
+#[test]
+fn teacher_codebook_formats() {
+    if std::env::var("FAK_GOLDEN_IQ").as_deref() != Ok("1") {
+        eprintln!("skipped: set FAK_GOLDEN_IQ=1 (and run bench/peers/make_codebook_files.sh) to check the codebook files");
+        return;
+    }
+    for stem in CODEBOOK_STEMS {
+        check(stem, TIE_MARGIN_QWEN_1_5B);
+    }
+}
+
 #[test]
 fn top5_tie_rule() {
     let top = [10, 11, 12, 13, 14, 15, 16];

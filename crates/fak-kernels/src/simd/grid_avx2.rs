@@ -37,9 +37,17 @@ pub(crate) unsafe fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
     let shifted = g.subs[0].shift[0] != 0;
     let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
     for (sub, x) in g.subs.iter().zip(a.as_chunks::<32>().0) {
-        // SAFETY: `x` is 32 readable bytes; the load is unaligned.
-        let av = unsafe { _mm256_loadu_si256(x.as_ptr().cast()) };
-        let p16 = _mm256_maddubs_epi16(q64(sub.mag), _mm256_sign_epi8(av, q64(sub.sign)));
+        // SAFETY: `x`, `sub.mag` and `sub.sign` are 32 readable bytes each
+        // (`[u64; 4]` is contiguous, value `j` of group `k` at byte
+        // `8k + j`); the loads are unaligned.
+        let (av, mag, sign) = unsafe {
+            (
+                _mm256_loadu_si256(x.as_ptr().cast()),
+                _mm256_loadu_si256(sub.mag.as_ptr().cast()),
+                _mm256_loadu_si256(sub.sign.as_ptr().cast()),
+            )
+        };
+        let p16 = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, sign));
         let sc = _mm256_set_m128i(
             _mm_set1_epi16(sub.scale(1) as i16),
             _mm_set1_epi16(sub.scale(0) as i16),
@@ -56,6 +64,57 @@ pub(crate) unsafe fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
         }
     }
     (hsum(acc), hsum(sacc))
+}
+
+/// [`block_sums`] of one decoded super-block against `N` tokens' quants at
+/// once: each sub-block's magnitudes, signs and scales are loaded once for
+/// all of them (prefill reuses one decoded row for every token).
+///
+/// * `g`: the decoded weights; `a`: `N` rows of `[256]` Q8_K quants.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn block_sums_n<const N: usize>(
+    g: &GridBlock,
+    a: [&[i8; 256]; N],
+) -> [(i32, i32); N] {
+    let mut acc = [_mm256_setzero_si256(); N];
+    let mut sacc = [_mm256_setzero_si256(); N];
+    let ones = _mm256_set1_epi8(1);
+    let shifted = g.subs[0].shift[0] != 0;
+    for (ib, sub) in g.subs.iter().enumerate() {
+        // SAFETY: `sub.mag` and `sub.sign` are 32 contiguous bytes each.
+        let (mag, sign) = unsafe {
+            (
+                _mm256_loadu_si256(sub.mag.as_ptr().cast()),
+                _mm256_loadu_si256(sub.sign.as_ptr().cast()),
+            )
+        };
+        let sc = _mm256_set_m128i(
+            _mm_set1_epi16(sub.scale(1) as i16),
+            _mm_set1_epi16(sub.scale(0) as i16),
+        );
+        let w = shifted.then(|| {
+            let w: [u64; 4] = std::array::from_fn(|k| {
+                let v = i32::from(sub.shift[k]) * sub.scale(k / 2);
+                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
+            });
+            _mm256_set_epi64x(w[3] as i64, w[2] as i64, w[1] as i64, w[0] as i64)
+        });
+        for t in 0..N {
+            // SAFETY: `a[t]` holds 256 bytes; sub-block `ib` is 32 of them.
+            let av = unsafe { _mm256_loadu_si256(a[t].as_ptr().add(32 * ib).cast()) };
+            let p16 = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, sign));
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p16, sc));
+            if let Some(w) = w {
+                let pairs = _mm256_maddubs_epi16(ones, av);
+                sacc[t] = _mm256_add_epi32(sacc[t], _mm256_madd_epi16(pairs, w));
+            }
+        }
+    }
+    std::array::from_fn(|t| (hsum(acc[t]), hsum(sacc[t])))
 }
 
 /// The sum of 8 `i32` lanes (exact: the lanes never overflow).
