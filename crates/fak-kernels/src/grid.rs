@@ -212,14 +212,13 @@ pub(crate) fn gemm(
     };
     #[cfg(not(target_arch = "x86_64"))]
     let quads = 0;
+    let mut blocks: Vec<GridBlock> = Vec::with_capacity(nb);
     for j in 0..n_rows {
         let Some(row) = w.get(j * wrb..(j + 1) * wrb) else {
             return;
         };
-        let blocks: Vec<GridBlock> = row
-            .chunks_exact(fmt.bytes())
-            .map(|b| fmt.decode(b))
-            .collect();
+        blocks.clear();
+        blocks.extend(row.chunks_exact(fmt.bytes()).map(|b| fmt.decode(b)));
         let mut put = |t: usize, sumf: f32| {
             if let Some(o) = out.get_mut(t * out_stride + j) {
                 *o = row_end(step, sumf);
