@@ -212,13 +212,14 @@ pub(crate) fn gemm(
     };
     #[cfg(not(target_arch = "x86_64"))]
     let quads = 0;
-    let mut blocks: Vec<GridBlock> = Vec::with_capacity(nb);
+    let mut blocks = vec![GridBlock::default(); nb];
     for j in 0..n_rows {
         let Some(row) = w.get(j * wrb..(j + 1) * wrb) else {
             return;
         };
-        blocks.clear();
-        blocks.extend(row.chunks_exact(fmt.bytes()).map(|b| fmt.decode(b)));
+        for (g, b) in blocks.iter_mut().zip(row.chunks_exact(fmt.bytes())) {
+            fmt.decode_into(b, g);
+        }
         let mut put = |t: usize, sumf: f32| {
             if let Some(o) = out.get_mut(t * out_stride + j) {
                 *o = row_end(step, sumf);

@@ -205,7 +205,7 @@ impl Sub32 {
 }
 
 /// A decoded super-block: its f16 scale and 8 sub-blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GridBlock {
     /// Super-block scale, f16 bits.
     pub d: u16,
@@ -213,14 +213,39 @@ pub struct GridBlock {
     pub subs: [Sub32; 8],
 }
 
-#[inline]
-fn u16_at(b: &[u8], off: usize) -> u16 {
+#[inline(always)]
+fn u16_at<const N: usize>(b: &[u8; N], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
 
-#[inline]
-fn u32_at(b: &[u8], off: usize) -> u32 {
+#[inline(always)]
+fn u32_at<const N: usize>(b: &[u8; N], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// The super-block scale of every format but IQ1_M: bytes 0..2.
+#[inline(always)]
+fn d0<const N: usize>(b: &[u8; N]) -> u16 {
+    u16_at(b, 0)
+}
+
+/// Fills `out` from one `B`-byte block: `d` reads the super-block scale,
+/// `sub` decodes sub-block `ib`. A short `b` leaves `out` as it was
+/// (callers pass whole blocks).
+#[inline(always)]
+fn fill<const B: usize>(
+    b: &[u8],
+    out: &mut GridBlock,
+    d: impl Fn(&[u8; B]) -> u16,
+    sub: impl Fn(&[u8; B], usize) -> Sub32,
+) {
+    let Some(b) = b.first_chunk::<B>() else {
+        return;
+    };
+    out.d = d(b);
+    for (ib, s) in out.subs.iter_mut().enumerate() {
+        *s = sub(b, ib);
+    }
 }
 
 impl GridFormat {
@@ -290,28 +315,29 @@ impl GridFormat {
     /// If `b` is shorter than one block (callers pass whole blocks).
     #[inline]
     pub fn decode(self, b: &[u8]) -> GridBlock {
-        let mut subs = [Sub32::default(); 8];
-        let d = match self {
-            GridFormat::IQ1_M => iq1_m_scale(b),
-            _ => u16_at(b, 0),
-        };
-        for (ib, sub) in subs.iter_mut().enumerate() {
-            *sub = match self {
-                GridFormat::IQ2_XXS => iq2_xxs(b, ib),
-                GridFormat::IQ2_XS => iq2_xs(b, ib),
-                GridFormat::IQ2_S => iq2_s(b, ib),
-                GridFormat::IQ3_XXS => iq3_xxs(b, ib),
-                GridFormat::IQ3_S => iq3_s(b, ib),
-                GridFormat::IQ1_S => iq1_s(b, ib),
-                GridFormat::IQ1_M => iq1_m(b, ib),
-            };
+        let mut g = GridBlock::default();
+        self.decode_into(b, &mut g);
+        g
+    }
+
+    /// [`GridFormat::decode`] into an existing block (no copy of the
+    /// decoded block; the hot loops reuse one buffer per row).
+    #[inline]
+    pub fn decode_into(self, b: &[u8], out: &mut GridBlock) {
+        match self {
+            GridFormat::IQ2_XXS => fill::<66>(b, out, d0, iq2_xxs),
+            GridFormat::IQ2_XS => fill::<74>(b, out, d0, iq2_xs),
+            GridFormat::IQ2_S => fill::<82>(b, out, d0, iq2_s),
+            GridFormat::IQ3_XXS => fill::<98>(b, out, d0, iq3_xxs),
+            GridFormat::IQ3_S => fill::<110>(b, out, d0, iq3_s),
+            GridFormat::IQ1_S => fill::<50>(b, out, d0, iq1_s),
+            GridFormat::IQ1_M => fill::<56>(b, out, iq1_m_scale, iq1_m),
         }
-        GridBlock { d, subs }
     }
 }
 
 #[inline]
-fn iq2_xxs(b: &[u8], ib: usize) -> Sub32 {
+fn iq2_xxs(b: &[u8; 66], ib: usize) -> Sub32 {
     let base = 2 + 8 * ib;
     let aux = u32_at(b, base + 4);
     let s = (aux >> 28) as u8;
@@ -324,7 +350,7 @@ fn iq2_xxs(b: &[u8], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq2_xs(b: &[u8], ib: usize) -> Sub32 {
+fn iq2_xs(b: &[u8; 74], ib: usize) -> Sub32 {
     let sc = b[66 + ib];
     let v: [u16; 4] = std::array::from_fn(|l| u16_at(b, 2 + 2 * (4 * ib + l)));
     Sub32 {
@@ -336,7 +362,7 @@ fn iq2_xs(b: &[u8], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq2_s(b: &[u8], ib: usize) -> Sub32 {
+fn iq2_s(b: &[u8; 82], ib: usize) -> Sub32 {
     let sc = b[74 + ib];
     let qh = usize::from(b[66 + ib]);
     Sub32 {
@@ -350,7 +376,7 @@ fn iq2_s(b: &[u8], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq3_xxs(b: &[u8], ib: usize) -> Sub32 {
+fn iq3_xxs(b: &[u8; 98], ib: usize) -> Sub32 {
     let aux = u32_at(b, 66 + 4 * ib);
     let s = (aux >> 28) as u8;
     let q = &b[2 + 8 * ib..2 + 8 * ib + 8];
@@ -365,7 +391,7 @@ fn iq3_xxs(b: &[u8], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq3_s(b: &[u8], ib: usize) -> Sub32 {
+fn iq3_s(b: &[u8; 110], ib: usize) -> Sub32 {
     let sc = b[106 + ib / 2];
     let s = if ib.is_multiple_of(2) {
         sc & 0x0F
@@ -387,7 +413,7 @@ fn iq3_s(b: &[u8], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq1_s(b: &[u8], ib: usize) -> Sub32 {
+fn iq1_s(b: &[u8; 50], ib: usize) -> Sub32 {
     let qh = u16_at(b, 34 + 2 * ib);
     let s = ((qh >> 12) & 7) as u8;
     let shift = if qh & 0x8000 != 0 { -1 } else { 1 };
@@ -404,13 +430,13 @@ fn iq1_s(b: &[u8], ib: usize) -> Sub32 {
 
 /// IQ1_M's f16 super-block scale: the top nibbles of its four scale words.
 #[inline]
-fn iq1_m_scale(b: &[u8]) -> u16 {
+fn iq1_m_scale(b: &[u8; 56]) -> u16 {
     let sc: [u16; 4] = std::array::from_fn(|k| u16_at(b, 48 + 2 * k));
     (sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)
 }
 
 #[inline]
-fn iq1_m(b: &[u8], ib: usize) -> Sub32 {
+fn iq1_m(b: &[u8; 56], ib: usize) -> Sub32 {
     let word = u16_at(b, 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     let qh = [usize::from(b[32 + 2 * ib]), usize::from(b[32 + 2 * ib + 1])];
     let idx: [usize; 4] = std::array::from_fn(|l| {
