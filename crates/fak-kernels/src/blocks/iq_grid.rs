@@ -104,11 +104,24 @@ static IQ3XXS_GRID: [u64; 256] = expand(&IQ3XXS_CODES, IQ3XXS_LEVELS, 3, 4);
 static IQ3S_GRID: [u64; 512] = expand(&IQ3S_CODES, IQ3S_LEVELS, 3, 4);
 static IQ1S_GRID: ([u64; 2048], [u64; 2048]) = expand_ternary(&IQ1S_CODES);
 static SIGNS: [u64; 256] = sign_table();
+static SIGNS7: [u64; 128] = seven_bit_signs();
+
+/// [`SIGNS`] of [`sign_byte`]`(i)` for each 7-bit `i`.
+const fn seven_bit_signs() -> [u64; 128] {
+    let all = sign_table();
+    let mut out = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        out[i] = all[sign_byte(i as u8) as usize];
+        i += 1;
+    }
+    out
+}
 
 /// The sign bytes of 7 stored sign bits (the eighth from [`sign_byte`]).
-#[inline]
+#[inline(always)]
 fn signs7(seven: u32) -> u64 {
-    SIGNS[usize::from(sign_byte(seven as u8))]
+    SIGNS7[(seven & 0x7F) as usize]
 }
 
 /// The sign bytes of a whole stored sign byte.
@@ -225,7 +238,7 @@ fn u32_at<const N: usize>(b: &[u8; N], off: usize) -> u32 {
 
 /// The super-block scale of every format but IQ1_M: bytes 0..2.
 #[inline(always)]
-fn d0<const N: usize>(b: &[u8; N]) -> u16 {
+pub(crate) fn d0<const N: usize>(b: &[u8; N]) -> u16 {
     u16_at(b, 0)
 }
 
@@ -337,7 +350,7 @@ impl GridFormat {
 }
 
 #[inline]
-fn iq2_xxs(b: &[u8; 66], ib: usize) -> Sub32 {
+pub(crate) fn iq2_xxs(b: &[u8; 66], ib: usize) -> Sub32 {
     let base = 2 + 8 * ib;
     let aux = u32_at(b, base + 4);
     let s = (aux >> 28) as u8;
@@ -350,7 +363,7 @@ fn iq2_xxs(b: &[u8; 66], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq2_xs(b: &[u8; 74], ib: usize) -> Sub32 {
+pub(crate) fn iq2_xs(b: &[u8; 74], ib: usize) -> Sub32 {
     let sc = b[66 + ib];
     let v: [u16; 4] = std::array::from_fn(|l| u16_at(b, 2 + 2 * (4 * ib + l)));
     Sub32 {
@@ -362,7 +375,7 @@ fn iq2_xs(b: &[u8; 74], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq2_s(b: &[u8; 82], ib: usize) -> Sub32 {
+pub(crate) fn iq2_s(b: &[u8; 82], ib: usize) -> Sub32 {
     let sc = b[74 + ib];
     let qh = usize::from(b[66 + ib]);
     Sub32 {
@@ -376,7 +389,7 @@ fn iq2_s(b: &[u8; 82], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq3_xxs(b: &[u8; 98], ib: usize) -> Sub32 {
+pub(crate) fn iq3_xxs(b: &[u8; 98], ib: usize) -> Sub32 {
     let aux = u32_at(b, 66 + 4 * ib);
     let s = (aux >> 28) as u8;
     let q = &b[2 + 8 * ib..2 + 8 * ib + 8];
@@ -391,7 +404,7 @@ fn iq3_xxs(b: &[u8; 98], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq3_s(b: &[u8; 110], ib: usize) -> Sub32 {
+pub(crate) fn iq3_s(b: &[u8; 110], ib: usize) -> Sub32 {
     let sc = b[106 + ib / 2];
     let s = if ib.is_multiple_of(2) {
         sc & 0x0F
@@ -413,7 +426,7 @@ fn iq3_s(b: &[u8; 110], ib: usize) -> Sub32 {
 }
 
 #[inline]
-fn iq1_s(b: &[u8; 50], ib: usize) -> Sub32 {
+pub(crate) fn iq1_s(b: &[u8; 50], ib: usize) -> Sub32 {
     let qh = u16_at(b, 34 + 2 * ib);
     let s = ((qh >> 12) & 7) as u8;
     let shift = if qh & 0x8000 != 0 { -1 } else { 1 };
@@ -430,13 +443,13 @@ fn iq1_s(b: &[u8; 50], ib: usize) -> Sub32 {
 
 /// IQ1_M's f16 super-block scale: the top nibbles of its four scale words.
 #[inline]
-fn iq1_m_scale(b: &[u8; 56]) -> u16 {
+pub(crate) fn iq1_m_scale(b: &[u8; 56]) -> u16 {
     let sc: [u16; 4] = std::array::from_fn(|k| u16_at(b, 48 + 2 * k));
     (sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)
 }
 
 #[inline]
-fn iq1_m(b: &[u8; 56], ib: usize) -> Sub32 {
+pub(crate) fn iq1_m(b: &[u8; 56], ib: usize) -> Sub32 {
     let word = u16_at(b, 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     let qh = [usize::from(b[32 + 2 * ib]), usize::from(b[32 + 2 * ib + 1])];
     let idx: [usize; 4] = std::array::from_fn(|l| {

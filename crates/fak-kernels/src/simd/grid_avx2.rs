@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::GridBlock;
+use crate::blocks::{GridBlock, Sub32};
 
 /// `(isum, ssum)` of one decoded super-block against 256 activation quants
 /// (`crate::grid::block_sums`).
@@ -115,6 +115,50 @@ pub(crate) unsafe fn block_sums_n<const N: usize>(
         }
     }
     std::array::from_fn(|t| (hsum(acc[t]), hsum(sacc[t])))
+}
+
+/// [`block_sums`] straight from one encoded block: `sub` decodes each
+/// sub-block and its words go into registers without a decoded copy of the
+/// block in memory (the one-token path: nothing to reuse).
+///
+/// * `b`: one encoded block; `a`: `[256]` Q8_K quants; `sub`: the format's
+///   sub-block decoder; `shifted`: IQ1 (shift signs present).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn block_sums_fused<const B: usize>(
+    b: &[u8; B],
+    a: &[i8; 256],
+    sub: impl Fn(&[u8; B], usize) -> Sub32,
+    shifted: bool,
+) -> (i32, i32) {
+    let mut acc = _mm256_setzero_si256();
+    let mut sacc = _mm256_setzero_si256();
+    let ones = _mm256_set1_epi8(1);
+    let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
+    for (ib, x) in a.as_chunks::<32>().0.iter().enumerate() {
+        let s = sub(b, ib);
+        // SAFETY: `x` is 32 readable bytes; the load is unaligned.
+        let av = unsafe { _mm256_loadu_si256(x.as_ptr().cast()) };
+        let p16 = _mm256_maddubs_epi16(q64(s.mag), _mm256_sign_epi8(av, q64(s.sign)));
+        let sc = _mm256_set_m128i(
+            _mm_set1_epi16(s.scale(1) as i16),
+            _mm_set1_epi16(s.scale(0) as i16),
+        );
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
+        if shifted {
+            let w: [u64; 4] = std::array::from_fn(|k| {
+                let v = i32::from(s.shift[k]) * s.scale(k / 2);
+                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
+            });
+            let pairs = _mm256_maddubs_epi16(ones, av);
+            sacc = _mm256_add_epi32(sacc, _mm256_madd_epi16(pairs, q64(w)));
+        }
+    }
+    (hsum(acc), hsum(sacc))
 }
 
 /// The sum of 8 `i32` lanes (exact: the lanes never overflow).
