@@ -48,14 +48,7 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
-            | IQ1_S
-            | IQ1_M
-            | IQ2_XXS
-            | IQ2_XS
-            | IQ2_S
-            | IQ3_XXS
-            | IQ3_S
-    )
+    ) || GridFormat::of(ty).is_some()
 }
 
 /// Decodes one row of `dst.len()` elements of type `ty` into `dst`.

@@ -136,59 +136,47 @@ fn row_end(step: GridStep, sumf: f32) -> f32 {
     }
 }
 
-/// `R` weight rows against one token on AVX2, each block decoded into
-/// registers ([`crate::simd::grid_avx2::block_sums_fused`]); each row keeps
-/// its own float steps, so the same bits as [`dot_on`]. (Two rows side by
-/// side measured no faster than one: the model runs `R = 1`.)
+/// One weight row against one token on AVX2, each block decoded into
+/// registers ([`crate::simd::grid_avx2::block_sums_fused`]); the same float
+/// steps, so the same bits as [`dot_on`]. (Two rows side by side, two
+/// independent float chains, measured no faster.)
 ///
-/// * `rows`: `R` rows of `fmt` blocks; `ys`: the token's Q8_K blocks.
+/// * `row`: one row of `fmt` blocks; `ys`: the token's Q8_K blocks.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn fused_rows<const R: usize>(
-    fmt: GridFormat,
-    rows: [&[u8]; R],
-    ys: &[BlockQ8_K],
-) -> [f32; R] {
+unsafe fn fused_row(fmt: GridFormat, row: &[u8], ys: &[BlockQ8_K]) -> f32 {
     use crate::blocks as bl;
-    /// The row loop for one format: `B` bytes per block, `R` rows side by
-    /// side (independent float chains, each in its own row's order).
+    /// The row loop for one format: `B` bytes per block.
     #[inline(always)]
-    fn run<const B: usize, const R: usize>(
+    fn run<const B: usize>(
         step: GridStep,
-        rows: [&[u8]; R],
+        row: &[u8],
         ys: &[BlockQ8_K],
         d: impl Fn(&[u8; B]) -> u16,
         sub: impl Fn(&[u8; B], usize) -> Sub32 + Copy,
         shifted: bool,
-    ) -> [f32; R] {
-        let mut sumf = [0.0f32; R];
-        let blocks = rows.map(|r| r.as_chunks::<B>().0);
-        for (i, y) in ys.iter().enumerate() {
-            for r in 0..R {
-                let Some(b) = blocks[r].get(i) else {
-                    continue;
-                };
-                // SAFETY: the caller runs on a CPU with AVX2.
-                let sums =
-                    unsafe { crate::simd::grid_avx2::block_sums_fused(b, &y.qs, sub, shifted) };
-                sumf[r] += block_value(step, d(b), y, sums);
-            }
+    ) -> f32 {
+        let mut sumf = 0.0f32;
+        for (b, y) in row.as_chunks::<B>().0.iter().zip(ys) {
+            // SAFETY: the caller runs on a CPU with AVX2.
+            let sums = unsafe { crate::simd::grid_avx2::block_sums_fused(b, &y.qs, sub, shifted) };
+            sumf += block_value(step, d(b), y, sums);
         }
-        sumf.map(|v| row_end(step, v))
+        row_end(step, sumf)
     }
     let step = fmt.step();
     match fmt {
-        GridFormat::IQ2_XXS => run::<66, R>(step, rows, ys, bl::d0, bl::iq2_xxs, false),
-        GridFormat::IQ2_XS => run::<74, R>(step, rows, ys, bl::d0, bl::iq2_xs, false),
-        GridFormat::IQ2_S => run::<82, R>(step, rows, ys, bl::d0, bl::iq2_s, false),
-        GridFormat::IQ3_XXS => run::<98, R>(step, rows, ys, bl::d0, bl::iq3_xxs, false),
-        GridFormat::IQ3_S => run::<110, R>(step, rows, ys, bl::d0, bl::iq3_s, false),
-        GridFormat::IQ1_S => run::<50, R>(step, rows, ys, bl::d0, bl::iq1_s, true),
-        GridFormat::IQ1_M => run::<56, R>(step, rows, ys, bl::iq1_m_scale, bl::iq1_m, true),
+        GridFormat::IQ2_XXS => run::<66>(step, row, ys, bl::d0, bl::iq2_xxs, false),
+        GridFormat::IQ2_XS => run::<74>(step, row, ys, bl::d0, bl::iq2_xs, false),
+        GridFormat::IQ2_S => run::<82>(step, row, ys, bl::d0, bl::iq2_s, false),
+        GridFormat::IQ3_XXS => run::<98>(step, row, ys, bl::d0, bl::iq3_xxs, false),
+        GridFormat::IQ3_S => run::<110>(step, row, ys, bl::d0, bl::iq3_s, false),
+        GridFormat::IQ1_S => run::<50>(step, row, ys, bl::d0, bl::iq1_s, true),
+        GridFormat::IQ1_M => run::<56>(step, row, ys, bl::iq1_m_scale, bl::iq1_m, true),
     }
 }
 
@@ -259,34 +247,28 @@ pub(crate) fn gemm(
         .take(n_tok * nb)
         .map(BlockQ8_K::from_bytes)
         .collect();
-    // Tokens in fours on AVX2 (one decoded sub-block for four tokens).
     #[cfg(target_arch = "x86_64")]
-    let quads = if isa != Isa::Scalar && Isa::Avx2.is_available() {
-        n_tok / 4
-    } else {
-        0
-    };
+    let avx2 = isa != Isa::Scalar && Isa::Avx2.is_available();
     #[cfg(not(target_arch = "x86_64"))]
-    let quads = 0;
+    let avx2 = false;
     // Fewer than four tokens on AVX2: nothing to reuse, so each block is
     // decoded straight into registers.
     #[cfg(target_arch = "x86_64")]
-    if quads == 0 && isa != Isa::Scalar && Isa::Avx2.is_available() {
-        let row = |j: usize| w.get(j * wrb..(j + 1) * wrb).unwrap_or_default();
+    if avx2 && n_tok < 4 {
         for (t, ys) in acts.chunks_exact(nb).enumerate() {
-            let mut put = |j: usize, v: f32| {
+            for j in 0..n_rows {
+                let row = w.get(j * wrb..(j + 1) * wrb).unwrap_or_default();
+                // SAFETY: AVX2 is available (`avx2`).
+                let v = unsafe { fused_row(fmt, row, ys) };
                 if let Some(o) = out.get_mut(t * out_stride + j) {
                     *o = v;
                 }
-            };
-            for j in 0..n_rows {
-                // SAFETY: AVX2 is available (checked just above).
-                let [v] = unsafe { fused_rows(fmt, [row(j)], ys) };
-                put(j, v);
             }
         }
         return;
     }
+    // Tokens in fours on AVX2 (one decoded sub-block for four tokens).
+    let quads = if avx2 { n_tok / 4 } else { 0 };
     let mut blocks = vec![GridBlock::default(); nb];
     for j in 0..n_rows {
         let Some(row) = w.get(j * wrb..(j + 1) * wrb) else {

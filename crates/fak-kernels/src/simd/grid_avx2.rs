@@ -20,6 +20,50 @@ use std::arch::x86_64::*;
 
 use crate::blocks::{GridBlock, Sub32};
 
+/// One sub-block's words in registers: magnitudes, sign bytes, the two
+/// scales per 16-bit pair lane, and (IQ1) shift times scale per pair lane.
+struct SubVecs {
+    mag: __m256i,
+    sign: __m256i,
+    scales: __m256i,
+    shifts: Option<__m256i>,
+}
+
+/// The register words of `s`; `shifted`: IQ1 (shift signs present).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sub_vecs(s: &Sub32, shifted: bool) -> SubVecs {
+    let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
+    SubVecs {
+        mag: q64(s.mag),
+        sign: q64(s.sign),
+        scales: _mm256_set_m128i(
+            _mm_set1_epi16(s.scale(1) as i16),
+            _mm_set1_epi16(s.scale(0) as i16),
+        ),
+        // Pair lanes 4k..4k+3 hold group k's values.
+        shifts: shifted.then(|| {
+            q64(std::array::from_fn(|k| {
+                let v = i32::from(s.shift[k]) * s.scale(k / 2);
+                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
+            }))
+        }),
+    }
+}
+
+/// Adds one sub-block against 32 activation quants `av` to the integer
+/// lanes `acc` (values) and `sacc` (IQ1 shifts).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sub_step(v: &SubVecs, av: __m256i, acc: &mut __m256i, sacc: &mut __m256i) {
+    let p16 = _mm256_maddubs_epi16(v.mag, _mm256_sign_epi8(av, v.sign));
+    *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(p16, v.scales));
+    if let Some(w) = v.shifts {
+        let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), av);
+        *sacc = _mm256_add_epi32(*sacc, _mm256_madd_epi16(pairs, w));
+    }
+}
+
 /// `(isum, ssum)` of one decoded super-block against 256 activation quants
 /// (`crate::grid::block_sums`).
 ///
@@ -30,45 +74,14 @@ use crate::blocks::{GridBlock, Sub32};
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn block_sums(g: &GridBlock, a: &[i8; 256]) -> (i32, i32) {
-    let mut acc = _mm256_setzero_si256();
-    let mut sacc = _mm256_setzero_si256();
-    let ones = _mm256_set1_epi8(1);
-    // IQ1 blocks carry a shift on every group; the other formats on none.
-    let shifted = g.subs[0].shift[0] != 0;
-    let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
-    for (sub, x) in g.subs.iter().zip(a.as_chunks::<32>().0) {
-        // SAFETY: `x`, `sub.mag` and `sub.sign` are 32 readable bytes each
-        // (`[u64; 4]` is contiguous, value `j` of group `k` at byte
-        // `8k + j`); the loads are unaligned.
-        let (av, mag, sign) = unsafe {
-            (
-                _mm256_loadu_si256(x.as_ptr().cast()),
-                _mm256_loadu_si256(sub.mag.as_ptr().cast()),
-                _mm256_loadu_si256(sub.sign.as_ptr().cast()),
-            )
-        };
-        let p16 = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, sign));
-        let sc = _mm256_set_m128i(
-            _mm_set1_epi16(sub.scale(1) as i16),
-            _mm_set1_epi16(sub.scale(0) as i16),
-        );
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
-        if shifted {
-            // Pair lanes 4k..4k+3 hold group k's values.
-            let w: [u64; 4] = std::array::from_fn(|k| {
-                let v = i32::from(sub.shift[k]) * sub.scale(k / 2);
-                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
-            });
-            let pairs = _mm256_maddubs_epi16(ones, av);
-            sacc = _mm256_add_epi32(sacc, _mm256_madd_epi16(pairs, q64(w)));
-        }
-    }
-    (hsum(acc), hsum(sacc))
+    // SAFETY: this function's caller guarantees AVX2.
+    let [sums] = unsafe { block_sums_n(g, [a]) };
+    sums
 }
 
 /// [`block_sums`] of one decoded super-block against `N` tokens' quants at
-/// once: each sub-block's magnitudes, signs and scales are loaded once for
-/// all of them (prefill reuses one decoded row for every token).
+/// once: each sub-block's words are put in registers once for all of them
+/// (prefill reuses one decoded row for every token).
 ///
 /// * `g`: the decoded weights; `a`: `N` rows of `[256]` Q8_K quants.
 ///
@@ -82,36 +95,15 @@ pub(crate) unsafe fn block_sums_n<const N: usize>(
 ) -> [(i32, i32); N] {
     let mut acc = [_mm256_setzero_si256(); N];
     let mut sacc = [_mm256_setzero_si256(); N];
-    let ones = _mm256_set1_epi8(1);
+    // IQ1 blocks carry a shift on every group; the other formats on none.
     let shifted = g.subs[0].shift[0] != 0;
     for (ib, sub) in g.subs.iter().enumerate() {
-        // SAFETY: `sub.mag` and `sub.sign` are 32 contiguous bytes each.
-        let (mag, sign) = unsafe {
-            (
-                _mm256_loadu_si256(sub.mag.as_ptr().cast()),
-                _mm256_loadu_si256(sub.sign.as_ptr().cast()),
-            )
-        };
-        let sc = _mm256_set_m128i(
-            _mm_set1_epi16(sub.scale(1) as i16),
-            _mm_set1_epi16(sub.scale(0) as i16),
-        );
-        let w = shifted.then(|| {
-            let w: [u64; 4] = std::array::from_fn(|k| {
-                let v = i32::from(sub.shift[k]) * sub.scale(k / 2);
-                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
-            });
-            _mm256_set_epi64x(w[3] as i64, w[2] as i64, w[1] as i64, w[0] as i64)
-        });
+        let v = sub_vecs(sub, shifted);
         for t in 0..N {
-            // SAFETY: `a[t]` holds 256 bytes; sub-block `ib` is 32 of them.
+            // SAFETY: `a[t]` holds 256 bytes; sub-block `ib` is 32 of them
+            // (the load is unaligned).
             let av = unsafe { _mm256_loadu_si256(a[t].as_ptr().add(32 * ib).cast()) };
-            let p16 = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(av, sign));
-            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p16, sc));
-            if let Some(w) = w {
-                let pairs = _mm256_maddubs_epi16(ones, av);
-                sacc[t] = _mm256_add_epi32(sacc[t], _mm256_madd_epi16(pairs, w));
-            }
+            sub_step(&v, av, &mut acc[t], &mut sacc[t]);
         }
     }
     std::array::from_fn(|t| (hsum(acc[t]), hsum(sacc[t])))
@@ -137,26 +129,10 @@ pub(crate) unsafe fn block_sums_fused<const B: usize>(
 ) -> (i32, i32) {
     let mut acc = _mm256_setzero_si256();
     let mut sacc = _mm256_setzero_si256();
-    let ones = _mm256_set1_epi8(1);
-    let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
     for (ib, x) in a.as_chunks::<32>().0.iter().enumerate() {
-        let s = sub(b, ib);
         // SAFETY: `x` is 32 readable bytes; the load is unaligned.
         let av = unsafe { _mm256_loadu_si256(x.as_ptr().cast()) };
-        let p16 = _mm256_maddubs_epi16(q64(s.mag), _mm256_sign_epi8(av, q64(s.sign)));
-        let sc = _mm256_set_m128i(
-            _mm_set1_epi16(s.scale(1) as i16),
-            _mm_set1_epi16(s.scale(0) as i16),
-        );
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
-        if shifted {
-            let w: [u64; 4] = std::array::from_fn(|k| {
-                let v = i32::from(s.shift[k]) * s.scale(k / 2);
-                u64::from(v as i16 as u16) * 0x0001_0001_0001_0001
-            });
-            let pairs = _mm256_maddubs_epi16(ones, av);
-            sacc = _mm256_add_epi32(sacc, _mm256_madd_epi16(pairs, q64(w)));
-        }
+        sub_step(&sub_vecs(&sub(b, ib), shifted), av, &mut acc, &mut sacc);
     }
     (hsum(acc), hsum(sacc))
 }

@@ -12,7 +12,35 @@ use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::quantize_row_to_vec;
 use rand::Rng;
 
-pub const WEIGHT_TYPES: [GgmlType; 23] = [
+/// The codebook formats (IQ1_*, IQ2_*, IQ3_*).
+pub const GRID_TYPES: [GgmlType; 7] = [
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+];
+
+/// Every weight type with a dot product: the others, then [`GRID_TYPES`].
+pub const WEIGHT_TYPES: [GgmlType; 23] = concat(&OTHER_WEIGHT_TYPES, &GRID_TYPES);
+
+const fn concat<const A: usize, const B: usize, const N: usize>(
+    a: &[GgmlType; A],
+    b: &[GgmlType; B],
+) -> [GgmlType; N] {
+    assert!(A + B == N);
+    let mut out = [GgmlType::F32; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < A { a[i] } else { b[i - A] };
+        i += 1;
+    }
+    out
+}
+
+const OTHER_WEIGHT_TYPES: [GgmlType; 16] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -29,13 +57,6 @@ pub const WEIGHT_TYPES: [GgmlType; 23] = [
     GgmlType::Q3_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
-    GgmlType::IQ1_S,
-    GgmlType::IQ1_M,
-    GgmlType::IQ2_XXS,
-    GgmlType::IQ2_XS,
-    GgmlType::IQ2_S,
-    GgmlType::IQ3_XXS,
-    GgmlType::IQ3_S,
 ];
 
 /// Byte offsets of the f16 scale fields in one block of `ty`.
