@@ -433,6 +433,7 @@ fn check_shape(w: &Weight, acts: &QuantActs, out: &[f32]) -> Result<(), ModelErr
 /// splits by tokens ([`Model::matmul_tokens`]) rather than by weight rows.
 fn splits_by_tokens(w: &Weight, n_tok: usize, threads: usize) -> bool {
     threads > 1
+        && fak_kernels::blocks::GridFormat::of(w.ty).is_none()
         && n_tok >= threads * TOKEN_SPLIT_MIN_PER_THREAD
         && (w.bytes() <= TOKEN_SPLIT_MAX_BYTES || n_tok >= threads * TOKEN_SPLIT_ANY_PER_THREAD)
 }

@@ -21,7 +21,7 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::layout::{gk, q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
     act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
 };
@@ -404,6 +404,61 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
     }
 }
 
+/// The decoded codebook tiles of `super::grid`: signed values offset by
+/// `2^SHIFT` (16 or 64) into unsigned bytes, `I16` steps per `i16` run
+/// (4 below 32, 1 below 128), signed scales per 16 values; `EIGHTHS`
+/// (IQ1): the integers are eighths, so the float term takes `· 0.125`
+/// before the scales.
+pub(super) struct Grid<const SHIFT: i32, const I16: usize, const EIGHTHS: bool>;
+
+impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool> KSteps<{ gk::BYTES }>
+    for Grid<SHIFT, I16, EIGHTHS>
+{
+    const SUB_STEPS: usize = 4;
+    const I16_STEPS: usize = I16;
+    const PAIR_STREAMED: bool = false;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn step(b: &[u8; gk::BYTES], k: usize) -> __m256i {
+        load(bytes32(b, gk::U + 32 * k))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(b: &[u8; gk::BYTES], j: usize) -> __m256i {
+        signed::scales(b, gk::SC, j)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offsets(b: &[u8; gk::BYTES], a: &[u8; AB]) -> __m256i {
+        signed::offsets::<{ gk::BYTES }, SHIFT>(b, gk::SC, a)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn offset_pair(b: &[u8; gk::BYTES], m: usize) -> __m256i {
+        signed::offset_pair(b, gk::SC, m)
+    }
+
+    const OFFSET_SHIFT: i32 = SHIFT;
+
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn term(b: &[u8; gk::BYTES], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+        if EIGHTHS {
+            let eighths = _mm256_mul_ps(
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, summ)),
+                _mm256_set1_ps(0.125),
+            );
+            _mm256_mul_ps(_mm256_mul_ps(halves(b, gk::D), dx), eighths)
+        } else {
+            signed::term(b, gk::D, dx, (sumi, summ))
+        }
+    }
+}
+
 impl KSteps<{ q2k::BYTES }> for Q2K {
     const SUB_STEPS: usize = 4;
     /// A sub-block: its `maddubs` pair sums are at most `2 · 3 · 128`.
@@ -590,7 +645,7 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
 /// one place, so that it inlines here.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+pub(super) fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     const T: usize = TILE_TOKENS;
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();

@@ -28,8 +28,8 @@
 
 use std::arch::x86_64::*;
 
-use super::k_avx2::{KSteps, AB, BSUMS, Q2K, Q3K, Q4K, Q5K, Q6K};
-use super::layout::{q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
+use super::k_avx2::{Grid, KSteps, AB, BSUMS, Q2K, Q3K, Q4K, Q5K, Q6K};
+use super::layout::{gk, q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
     act_rows, bit_to16, blocks_at, bytes32, load, prefetch_ahead, quad, store, store16, Weights,
     VNNI_TILE as TILE,
@@ -118,7 +118,7 @@ fn halves(v: __m512i) -> (__m256i, __m256i) {
 /// A k-quant format's steps of two neighbouring groups at once, decoded
 /// in 512-bit registers: the same bytes as two [`KSteps::step`]s side by
 /// side, with half the shifts and masks.
-trait PairSteps<const B: usize>: KSteps<B> {
+pub(super) trait PairSteps<const B: usize>: KSteps<B> {
     /// Step `k` of `b[0]` in the low and of `b[1]` in the high 256 bits.
     ///
     /// # Safety
@@ -202,6 +202,16 @@ impl PairSteps<{ q3k::BYTES }> for Q3K {
     }
 }
 
+impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool> PairSteps<{ gk::BYTES }>
+    for Grid<SHIFT, I16, EIGHTHS>
+{
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    unsafe fn step16(b: [&[u8; gk::BYTES]; 2], k: usize) -> __m512i {
+        load_pair(b, gk::U + 32 * k)
+    }
+}
+
 /// [`tile_vnni`] for `T` tokens (at most [`TILE`]) over two neighbouring
 /// groups at once (the module diagram): lane `r < 8` is row `r` of `w[0]`, lane `8 + r`
 /// row `r` of `w[1]`. Returns each token's 16 row results.
@@ -277,7 +287,7 @@ fn tile_pair<S: PairSteps<B>, const B: usize, const T: usize>(
 /// the 1.5B model's prefill ran 4% slower (Zen 5).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
+pub(super) fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
     let (acts, _) = g.a.as_chunks::<AB>();

@@ -278,6 +278,21 @@ pub(crate) mod q6k {
     pub(crate) const BYTES: usize = HIGH + 16 * 32;
 }
 
+/// Byte offsets of a decoded codebook group block (`super::grid`): the
+/// codebook formats' values as offset bytes, built per product, never
+/// stored.
+pub(crate) mod gk {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Scales (i8, `2s + 1`): 16-value sub-block `j`, row `r` at `SC + 8j + r`.
+    pub(crate) const SC: usize = 16;
+    /// Offset quants: step `k` at `U + 32k`, byte `4r + i` = row `r`'s
+    /// value `4k + i`.
+    pub(crate) const U: usize = SC + 16 * 8;
+    /// Bytes.
+    pub(crate) const BYTES: usize = U + 8 * super::QK_K;
+}
+
 const _: () = assert!(q4k::BYTES == 1184);
 const _: () = assert!(q5k::BYTES == 1440);
 const _: () = assert!(q5k::BYTES == GROUP_ROWS * BlockQ5_K::BYTES + 32);

@@ -68,6 +68,8 @@ mod q4;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod grid;
+#[cfg(target_arch = "x86_64")]
 mod k_avx2;
 #[cfg(target_arch = "x86_64")]
 mod k_vnni;
