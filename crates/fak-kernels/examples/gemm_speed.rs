@@ -152,6 +152,9 @@ fn main() {
                 GgmlType::Q5_0,
                 GgmlType::Q4_0,
                 GgmlType::Q4_1,
+                GgmlType::IQ3_XXS,
+                GgmlType::IQ2_XXS,
+                GgmlType::IQ1_S,
             ] {
                 bench(ty, rows, n, toks);
             }

@@ -17,7 +17,9 @@
 //!
 //! The integer sums have an AVX2 twin (`simd::grid_avx2`: `maddubs` of the
 //! magnitudes with the signed activations); being exact integers, they are
-//! the same on every ISA, and so is every result.
+//! the same on every ISA, and so is every result. Products of three tokens
+//! or more decode each 8-row group once into the packed k-quant tiles
+//! (`packed::grid`), which keep these float steps too.
 //!
 //! Dequantization, per ggml's `dequantize_row_*` (`s` the scale code):
 //!
@@ -290,8 +292,8 @@ fn rows_after_groups(
     let avx2 = isa != Isa::Scalar && Isa::Avx2.is_available();
     #[cfg(not(target_arch = "x86_64"))]
     let avx2 = false;
-    // Fewer than four tokens on AVX2: nothing to reuse, so each block is
-    // decoded straight into registers.
+    // Fewer than four tokens on AVX2 (the tiles' threshold, or the rows
+    // past their groups): each block decoded straight into registers.
     #[cfg(target_arch = "x86_64")]
     if avx2 && n_tok < 4 {
         for (t, ys) in acts.chunks_exact(nb).enumerate() {

@@ -51,6 +51,9 @@
 //! `avx2.rs` (Q5_0 and the AVX2 dispatch), `q8_avx2.rs`, `q4_avx2.rs`,
 //! `k_avx2.rs`; `vnni.rs` (Q8_0, Q5_0 and the VNNI dispatch),
 //! `q4_vnni.rs`, `k_vnni.rs`; with the loads they share in `tiles.rs`.
+//! `grid.rs` runs the codebook formats (IQ1_*, IQ2_*, IQ3_*) on the
+//! k-quant tiles: it decodes each 8-row group per product into a scratch
+//! group block, since those rows stay in their file layout.
 
 use std::ops::Range;
 
