@@ -19,6 +19,9 @@
 //!      its ±1/8 shift is an integer too
 //!
 //!   per row, token (Q8_K: d_x, quants x, bsums), super-block:
+//!     (j: 32-value sub-blocks where the format scales per 32 values,
+//!      IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S; 16-value ones for IQ2_XS, IQ2_S,
+//!      IQ1_M: one scale multiply per sub-block and token)
 //!     sumi − summ = Σ_j sc[j] · Σ (u − 2^SHIFT) · x              exact i32
 //!                 = isum               (IQ1: 8 · isum + ssum)
 //!     acc = acc + (d · d_x) · f32(isum)
@@ -39,7 +42,7 @@ use std::arch::x86_64::*;
 use super::k_avx2::{gemm_k, Grid};
 use super::k_vnni;
 use super::layout::{gk, PackedArgs, PackedFormat, GROUP_ROWS};
-use crate::blocks::{GridBlock, GridFormat, GridStep, Sub32};
+use crate::blocks::{GridFormat, GridStep, Sub32};
 
 /// Fewest tokens that take the decoded tiles: below it a product decodes
 /// each block into registers per token ([`crate::grid`]). A `[1536 ×
@@ -64,16 +67,22 @@ fn shift(fmt: GridFormat) -> i32 {
 #[target_feature(enable = "avx2")]
 fn offset_bytes(sub: &Sub32, bias: u8, eighths: bool) -> __m256i {
     let q64 = |v: [u64; 4]| _mm256_set_epi64x(v[3] as i64, v[2] as i64, v[1] as i64, v[0] as i64);
+    let mag = q64(sub.mag);
     // IQ1's magnitudes are 0 or 1 per byte: times 8 without a carry.
     let mag = if eighths {
-        sub.mag.map(|m| m << 3)
+        _mm256_slli_epi64::<3>(mag)
     } else {
-        sub.mag
+        mag
     };
-    let bias = sub
-        .shift
-        .map(|s| u64::from(bias.wrapping_add(s as u8)) * 0x0101_0101_0101_0101);
-    _mm256_add_epi8(_mm256_sign_epi8(q64(mag), q64(sub.sign)), q64(bias))
+    let bias = if eighths {
+        let b = |k: usize| {
+            (u64::from(bias.wrapping_add(sub.shift[k] as u8)) * 0x0101_0101_0101_0101) as i64
+        };
+        _mm256_set_epi64x(b(3), b(2), b(1), b(0))
+    } else {
+        _mm256_set1_epi8(bias as i8)
+    };
+    _mm256_add_epi8(_mm256_sign_epi8(mag, q64(sub.sign)), bias)
 }
 
 /// Transposes 8 rows of 8 dwords: lane `kk` of result `r` ... becomes
@@ -87,32 +96,88 @@ fn offset_bytes(sub: &Sub32, bias: u8, eighths: bool) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn transpose8(v: [__m256i; 8]) -> [__m256i; 8] {
-    let t: [__m256i; 8] = std::array::from_fn(|i| {
-        let (a, b) = (v[2 * (i / 2)], v[2 * (i / 2) + 1]);
-        if i % 2 == 0 {
-            _mm256_unpacklo_epi32(a, b)
-        } else {
-            _mm256_unpackhi_epi32(a, b)
+    // Pairs of rows interleaved by dword, then by qword: `u{m}{h}` holds
+    // rows 4h..4h+4 of dwords m (low lane) and m + 4 (high lane).
+    let (t0, t1) = (
+        _mm256_unpacklo_epi32(v[0], v[1]),
+        _mm256_unpackhi_epi32(v[0], v[1]),
+    );
+    let (t2, t3) = (
+        _mm256_unpacklo_epi32(v[2], v[3]),
+        _mm256_unpackhi_epi32(v[2], v[3]),
+    );
+    let (t4, t5) = (
+        _mm256_unpacklo_epi32(v[4], v[5]),
+        _mm256_unpackhi_epi32(v[4], v[5]),
+    );
+    let (t6, t7) = (
+        _mm256_unpacklo_epi32(v[6], v[7]),
+        _mm256_unpackhi_epi32(v[6], v[7]),
+    );
+    let (u00, u10) = (_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2));
+    let (u20, u30) = (_mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3));
+    let (u01, u11) = (_mm256_unpacklo_epi64(t4, t6), _mm256_unpackhi_epi64(t4, t6));
+    let (u21, u31) = (_mm256_unpacklo_epi64(t5, t7), _mm256_unpackhi_epi64(t5, t7));
+    [
+        _mm256_permute2x128_si256::<0x20>(u00, u01),
+        _mm256_permute2x128_si256::<0x20>(u10, u11),
+        _mm256_permute2x128_si256::<0x20>(u20, u21),
+        _mm256_permute2x128_si256::<0x20>(u30, u31),
+        _mm256_permute2x128_si256::<0x31>(u00, u01),
+        _mm256_permute2x128_si256::<0x31>(u10, u11),
+        _mm256_permute2x128_si256::<0x31>(u20, u21),
+        _mm256_permute2x128_si256::<0x31>(u30, u31),
+    ]
+}
+
+/// Decodes the 8 rows `rows` (each `nb` blocks of `B` bytes, contiguous)
+/// into `dst` (`nb` group blocks): `d` reads a block's scale, `sub`
+/// decodes its sub-block `ib` (the one-token path's decoders, so the
+/// words stay in registers on their way to the transpose).
+#[inline(always)]
+fn encode_rows<const B: usize>(
+    (rows, nb): (&[u8], usize),
+    dst: &mut [[u8; gk::BYTES]],
+    d: impl Fn(&[u8; B]) -> u16,
+    sub: impl Fn(&[u8; B], usize) -> Sub32,
+    (bias, eighths): (u8, bool),
+) {
+    let zero = [0u8; B];
+    let (blocks, _) = rows.as_chunks::<B>();
+    for (b, out) in dst.iter_mut().enumerate().take(nb) {
+        // The caller passes 8 whole rows; a missing block reads as zeros.
+        // Plain loops, not `array::from_fn`: its closures stayed out of
+        // line here (a call per sub-block and row).
+        let mut blk: [&[u8; B]; GROUP_ROWS] = [&zero; GROUP_ROWS];
+        for (r, x) in blk.iter_mut().enumerate() {
+            if let Some(y) = blocks.get(r * nb + b) {
+                *x = y;
+            }
+            out[gk::D + 2 * r..gk::D + 2 * r + 2].copy_from_slice(&d(x).to_le_bytes());
         }
-    });
-    // u[4h + m]: rows 4h..4h+4, dwords m and m + 4 (low, high lane).
-    let u: [__m256i; 8] = std::array::from_fn(|i| {
-        let (h, m) = (i / 4, i % 4);
-        let (a, b) = (t[4 * h + m / 2], t[4 * h + m / 2 + 2]);
-        if m % 2 == 0 {
-            _mm256_unpacklo_epi64(a, b)
-        } else {
-            _mm256_unpackhi_epi64(a, b)
+        for ib in 0..8 {
+            // SAFETY: an all-zero bit pattern is a valid `__m256i`.
+            let mut rows_u = [unsafe { std::mem::zeroed::<__m256i>() }; GROUP_ROWS];
+            for (r, u) in rows_u.iter_mut().enumerate() {
+                let s = sub(blk[r], ib);
+                for h in 0..2 {
+                    out[gk::SC + 8 * (2 * ib + h) + r] = s.scale(h) as i8 as u8;
+                }
+                // SAFETY: the caller runs with AVX2.
+                *u = unsafe { offset_bytes(&s, bias, eighths) };
+            }
+            // SAFETY: the caller runs with AVX2.
+            let steps = unsafe { transpose8(rows_u) };
+            for (kk, s) in steps.into_iter().enumerate() {
+                let at = gk::U + 32 * (8 * ib + kk);
+                if let Some(o) = out.get_mut(at..at + 32) {
+                    // SAFETY: `o` is 32 writable bytes; `storeu` needs no
+                    // alignment; AVX2 as above.
+                    unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), s) };
+                }
+            }
         }
-    });
-    std::array::from_fn(|kk| {
-        let (lo, hi) = (u[kk % 4], u[4 + kk % 4]);
-        if kk < 4 {
-            _mm256_permute2x128_si256::<0x20>(lo, hi)
-        } else {
-            _mm256_permute2x128_si256::<0x31>(lo, hi)
-        }
-    })
+    }
 }
 
 /// Decodes the 8 rows `rows` (each `nb` blocks of `fmt`, contiguous) into
@@ -120,36 +185,20 @@ fn transpose8(v: [__m256i; 8]) -> [__m256i; 8] {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn encode_group(fmt: GridFormat, rows: &[u8], nb: usize, dst: &mut [[u8; gk::BYTES]]) {
-    let (bytes, bias) = (fmt.bytes(), 1u8 << shift(fmt));
-    let eighths = matches!(fmt, GridFormat::IQ1_S | GridFormat::IQ1_M);
-    let mut g = [GridBlock::default(); GROUP_ROWS];
-    for (b, d) in dst.iter_mut().enumerate().take(nb) {
-        for (r, gr) in g.iter_mut().enumerate() {
-            let at = (r * nb + b) * bytes;
-            // The caller passes 8 whole rows; a short slice stays zeros.
-            if let Some(blk) = rows.get(at..at + bytes) {
-                fmt.decode_into(blk, gr);
-            }
-            d[gk::D + 2 * r..gk::D + 2 * r + 2].copy_from_slice(&gr.d.to_le_bytes());
-            for (ib, sub) in gr.subs.iter().enumerate() {
-                for h in 0..2 {
-                    d[gk::SC + 8 * (2 * ib + h) + r] = sub.scale(h) as i8 as u8;
-                }
-            }
-        }
-        for ib in 0..8 {
-            let steps = transpose8(std::array::from_fn(|r| {
-                offset_bytes(&g[r].subs[ib], bias, eighths)
-            }));
-            for (kk, s) in steps.into_iter().enumerate() {
-                let at = gk::U + 32 * (8 * ib + kk);
-                if let Some(o) = d.get_mut(at..at + 32) {
-                    // SAFETY: `o` is 32 writable bytes; `storeu` needs no
-                    // alignment.
-                    unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), s) };
-                }
-            }
-        }
+    use crate::blocks as bl;
+    let bias = (
+        1u8 << shift(fmt),
+        matches!(fmt, GridFormat::IQ1_S | GridFormat::IQ1_M),
+    );
+    let rows = (rows, nb);
+    match fmt {
+        GridFormat::IQ2_XXS => encode_rows::<66>(rows, dst, bl::d0, bl::iq2_xxs, bias),
+        GridFormat::IQ2_XS => encode_rows::<74>(rows, dst, bl::d0, bl::iq2_xs, bias),
+        GridFormat::IQ2_S => encode_rows::<82>(rows, dst, bl::d0, bl::iq2_s, bias),
+        GridFormat::IQ3_XXS => encode_rows::<98>(rows, dst, bl::d0, bl::iq3_xxs, bias),
+        GridFormat::IQ3_S => encode_rows::<110>(rows, dst, bl::d0, bl::iq3_s, bias),
+        GridFormat::IQ1_S => encode_rows::<50>(rows, dst, bl::d0, bl::iq1_s, bias),
+        GridFormat::IQ1_M => encode_rows::<56>(rows, dst, bl::iq1_m_scale, bl::iq1_m, bias),
     }
 }
 
@@ -182,16 +231,24 @@ pub(crate) unsafe fn gemm(
     let row_bytes = nb * fmt.bytes();
     let mut block = vec![[0u8; gk::BYTES]; 2 * nb];
     let done = n_rows / GROUP_ROWS * GROUP_ROWS;
-    for (pi, rows) in w
+    let pairs: Vec<&[u8]> = w
         .get(..done * row_bytes)
         .unwrap_or_default()
         .chunks(PAIR * row_bytes)
-        .enumerate()
-    {
+        .collect();
+    for (pi, rows) in pairs.iter().enumerate() {
         let groups = rows.len() / (GROUP_ROWS * row_bytes);
         for (gi, dst) in block.chunks_exact_mut(nb.max(1)).take(groups).enumerate() {
             let at = gi * GROUP_ROWS * row_bytes;
             encode_group(fmt, &rows[at..at + GROUP_ROWS * row_bytes], nb, dst);
+        }
+        // The next pair's rows come from DRAM while these tiles run (the
+        // decode above stalled on them otherwise: 16 rows read side by
+        // side outrun the hardware prefetcher).
+        if let Some(next) = pairs.get(pi + 1) {
+            for line in next.chunks(64) {
+                _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast());
+            }
         }
         let args = PackedArgs {
             // Read by no tile: the tiles take their steps from `Grid`.
@@ -205,24 +262,38 @@ pub(crate) unsafe fn gemm(
         let Some(o) = out.get_mut(pi * PAIR..) else {
             return 0;
         };
+        // Scales per 32 values (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S): sub-blocks
+        // of 8 steps; per 16 (IQ2_XS, IQ2_S, IQ1_M): 4.
         match (fmt, vnni) {
-            (GridFormat::IQ3_S, true) => {
+            (GridFormat::IQ2_XXS | GridFormat::IQ3_XXS, true) => {
                 // SAFETY: `vnni`: the caller guarantees AVX-512 VNNI.
-                unsafe { k_vnni::gemm_k::<Grid<4, 4, false>, { gk::BYTES }>(&args, o) }
+                unsafe { k_vnni::gemm_k::<Grid<6, 1, false, 8>, { gk::BYTES }>(&args, o) }
             }
-            (GridFormat::IQ1_S | GridFormat::IQ1_M, true) => {
+            (GridFormat::IQ2_XS | GridFormat::IQ2_S, true) => {
                 // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<4, 4, true>, { gk::BYTES }>(&args, o) }
+                unsafe { k_vnni::gemm_k::<Grid<6, 1, false, 4>, { gk::BYTES }>(&args, o) }
             }
-            (_, true) => {
+            (GridFormat::IQ3_S, true) => {
                 // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<6, 1, false>, { gk::BYTES }>(&args, o) }
+                unsafe { k_vnni::gemm_k::<Grid<4, 4, false, 8>, { gk::BYTES }>(&args, o) }
             }
-            (GridFormat::IQ3_S, false) => gemm_k::<Grid<4, 4, false>, { gk::BYTES }>(&args, o),
-            (GridFormat::IQ1_S | GridFormat::IQ1_M, false) => {
-                gemm_k::<Grid<4, 4, true>, { gk::BYTES }>(&args, o)
+            (GridFormat::IQ1_S, true) => {
+                // SAFETY: as above.
+                unsafe { k_vnni::gemm_k::<Grid<4, 4, true, 8>, { gk::BYTES }>(&args, o) }
             }
-            (_, false) => gemm_k::<Grid<6, 1, false>, { gk::BYTES }>(&args, o),
+            (GridFormat::IQ1_M, true) => {
+                // SAFETY: as above.
+                unsafe { k_vnni::gemm_k::<Grid<4, 4, true, 4>, { gk::BYTES }>(&args, o) }
+            }
+            (GridFormat::IQ2_XXS | GridFormat::IQ3_XXS, false) => {
+                gemm_k::<Grid<6, 1, false, 8>, { gk::BYTES }>(&args, o)
+            }
+            (GridFormat::IQ2_XS | GridFormat::IQ2_S, false) => {
+                gemm_k::<Grid<6, 1, false, 4>, { gk::BYTES }>(&args, o)
+            }
+            (GridFormat::IQ3_S, false) => gemm_k::<Grid<4, 4, false, 8>, { gk::BYTES }>(&args, o),
+            (GridFormat::IQ1_S, false) => gemm_k::<Grid<4, 4, true, 8>, { gk::BYTES }>(&args, o),
+            (GridFormat::IQ1_M, false) => gemm_k::<Grid<4, 4, true, 4>, { gk::BYTES }>(&args, o),
         }
         // The row end of `crate::grid`: the sum times the format's factor.
         if let GridStep::Scaled { factor } = fmt.step() {

@@ -406,15 +406,16 @@ impl KSteps<{ q6k::BYTES }> for Q6K {
 
 /// The decoded codebook tiles of `super::grid`: signed values offset by
 /// `2^SHIFT` (16 or 64) into unsigned bytes, `I16` steps per `i16` run
-/// (4 below 32, 1 below 128), signed scales per 16 values; `EIGHTHS`
-/// (IQ1): the integers are eighths, so the float term takes `· 0.125`
-/// before the scales.
-pub(super) struct Grid<const SHIFT: i32, const I16: usize, const EIGHTHS: bool>;
+/// (4 below 32, 1 below 128), signed scales per 16 values read per `SUB`
+/// steps (8: the formats whose scales cover 32 values, one multiply per
+/// 32 values instead of two); `EIGHTHS` (IQ1): the integers are eighths,
+/// so the float term takes `· 0.125` before the scales.
+pub(super) struct Grid<const SHIFT: i32, const I16: usize, const EIGHTHS: bool, const SUB: usize>;
 
-impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool> KSteps<{ gk::BYTES }>
-    for Grid<SHIFT, I16, EIGHTHS>
+impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool, const SUB: usize>
+    KSteps<{ gk::BYTES }> for Grid<SHIFT, I16, EIGHTHS, SUB>
 {
-    const SUB_STEPS: usize = 4;
+    const SUB_STEPS: usize = SUB;
     const I16_STEPS: usize = I16;
     const PAIR_STREAMED: bool = false;
 
@@ -427,7 +428,8 @@ impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool> KSteps<{ gk::BYTES
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn scales(b: &[u8; gk::BYTES], j: usize) -> __m256i {
-        signed::scales(b, gk::SC, j)
+        // Sub-block `j` of `SUB` steps starts at 16-value scale `j · SUB / 4`.
+        signed::scales(b, gk::SC, j * SUB / 4)
     }
 
     #[inline]

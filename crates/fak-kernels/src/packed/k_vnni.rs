@@ -202,8 +202,8 @@ impl PairSteps<{ q3k::BYTES }> for Q3K {
     }
 }
 
-impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool> PairSteps<{ gk::BYTES }>
-    for Grid<SHIFT, I16, EIGHTHS>
+impl<const SHIFT: i32, const I16: usize, const EIGHTHS: bool, const SUB: usize>
+    PairSteps<{ gk::BYTES }> for Grid<SHIFT, I16, EIGHTHS, SUB>
 {
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512bw")]
