@@ -240,7 +240,11 @@ impl Model {
         let buf: &mut [f32] = if n_tok == 1 {
             &mut *out
         } else {
-            scratch.resize(n_tok * w.n_out, 0.0f32);
+            // Zeroed by the allocator (`calloc`: fresh pages for a large
+            // buffer), so the pages are first touched by the threads that
+            // fill them, in parallel; `resize` zeroed every page here, on
+            // one thread, before the product could start.
+            scratch = vec![0.0f32; n_tok * w.n_out];
             &mut scratch
         };
         let first_err = FirstError::new();
