@@ -52,6 +52,13 @@ the one that wrote it would change every field::
 
     bench/.venv/bin/python bench/peers/golden.py --all --gemma3 --add-fa-off
 
+With ``--add-prompt NAME`` the files on disk keep every field and gain
+one prompt of ``PROMPTS`` that they lack (its results, both attention
+paths, and its first-step logits or compact top logits), run here; the
+other prompts stay as their machine wrote them::
+
+    bench/.venv/bin/python bench/peers/golden.py --all --gemma3 --add-prompt json
+
 With ``--kv-type q8_0`` llama.cpp stores K and V as Q8_0 (``type_k`` and
 ``type_v``); the files get a ``.kv-q8_0`` suffix and a ``kv_type`` field,
 and are the reference for fak's ``--kv-type q8_0``.
@@ -121,6 +128,12 @@ PROMPTS: list[tuple[str, str]] = [
         "    \t\t  leading spaces and tabs\n\n\n\t\tafter blank lines    then   wide   gaps\n \n  Next:",
     ),
     ("paragraph", _PARAGRAPH),
+    (
+        "json",
+        'Tool call: {"name": "read_file", "arguments": {"path": "src/main.rs", "lines": [1, 40]}}\n'
+        'Result: {"ok": true, "bytes": 1834, "truncated": false}\n'
+        'Tool call: {"name": "',
+    ),
 ]
 
 # Extra prompts of the gemma3 goldens: past its 512-position window.
@@ -359,6 +372,7 @@ class Options:
     compact: bool = False
     prompts: list[tuple[str, str]] | None = None
     add_fa_off: bool = False
+    add_prompt: str | None = None
 
 
 def golden_stem(model_file: str, kv_type: str) -> str:
@@ -405,10 +419,58 @@ def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     print(f"golden:   added the flash-attention-off path to {common.rel(json_path)}", file=sys.stderr)
 
 
+def old_results(old: dict[str, Any]) -> list[PromptResult]:
+    """A golden file's prompts as results, every field as on disk."""
+    return [
+        PromptResult(
+            p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
+            p.get("top_logits", []), p.get("ranges", []), p.get("greedy_ids_fa_off"), p.get("margins_fa_off"),
+        )
+        for p in old["prompts"]
+    ]
+
+
+def add_prompt(L: Any, path: Path, json_path: Path, opt: Options, name: str) -> None:
+    """Adds prompt ``name`` of ``PROMPTS`` to a golden file on disk (and its
+    first-step logits to the side file), keeping the other prompts as they
+    are."""
+    old = json.loads(json_path.read_text(encoding="utf-8"))
+    if any(p["name"] == name for p in old["prompts"]):
+        print(f"golden:   {common.rel(json_path)} already has {name}", file=sys.stderr)
+        return
+    if old["model_sha256"] != common.sha256_file(path):
+        raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
+    text = dict(PROMPTS)[name]
+    _, (r,) = run_model(L, path, old["model_file"], opt.flash_attn, opt.kv_type, [(name, text)])
+    # In the list's order (gemma3's `long` stays last).
+    order = [n for n, _ in PROMPTS + LONG_PROMPTS]
+    results = sorted(old_results(old) + [r], key=lambda x: order.index(x.name) if x.name in order else len(order))
+    logits_file = old.get("first_logits_file")
+    if logits_file is not None:
+        if results[-1] is not r:
+            raise common.PeerError(f"{json_path.name}: {name} would not be the side file's last vector")
+        bin_path = json_path.parent / logits_file
+        blob = bin_path.read_bytes()
+        if len(blob) != 4 * old["n_vocab"] * len(old["prompts"]):
+            raise common.PeerError(f"{bin_path.name}: {len(blob)} bytes, not one vector per prompt")
+        bin_path.write_bytes(blob + logits_bytes([r]))
+    head = {k: v for k, v in old.items() if k not in ("prompts", "first_logits_file")}
+    json_path.write_text(render_json(head, logits_file, results), encoding="utf-8")
+    off = "" if r.greedy_ids_fa_off is None else f", off path {min(r.margins_fa_off or [0.0]):.4f}"
+    print(
+        f"  {json_path.stem}/{name:<12} prompt {len(r.prompt_ids):>3} tok  min margin "
+        f"{min(r.margins):8.4f}{off}  -> {r.greedy_text!r}"
+    )
+    print(f"golden:   added {name} to {common.rel(json_path)}", file=sys.stderr)
+
+
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     stem = golden_stem(model_file, opt.kv_type)
     if opt.add_fa_off:
         add_fa_off(L, path, opt.out_dir / f"{stem}.json", opt.kv_type)
+        return []
+    if opt.add_prompt is not None:
+        add_prompt(L, path, opt.out_dir / f"{stem}.json", opt, opt.add_prompt)
         return []
     print(f"golden: {model_file} ({common.rel(path)}), K/V {opt.kv_type}", file=sys.stderr)
     common.llama_log_clear()
@@ -453,10 +515,16 @@ def main() -> int:
     ap.add_argument(
         "--add-fa-off", action="store_true", help="add only the flash-attention-off path to the files on disk"
     )
+    ap.add_argument(
+        "--add-prompt", choices=[n for n, _ in PROMPTS], help="add one prompt of the list to the files on disk"
+    )
     args = ap.parse_args()
     if not args.all and not args.model and not args.gemma3:
         ap.error("give --all, --gemma3 or at least one --model")
-    opt = Options(args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact, add_fa_off=args.add_fa_off)
+    opt = Options(
+        args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact,
+        add_fa_off=args.add_fa_off, add_prompt=args.add_prompt,
+    )
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:
@@ -467,7 +535,10 @@ def main() -> int:
         p = common.MODELS / GEMMA3
         if not p.exists():
             raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
-        g_opt = Options(opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS, opt.add_fa_off)
+        g_opt = Options(
+            opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS,
+            opt.add_fa_off, opt.add_prompt,
+        )
         diffs += emit(L, p, GEMMA3, g_opt)
     if args.all:
         for name in (QWEN, SMOL_Q41):

@@ -8,7 +8,7 @@ and keeps llama.cpp's logits at *every* step of that sequence. fak's test
 (``crates/fak-model/tests/teacher.rs``) feeds the same sequence to fak, one
 token per decode step, and compares every step, whatever the near ties.
 
-Full-vocabulary logits for 32 steps x 8 prompts would be 50-160 MB per
+Full-vocabulary logits for 32 steps x 9 prompts would be 50-160 MB per
 file, so each step keeps a compact, fixed subset::
 
     top_ids[step]    the TOP_K = 32 highest logits' ids, best first (ties: lowest id)
@@ -32,6 +32,11 @@ Usage::
     FAK_TEACHER_DUMP=/tmp/t cargo test --release -p fak-model --test teacher   # then:
     bench/.venv/bin/python bench/peers/teacher.py --all --spread off --against /tmp/t
     bench/.venv/bin/python bench/peers/teacher.py --dumps /tmp/t /tmp/u  # two fak dumps
+    bench/.venv/bin/python bench/peers/teacher.py --all --add-prompt json  # one more prompt
+
+``--add-prompt NAME`` adds one prompt of the list that a file on disk
+lacks, run here, at its place in the list (the JSON entry and its block
+of the logits file); the other prompts stay as their machine wrote them.
 
 ``--spread off`` (or ``on``) writes nothing: it forces the committed
 goldens' sequences through llama.cpp with flash attention set that way and
@@ -167,10 +172,55 @@ class Options:
     check: bool
     spread: str | None
     against: Path | None = None
+    add_prompt: str | None = None
 
 
 def stem_of(model_file: str, kv_type: str) -> str:
     return golden.golden_stem(model_file, kv_type)
+
+
+def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, Path], name: str) -> None:
+    """Adds prompt ``name`` of ``PROMPTS`` to a teacher golden on disk, at its
+    place in the list: its JSON entry and its block of the logits file."""
+    import numpy as np  # noqa: PLC0415
+
+    json_path, bin_path = paths
+    g = json.loads(json_path.read_text(encoding="utf-8"))
+    if any(p["name"] == name for p in g["prompts"]):
+        print(f"teacher:   {common.rel(json_path)} already has {name}", file=sys.stderr)
+        return
+    samples = sample_ids(n_vocab)
+    if samples != g["sample_ids"]:
+        raise common.PeerError(f"{json_path.name}: sample ids differ from this script's")
+    text = dict(PROMPTS)[name]
+    ids = golden.tokenize(L, vocab, text)
+    fed, rows = run_forced(L, model, n_vocab, ids, None, g["flash_attn"], g["kv_type"])
+    tops = [top_ids(r) for r in rows]
+    entry = {
+        "name": name,
+        "text": text,
+        "prompt_ids": ids,
+        "forced_ids": fed,
+        "lo": [float(r.min()) for r in rows],
+        "hi": [float(r.max()) for r in rows],
+        "top_ids": tops,
+    }
+    block = b"".join(
+        np.asarray(r[t], dtype="<f4").tobytes() + np.asarray(r[samples], dtype="<f4").tobytes()
+        for r, t in zip(rows, tops)
+    )
+    per_prompt = g["steps"] * (g["top_k"] + len(samples)) * 4
+    data = bin_path.read_bytes()
+    if len(data) != per_prompt * len(g["prompts"]) or len(block) != per_prompt:
+        raise common.PeerError(f"{bin_path.name}: {len(data)} bytes, not one block per prompt")
+    order = [n for n, _ in PROMPTS]
+    entries = sorted(g["prompts"] + [entry], key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
+    at = entries.index(entry) * per_prompt
+    head = {k: v for k, v in g.items() if k not in ("sample_ids", "prompts")}
+    json_path.write_text(render(head, samples, entries), encoding="utf-8")
+    bin_path.write_bytes(data[:at] + block + data[at:])
+    gaps = [float(r[t[0]] - r[t[1]]) for r, t in zip(rows, tops)]
+    print(f"  {json_path.stem}/{name:<12} prompt {len(ids):>3} tok, min top-1 gap {min(gaps):.4f}", file=sys.stderr)
 
 
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
@@ -184,6 +234,12 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     try:
         if opt.spread:
             return spread(L, model, n_vocab, json_path, bin_path, opt)
+        if opt.add_prompt is not None:
+            g = json.loads(json_path.read_text(encoding="utf-8"))
+            if g["model_sha256"] != common.sha256_file(path):
+                raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
+            add_prompt(L, model, vocab, n_vocab, (json_path, bin_path), opt.add_prompt)
+            return []
         samples = sample_ids(n_vocab)
         entries = []
         blob = []
@@ -382,6 +438,7 @@ def main() -> int:
         metavar=("A", "B"),
         help="compare two fak dumps (FAK_TEACHER_DUMP) of every golden file in both; runs no model",
     )
+    ap.add_argument("--add-prompt", choices=[n for n, _ in PROMPTS], help="add one prompt of the list to the files on disk")
     args = ap.parse_args()
     if args.dumps:
         a, b = args.dumps
@@ -396,7 +453,7 @@ def main() -> int:
         ap.error("give --all or at least one --model")
     if args.against is not None and args.spread is None:
         ap.error("--against needs --spread")
-    opt = Options(args.out_dir, args.kv_type, args.check, args.spread, args.against)
+    opt = Options(args.out_dir, args.kv_type, args.check, args.spread, args.against, args.add_prompt)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:

@@ -63,6 +63,19 @@ const TIE_MARGIN_SMOLLM2: f32 = 0.25;
 /// (`teacher.py --spread off`, docs/GOLDENS.md), so no engine can meet 0.1
 /// there; fak's flips are at the same gaps.
 const TIE_MARGIN_QWEN_1_5B: f32 = 0.3;
+/// The 1.5B file with a Q8_0 K/V cache: fak's cache is rotated before it
+/// is quantized and llama.cpp's is not (and llama.cpp has no
+/// flash-attention-off path to measure its own spread with), so the two
+/// caches round differently. On the AVX-512 kernels (AMD EPYC Zen 5) fak
+/// takes another id at `chat` step 30, llama.cpp gap 0.439; on the AVX2
+/// kernels (Zen 3) the largest such gap was 0.163 (docs/GOLDENS.md).
+const TIE_MARGIN_QWEN_1_5B_Q8_KV: f32 = 0.45;
+/// The codebook files: llama.cpp itself, flash attention off against on,
+/// takes another id at gaps up to 0.363 on the IQ3_XXS file (the `json`
+/// prompt's first step, where fak also leaves llama.cpp's default path)
+/// and 0.476 on the IQ2_XXS file (`teacher.py --spread off`,
+/// docs/GOLDENS.md).
+const TIE_MARGIN_CODEBOOK: f32 = 0.48;
 /// SmolLM2 Q4_1's logit bound. Its matrices are packed since Q4_1 has a
 /// packed format, whose products keep the scalar `vec_dot`'s float order
 /// on every ISA: every ISA now gives what `FAK_ISA=scalar` always gave,
@@ -453,7 +466,7 @@ fn teacher_qwen2_5_coder_1_5b_q4_k_m_kv_q8_0() {
     if want_1_5b() {
         check(
             "qwen2.5-coder-1.5b-instruct-q4_k_m.kv-q8_0",
-            TIE_MARGIN_QWEN_1_5B,
+            TIE_MARGIN_QWEN_1_5B_Q8_KV,
         );
     }
 }
@@ -484,7 +497,7 @@ fn teacher_codebook_formats() {
         return;
     }
     for stem in CODEBOOK_STEMS {
-        check(stem, TIE_MARGIN_QWEN_1_5B);
+        check(stem, TIE_MARGIN_CODEBOOK);
     }
 }
 
