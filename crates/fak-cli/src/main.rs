@@ -67,7 +67,7 @@ enum Cmd {
     Generate(generate::GenerateArgs),
     /// Chat interactively, with the model's chat template applied.
     Chat(chat::ChatArgs),
-    /// Requantize a model file: fak quantize IN OUT TYPE (f16, bf16, q8_0, q4_0, q4_1, q2_k, q3_k_s/m/l, q5_k_s/m, iq4_nl, iq4_xs).
+    /// Requantize a model file: fak quantize IN OUT TYPE (f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs).
     Quantize(quantize::QuantizeArgs),
     /// Benchmarks: `fak bench model` measures single-stream prefill and decode.
     Bench(bench::BenchArgs),

@@ -13,13 +13,26 @@ pub struct QuantizeArgs {
     /// Output GGUF file.
     output: PathBuf,
     /// Target file type (llama.cpp's mixtures, no importance matrix): f16,
-    /// bf16, q8_0, q4_0, q4_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q5_k_s, q5_k_m,
-    /// iq4_nl, iq4_xs.
+    /// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l,
+    /// q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs.
     ty: String,
 }
 
+/// llama.cpp's file types that need an importance matrix (codebook
+/// formats and their mixtures), refused with a reason of their own.
+const CODEBOOK_TYPES: [&str; 10] = [
+    "iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq3_xxs", "iq3_xs", "iq3_s", "iq3_m",
+];
+
 pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
     let Some(ftype) = FileType::from_name(&a.ty) else {
+        let lower = a.ty.to_ascii_lowercase();
+        if CODEBOOK_TYPES.contains(&lower.as_str()) {
+            bail!(
+                "{lower} is not made here: ggml makes it only with an importance matrix and a codebook search, \
+                 so fak's output could not be byte-identical to llama.cpp's (use llama.cpp's llama-quantize --imatrix)"
+            );
+        }
         let names: Vec<&str> = FileType::ALL.iter().map(|t| t.name()).collect();
         bail!(
             "unknown target type '{}' (expected one of {})",

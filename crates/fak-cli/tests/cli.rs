@@ -249,6 +249,14 @@ fn usage_errors_are_one_line() {
         "q3_zz",
     ]);
     assert_clean_error(&o, "q3_zz");
+    // A codebook type is refused with its reason, not as an unknown name.
+    let o = fak(&[
+        "quantize",
+        &model("smollm2-135m-instruct-q4_1.gguf"),
+        "/tmp/x.gguf",
+        "IQ2_XXS",
+    ]);
+    assert_clean_error(&o, "importance matrix");
     // A KV-event endpoint that cannot be bound fails at start, in one line.
     let o = fak(&[
         "serve",
@@ -408,6 +416,26 @@ fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
 #[test]
 fn quantize_q5_k_mixtures_are_byte_identical_to_llama_cpp() {
     for ty in ["q5_k_s", "q5_k_m"] {
+        check_requant(ty);
+    }
+}
+
+/// Q4_K_S and Q4_K_M: Q4_K matrices (Q5_0 where SmolLM2's rows are 576
+/// wide); Q5_K on the first four attn_v and the first eighth of ffn_down
+/// (Q4_K_S), Q6_K on the attn_v and ffn_down layers of llama.cpp's
+/// `use_more_bits` (Q4_K_M; Q8_0 when 576 wide), tensor for tensor.
+#[test]
+fn quantize_q4_k_mixtures_are_byte_identical_to_llama_cpp() {
+    for ty in ["q4_k_s", "q4_k_m"] {
+        check_requant(ty);
+    }
+}
+
+/// Q5_0, Q5_1 and Q6_K files: one type for every matrix but the output
+/// (and Q6_K's fallback to Q8_0 on 576-wide rows).
+#[test]
+fn quantize_q5_0_q5_1_q6_k_are_byte_identical_to_llama_cpp() {
+    for ty in ["q5_0", "q5_1", "q6_k"] {
         check_requant(ty);
     }
 }

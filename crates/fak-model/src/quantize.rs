@@ -21,8 +21,11 @@
 //!   q3_k_s      -                            -                             -
 //!   q3_k_m      i < 2: Q5_K, else Q4_K       i < n/16: Q5_K, else Q4_K     Q4_K
 //!   q3_k_l      Q5_K                         Q5_K                          Q5_K
+//!   q4_k_s      i < 4: Q5_K                  i < n/8: Q5_K                 -
+//!   q4_k_m      more_bits(i): Q6_K           more_bits(i): Q6_K            -
 //!   q5_k_s      -                            -                             -
 //!   q5_k_m      more_bits(i): Q6_K           more_bits(i): Q6_K            -
+//!   q5_0, q5_1, q6_k, q4_0, q4_1, q8_0: only the output rule
 //!   iq4_nl/xs   gqa ≥ 4: Q5_K                i < n/8: Q5_K                 -
 //!   every type: attn_v of an 80-layer model (llama.cpp's "70B"): Q3_K, Q4_K → Q5_K
 //!
@@ -55,6 +58,10 @@ pub enum FileType {
     Q4_0,
     /// Q4_1 matrices, Q6_K/Q8_0 output.
     Q4_1,
+    /// Q5_0 matrices, Q6_K/Q8_0 output.
+    Q5_0,
+    /// Q5_1 matrices, Q6_K/Q8_0 output.
+    Q5_1,
     /// Q2_K matrices; Q3_K/Q4_K for the sensitive ones.
     Q2_K,
     /// Q3_K matrices.
@@ -63,10 +70,17 @@ pub enum FileType {
     Q3_K_M,
     /// Q3_K matrices; Q5_K for the sensitive ones.
     Q3_K_L,
+    /// Q4_K matrices; Q5_K for the first four attn_v and the first eighth
+    /// of ffn_down.
+    Q4_K_S,
+    /// Q4_K matrices; Q6_K for half of attn_v and ffn_down.
+    Q4_K_M,
     /// Q5_K matrices.
     Q5_K_S,
     /// Q5_K matrices; Q6_K for half of attn_v and ffn_down.
     Q5_K_M,
+    /// Q6_K matrices.
+    Q6_K,
     /// IQ4_NL matrices; Q5_K for the first eighth of ffn_down.
     IQ4_NL,
     /// IQ4_XS matrices; Q5_K for the first eighth of ffn_down.
@@ -75,18 +89,23 @@ pub enum FileType {
 
 impl FileType {
     /// Every file type, in llama.cpp's numbering order.
-    pub const ALL: [FileType; 13] = [
+    pub const ALL: [FileType; 18] = [
         FileType::F16,
         FileType::BF16,
         FileType::Q4_0,
         FileType::Q4_1,
         FileType::Q8_0,
+        FileType::Q5_0,
+        FileType::Q5_1,
         FileType::Q2_K,
         FileType::Q3_K_S,
         FileType::Q3_K_M,
         FileType::Q3_K_L,
+        FileType::Q4_K_S,
+        FileType::Q4_K_M,
         FileType::Q5_K_S,
         FileType::Q5_K_M,
+        FileType::Q6_K,
         FileType::IQ4_NL,
         FileType::IQ4_XS,
     ];
@@ -105,12 +124,17 @@ impl FileType {
             FileType::Q8_0 => "q8_0",
             FileType::Q4_0 => "q4_0",
             FileType::Q4_1 => "q4_1",
+            FileType::Q5_0 => "q5_0",
+            FileType::Q5_1 => "q5_1",
             FileType::Q2_K => "q2_k",
             FileType::Q3_K_S => "q3_k_s",
             FileType::Q3_K_M => "q3_k_m",
             FileType::Q3_K_L => "q3_k_l",
+            FileType::Q4_K_S => "q4_k_s",
+            FileType::Q4_K_M => "q4_k_m",
             FileType::Q5_K_S => "q5_k_s",
             FileType::Q5_K_M => "q5_k_m",
+            FileType::Q6_K => "q6_k",
             FileType::IQ4_NL => "iq4_nl",
             FileType::IQ4_XS => "iq4_xs",
         }
@@ -124,12 +148,17 @@ impl FileType {
             FileType::Q4_0 => 2,
             FileType::Q4_1 => 3,
             FileType::Q8_0 => 7,
+            FileType::Q5_0 => 8,
+            FileType::Q5_1 => 9,
             FileType::Q2_K => 10,
             FileType::Q3_K_S => 11,
             FileType::Q3_K_M => 12,
             FileType::Q3_K_L => 13,
+            FileType::Q4_K_S => 14,
+            FileType::Q4_K_M => 15,
             FileType::Q5_K_S => 16,
             FileType::Q5_K_M => 17,
+            FileType::Q6_K => 18,
             FileType::IQ4_NL => 25,
             FileType::IQ4_XS => 30,
         }
@@ -143,9 +172,13 @@ impl FileType {
             FileType::Q8_0 => GgmlType::Q8_0,
             FileType::Q4_0 => GgmlType::Q4_0,
             FileType::Q4_1 => GgmlType::Q4_1,
+            FileType::Q5_0 => GgmlType::Q5_0,
+            FileType::Q5_1 => GgmlType::Q5_1,
             FileType::Q2_K => GgmlType::Q2_K,
             FileType::Q3_K_S | FileType::Q3_K_M | FileType::Q3_K_L => GgmlType::Q3_K,
+            FileType::Q4_K_S | FileType::Q4_K_M => GgmlType::Q4_K,
             FileType::Q5_K_S | FileType::Q5_K_M => GgmlType::Q5_K,
+            FileType::Q6_K => GgmlType::Q6_K,
             FileType::IQ4_NL => GgmlType::IQ4_NL,
             FileType::IQ4_XS => GgmlType::IQ4_XS,
         }
@@ -252,7 +285,8 @@ fn mixture_type(
                 FileType::Q3_K_M => Q4_K,
                 FileType::Q3_K_L => Q5_K,
                 FileType::IQ4_NL | FileType::IQ4_XS if m.n_gqa >= 4 => Q5_K,
-                FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
+                FileType::Q4_K_M | FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
+                FileType::Q4_K_S if layer < 4 => Q5_K,
                 _ => ty,
             };
             // llama.cpp's 70B rule (its model type 70B is 80 layers).
@@ -268,7 +302,8 @@ fn mixture_type(
             FileType::Q3_K_M => Q4_K,
             FileType::Q3_K_L => Q5_K,
             FileType::IQ4_NL | FileType::IQ4_XS if layer < m.n_layer / 8 => Q5_K,
-            FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
+            FileType::Q4_K_M | FileType::Q5_K_M if more_bits(layer, m.n_layer) => Q6_K,
+            FileType::Q4_K_S if layer < m.n_layer / 8 => Q5_K,
             _ => ty,
         },
         Category::AttnOutput => match ftype {
