@@ -7,8 +7,8 @@
 //!                                      └ Avx2/Avx512 ─► tile for ty? ─ yes ─► R rows × T tokens tiles
 //!                                                     │              └ no ──► vec_dot per element
 //!                                                     └ F16/BF16, ≥ 3 tokens ─► simd::gemm_half (4 × 6 on AVX-512, 2 × 6 on AVX2)
-//!   codebook formats (IQ1_*, IQ2_*, IQ3_*) ─► grid::gemm: ≥ 3 tokens: each 8-row group decoded once into
-//!                                            packed k-quant tiles (packed::grid); fewer: each block into registers
+//!   codebook formats (IQ1_*, IQ2_*, IQ3_*) ─► grid::gemm: ≥ 2 tokens: each 8-row group decoded once into
+//!                                            packed k-quant tiles (packed::grid); one: each block into registers
 //!
 //!   out (row-major, stride out_stride):
 //!     token t: [ y(t,0) y(t,1) ... y(t,n_rows-1) | ignored up to out_stride ]

@@ -17,7 +17,7 @@
 //!
 //! The integer sums have an AVX2 twin (`simd::grid_avx2`: `maddubs` of the
 //! magnitudes with the signed activations); being exact integers, they are
-//! the same on every ISA, and so is every result. Products of three tokens
+//! the same on every ISA, and so is every result. Products of two tokens
 //! or more decode each 8-row group once into the packed k-quant tiles
 //! (`packed::grid`), which keep these float steps too.
 //!

@@ -81,7 +81,7 @@ fn check_product(fmt: GridFormat, rows: usize, toks: usize, seed: u64) -> Result
 #[test]
 fn products_of_many_tokens_give_the_scalar_bits() {
     for (k, fmt) in GridFormat::ALL.into_iter().enumerate() {
-        for (rows, toks) in [(29, 1), (29, 3), (29, 4), (16, 9), (24, 17), (8, 8)] {
+        for (rows, toks) in [(29, 1), (29, 2), (29, 3), (16, 9), (24, 17), (8, 8)] {
             check_product(fmt, rows, toks, 50 + k as u64).unwrap_or_else(|e| panic!("{e}"));
         }
     }

@@ -46,13 +46,14 @@ use crate::blocks::{GridFormat, GridStep, Sub32};
 
 /// Fewest tokens that take the decoded tiles: below it a product decodes
 /// each block into registers per token ([`crate::grid`]). A `[1536 ×
-/// 1536]` product on one Zen 5 core (`GEMM_SPEED_ONLY=iq3_xxs
-/// GEMM_SPEED_SHAPE=1536,1536,3 cargo run --release -p fak-kernels
-/// --example gemm_speed`), tiles against registers: 3 tokens IQ3_XXS
-/// 0.46 against 0.58 ms, IQ2_XXS 0.42 against 0.39, IQ1_S 0.47 against
-/// 0.94; 2 tokens 0.44 against 0.40, 0.39 against 0.27, 0.47 against
-/// 0.63.
-pub(crate) const MIN_TOKENS: usize = 3;
+/// 1536]` product on one Zen 5 core, two tokens (`GEMM_SPEED_ONLY=iq3_xxs
+/// GEMM_SPEED_SHAPE=1536,1536,2 cargo run --release -p fak-kernels
+/// --example gemm_speed`, the machine otherwise idle), tiles against
+/// registers: IQ3_XXS 0.246 against 0.364 ms, IQ2_XXS 0.191 against
+/// 0.236, IQ1_S 0.299 against 0.570 (AVX2 tiles, `FAK_ISA=avx2`: 0.262,
+/// 0.208, 0.301). One token decodes each block once either way, and the
+/// registers skip the scratch block.
+pub(crate) const MIN_TOKENS: usize = 2;
 
 /// The offset exponent of `fmt`'s values (see the module diagram).
 fn shift(fmt: GridFormat) -> i32 {
