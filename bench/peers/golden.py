@@ -382,6 +382,17 @@ def golden_stem(model_file: str, kv_type: str) -> str:
     return stem if kv_type == "f16" else f"{stem}.kv-{kv_type}"
 
 
+def old_results(old: dict[str, Any]) -> list[PromptResult]:
+    """A golden file's prompts as results, every field as on disk."""
+    return [
+        PromptResult(
+            p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
+            p.get("top_logits", []), p.get("ranges", []), p.get("greedy_ids_fa_off"), p.get("margins_fa_off"),
+        )
+        for p in old["prompts"]
+    ]
+
+
 def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     """Adds llama.cpp's flash-attention-off path to a golden file on disk,
     keeping its other fields as they are."""
@@ -396,38 +407,22 @@ def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     try:
         vocab = L.llama_model_get_vocab(model)
         n_vocab = int(L.llama_vocab_n_tokens(vocab))
-        results = []
-        for p in old["prompts"]:
-            off = run_prompt(L, model, vocab, n_vocab, p["name"], p["text"], "off", kv_type)
-            if off.prompt_ids != p["prompt_ids"]:
-                raise common.PeerError(f"{json_path.name}/{p['name']}: prompt ids differ from the file's")
-            results.append(
-                PromptResult(
-                    p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
-                    p.get("top_logits", []), p.get("ranges", []), off.greedy_ids, off.margins,
-                )
-            )
-            same = next((i for i, (a, b) in enumerate(zip(p["greedy_ids"], off.greedy_ids)) if a != b), None)
+        results = old_results(old)
+        for r in results:
+            off = run_prompt(L, model, vocab, n_vocab, r.name, r.text, "off", kv_type)
+            if off.prompt_ids != r.prompt_ids:
+                raise common.PeerError(f"{json_path.name}/{r.name}: prompt ids differ from the file's")
+            r.greedy_ids_fa_off, r.margins_fa_off = off.greedy_ids, off.margins
+            same = next((i for i, (a, b) in enumerate(zip(r.greedy_ids, off.greedy_ids)) if a != b), None)
             print(
-                f"  {json_path.stem}/{p['name']:<12} flash attention off: "
-                + ("same ids" if same is None else f"parts at step {same} (on-path margin {p['margins'][same]:.4f})")
+                f"  {json_path.stem}/{r.name:<12} flash attention off: "
+                + ("same ids" if same is None else f"parts at step {same} (on-path margin {r.margins[same]:.4f})")
             )
     finally:
         L.llama_model_free(model)
     head = {k: v for k, v in old.items() if k not in ("prompts", "first_logits_file")}
     json_path.write_text(render_json(head, old.get("first_logits_file"), results), encoding="utf-8")
     print(f"golden:   added the flash-attention-off path to {common.rel(json_path)}", file=sys.stderr)
-
-
-def old_results(old: dict[str, Any]) -> list[PromptResult]:
-    """A golden file's prompts as results, every field as on disk."""
-    return [
-        PromptResult(
-            p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
-            p.get("top_logits", []), p.get("ranges", []), p.get("greedy_ids_fa_off"), p.get("margins_fa_off"),
-        )
-        for p in old["prompts"]
-    ]
 
 
 def add_prompt(L: Any, path: Path, json_path: Path, opt: Options, name: str) -> None:

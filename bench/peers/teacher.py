@@ -179,22 +179,19 @@ def stem_of(model_file: str, kv_type: str) -> str:
     return golden.golden_stem(model_file, kv_type)
 
 
-def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, Path], name: str) -> None:
-    """Adds prompt ``name`` of ``PROMPTS`` to a teacher golden on disk, at its
-    place in the list: its JSON entry and its block of the logits file."""
+def forced_prompt(
+    L: Any, loaded: tuple[Any, Any, int], prompt: tuple[str, str], samples: list[int], settings: tuple[str, str]
+) -> tuple[dict[str, Any], bytes, float]:
+    """llama.cpp's greedy run of one prompt (``settings``: flash attention,
+    K/V type): its JSON entry, its block of the logits file (per step the
+    ``TOP_K`` logits of ``top_ids``, then those of ``samples``) and its
+    smallest top-1 gap."""
     import numpy as np  # noqa: PLC0415
 
-    json_path, bin_path = paths
-    g = json.loads(json_path.read_text(encoding="utf-8"))
-    if any(p["name"] == name for p in g["prompts"]):
-        print(f"teacher:   {common.rel(json_path)} already has {name}", file=sys.stderr)
-        return
-    samples = sample_ids(n_vocab)
-    if samples != g["sample_ids"]:
-        raise common.PeerError(f"{json_path.name}: sample ids differ from this script's")
-    text = dict(PROMPTS)[name]
+    model, vocab, n_vocab = loaded
+    name, text = prompt
     ids = golden.tokenize(L, vocab, text)
-    fed, rows = run_forced(L, model, n_vocab, ids, None, g["flash_attn"], g["kv_type"])
+    fed, rows = run_forced(L, model, n_vocab, ids, None, settings[0], settings[1])
     tops = [top_ids(r) for r in rows]
     entry = {
         "name": name,
@@ -209,6 +206,23 @@ def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, 
         np.asarray(r[t], dtype="<f4").tobytes() + np.asarray(r[samples], dtype="<f4").tobytes()
         for r, t in zip(rows, tops)
     )
+    return entry, block, min(float(r[t[0]] - r[t[1]]) for r, t in zip(rows, tops))
+
+
+def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, Path], name: str) -> None:
+    """Adds prompt ``name`` of ``PROMPTS`` to a teacher golden on disk, at its
+    place in the list: its JSON entry and its block of the logits file."""
+    json_path, bin_path = paths
+    g = json.loads(json_path.read_text(encoding="utf-8"))
+    if any(p["name"] == name for p in g["prompts"]):
+        print(f"teacher:   {common.rel(json_path)} already has {name}", file=sys.stderr)
+        return
+    samples = sample_ids(n_vocab)
+    if samples != g["sample_ids"]:
+        raise common.PeerError(f"{json_path.name}: sample ids differ from this script's")
+    entry, block, gap = forced_prompt(
+        L, (model, vocab, n_vocab), (name, dict(PROMPTS)[name]), samples, (g["flash_attn"], g["kv_type"])
+    )
     per_prompt = g["steps"] * (g["top_k"] + len(samples)) * 4
     data = bin_path.read_bytes()
     if len(data) != per_prompt * len(g["prompts"]) or len(block) != per_prompt:
@@ -219,13 +233,10 @@ def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, 
     head = {k: v for k, v in g.items() if k not in ("sample_ids", "prompts")}
     json_path.write_text(render(head, samples, entries), encoding="utf-8")
     bin_path.write_bytes(data[:at] + block + data[at:])
-    gaps = [float(r[t[0]] - r[t[1]]) for r, t in zip(rows, tops)]
-    print(f"  {json_path.stem}/{name:<12} prompt {len(ids):>3} tok, min top-1 gap {min(gaps):.4f}", file=sys.stderr)
+    print(f"  {json_path.stem}/{name:<12} prompt {len(entry['prompt_ids']):>3} tok, min top-1 gap {gap:.4f}", file=sys.stderr)
 
 
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
-    import numpy as np  # noqa: PLC0415
-
     stem = stem_of(model_file, opt.kv_type)
     json_path = opt.out_dir / f"{stem}.teacher.json"
     bin_path = opt.out_dir / f"{stem}.teacher.f32"
@@ -243,26 +254,11 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
         samples = sample_ids(n_vocab)
         entries = []
         blob = []
-        for name, text in PROMPTS:
-            ids = golden.tokenize(L, vocab, text)
-            fed, rows = run_forced(L, model, n_vocab, ids, None, "auto", opt.kv_type)
-            tops = [top_ids(r) for r in rows]
-            entries.append(
-                {
-                    "name": name,
-                    "text": text,
-                    "prompt_ids": ids,
-                    "forced_ids": fed,
-                    "lo": [float(r.min()) for r in rows],
-                    "hi": [float(r.max()) for r in rows],
-                    "top_ids": tops,
-                }
-            )
-            for r, t in zip(rows, tops):
-                blob.append(np.asarray(r[t], dtype="<f4").tobytes())
-                blob.append(np.asarray(r[samples], dtype="<f4").tobytes())
-            gaps = [float(r[t[0]] - r[t[1]]) for r, t in zip(rows, tops)]
-            print(f"  {stem}/{name:<12} prompt {len(ids):>3} tok, min top-1 gap {min(gaps):.4f}", file=sys.stderr)
+        for prompt in PROMPTS:
+            entry, block, gap = forced_prompt(L, (model, vocab, n_vocab), prompt, samples, ("auto", opt.kv_type))
+            entries.append(entry)
+            blob.append(block)
+            print(f"  {stem}/{prompt[0]:<12} prompt {len(entry['prompt_ids']):>3} tok, min top-1 gap {gap:.4f}", file=sys.stderr)
     finally:
         L.llama_model_free(model)
     head = {

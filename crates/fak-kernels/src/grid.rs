@@ -240,31 +240,25 @@ pub(crate) fn gemm(
     out: &mut [f32],
     out_stride: usize,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    let avx2 = isa != Isa::Scalar && Isa::Avx2.is_available();
-    #[cfg(not(target_arch = "x86_64"))]
-    let avx2 = false;
     // Enough tokens on AVX2: each 8-row group decoded once into the packed
     // k-quant tiles (the same float steps); the rows past the last whole
-    // group go on below.
+    // group, or all of them, go on below.
+    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if avx2 && n_tok >= crate::packed::grid::MIN_TOKENS {
+    if isa != Isa::Scalar && Isa::Avx2.is_available() && n_tok >= crate::packed::grid::MIN_TOKENS {
         let vnni = isa == Isa::Avx512 && Isa::Avx512.is_available();
-        // SAFETY: `avx2`: AVX2, FMA and F16C are available; `vnni`: so is
-        // AVX-512 F, BW, VL and VNNI.
-        let done = unsafe {
+        // SAFETY: AVX2, FMA and F16C are available (checked just above);
+        // with `vnni`, AVX-512 F, BW, VL and VNNI too.
+        done = unsafe {
             crate::packed::grid::gemm(fmt, n, (w, n_rows), (a, n_tok), out, out_stride, vnni)
         };
-        if done < n_rows {
-            let wrb = n / 256 * fmt.bytes();
-            let (Some(w), Some(out)) = (w.get(done * wrb..), out.get_mut(done..)) else {
-                return;
-            };
+    }
+    if done < n_rows {
+        let wrb = n / 256 * fmt.bytes();
+        if let (Some(w), Some(out)) = (w.get(done * wrb..), out.get_mut(done..)) {
             rows_after_groups(isa, fmt, n, (w, n_rows - done), (a, n_tok), out, out_stride);
         }
-        return;
     }
-    rows_after_groups(isa, fmt, n, (w, n_rows), (a, n_tok), out, out_stride);
 }
 
 /// The rows of [`gemm`] that the decoded tiles do not take: all of them

@@ -55,14 +55,6 @@ use crate::blocks::{GridFormat, GridStep, Sub32};
 /// registers skip the scratch block.
 pub(crate) const MIN_TOKENS: usize = 2;
 
-/// The offset exponent of `fmt`'s values (see the module diagram).
-fn shift(fmt: GridFormat) -> i32 {
-    match fmt {
-        GridFormat::IQ3_S | GridFormat::IQ1_S | GridFormat::IQ1_M => 4,
-        GridFormat::IQ2_XXS | GridFormat::IQ2_XS | GridFormat::IQ2_S | GridFormat::IQ3_XXS => 6,
-    }
-}
-
 /// The 32 offset bytes of sub-block `sub` (see the module diagram).
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -182,15 +174,18 @@ fn encode_rows<const B: usize>(
 }
 
 /// Decodes the 8 rows `rows` (each `nb` blocks of `fmt`, contiguous) into
-/// `dst` (`nb` group blocks).
+/// `dst` (`nb` group blocks), the values offset by `bias`, IQ1's scaled
+/// by 8 with their shifts (`eighths`).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn encode_group(fmt: GridFormat, rows: &[u8], nb: usize, dst: &mut [[u8; gk::BYTES]]) {
+fn encode_group(
+    fmt: GridFormat,
+    rows: &[u8],
+    nb: usize,
+    dst: &mut [[u8; gk::BYTES]],
+    bias: (u8, bool),
+) {
     use crate::blocks as bl;
-    let bias = (
-        1u8 << shift(fmt),
-        matches!(fmt, GridFormat::IQ1_S | GridFormat::IQ1_M),
-    );
     let rows = (rows, nb);
     match fmt {
         GridFormat::IQ2_XXS => encode_rows::<66>(rows, dst, bl::d0, bl::iq2_xxs, bias),
@@ -227,27 +222,97 @@ pub(crate) unsafe fn gemm(
     out_stride: usize,
     vnni: bool,
 ) -> usize {
+    // The tile of each format (see `Grid`): offset 64, one step per `i16`
+    // run, where values reach 62 (IQ2, IQ3_XXS); 16 and four steps where
+    // they stay below 16 (IQ3_S, IQ1's eighths); sub-blocks of 8 steps
+    // where the scales cover 32 values, 4 where they cover 16.
+    let ops = Operands {
+        fmt,
+        n,
+        w,
+        n_rows,
+        a,
+        n_tok,
+        out_stride,
+        vnni,
+    };
+    // SAFETY: the caller's guarantees, passed on (every arm).
+    let done = unsafe {
+        match fmt {
+            GridFormat::IQ2_XXS | GridFormat::IQ3_XXS => groups::<6, 1, false, 8>(&ops, out),
+            GridFormat::IQ2_XS | GridFormat::IQ2_S => groups::<6, 1, false, 4>(&ops, out),
+            GridFormat::IQ3_S => groups::<4, 4, false, 8>(&ops, out),
+            GridFormat::IQ1_S => groups::<4, 4, true, 8>(&ops, out),
+            GridFormat::IQ1_M => groups::<4, 4, true, 4>(&ops, out),
+        }
+    };
+    // The row end of `crate::grid`: each sum times the format's factor,
+    // one token row at a time (a pass per pair of groups, 16 values per
+    // row, took a sixth of this function's samples).
+    if let GridStep::Scaled { factor } = fmt.step() {
+        for t in 0..n_tok {
+            if let Some(y) = out.get_mut(t * out_stride..t * out_stride + done) {
+                y.iter_mut().for_each(|v| *v *= factor);
+            }
+        }
+    }
+    done
+}
+
+/// One product's operands, as [`gemm`] takes them.
+struct Operands<'a> {
+    fmt: GridFormat,
+    n: usize,
+    w: &'a [u8],
+    n_rows: usize,
+    a: &'a [u8],
+    n_tok: usize,
+    out_stride: usize,
+    vnni: bool,
+}
+
+/// [`gemm`]'s groups on the tile `Grid<SHIFT, I16, EIGHTHS, SUB>` (see
+/// `Grid`): each pair of groups decoded, then every token over it.
+/// Returns the rows written.
+///
+/// # Safety
+///
+/// As [`gemm`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn groups<const SHIFT: i32, const I16: usize, const EIGHTHS: bool, const SUB: usize>(
+    ops: &Operands<'_>,
+    out: &mut [f32],
+) -> usize {
+    let Operands {
+        fmt,
+        n,
+        w,
+        n_rows,
+        a,
+        n_tok,
+        out_stride,
+        vnni,
+    } = *ops;
     const PAIR: usize = 2 * GROUP_ROWS;
     let nb = n / 256;
     let row_bytes = nb * fmt.bytes();
+    let pair_bytes = PAIR * row_bytes;
     let mut block = vec![[0u8; gk::BYTES]; 2 * nb];
     let done = n_rows / GROUP_ROWS * GROUP_ROWS;
-    let pairs: Vec<&[u8]> = w
-        .get(..done * row_bytes)
-        .unwrap_or_default()
-        .chunks(PAIR * row_bytes)
-        .collect();
-    for (pi, rows) in pairs.iter().enumerate() {
+    let all = w.get(..done * row_bytes).unwrap_or_default();
+    for (pi, rows) in all.chunks(pair_bytes).enumerate() {
         let groups = rows.len() / (GROUP_ROWS * row_bytes);
         for (gi, dst) in block.chunks_exact_mut(nb.max(1)).take(groups).enumerate() {
             let at = gi * GROUP_ROWS * row_bytes;
-            encode_group(fmt, &rows[at..at + GROUP_ROWS * row_bytes], nb, dst);
+            let bias = (1 << SHIFT, EIGHTHS);
+            encode_group(fmt, &rows[at..at + GROUP_ROWS * row_bytes], nb, dst, bias);
         }
         // The next pair's rows come from DRAM while these tiles run (the
         // decode above stalled on them otherwise: 16 rows read side by
         // side outrun the hardware prefetcher).
-        if let Some(next) = pairs.get(pi + 1) {
-            for line in next.chunks(64) {
+        if let Some(next) = all.get((pi + 1) * pair_bytes..) {
+            for line in next[..next.len().min(pair_bytes)].chunks(64) {
                 _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast());
             }
         }
@@ -263,48 +328,11 @@ pub(crate) unsafe fn gemm(
         let Some(o) = out.get_mut(pi * PAIR..) else {
             return 0;
         };
-        // Scales per 32 values (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S): sub-blocks
-        // of 8 steps; per 16 (IQ2_XS, IQ2_S, IQ1_M): 4.
-        match (fmt, vnni) {
-            (GridFormat::IQ2_XXS | GridFormat::IQ3_XXS, true) => {
-                // SAFETY: `vnni`: the caller guarantees AVX-512 VNNI.
-                unsafe { k_vnni::gemm_k::<Grid<6, 1, false, 8>, { gk::BYTES }>(&args, o) }
-            }
-            (GridFormat::IQ2_XS | GridFormat::IQ2_S, true) => {
-                // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<6, 1, false, 4>, { gk::BYTES }>(&args, o) }
-            }
-            (GridFormat::IQ3_S, true) => {
-                // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<4, 4, false, 8>, { gk::BYTES }>(&args, o) }
-            }
-            (GridFormat::IQ1_S, true) => {
-                // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<4, 4, true, 8>, { gk::BYTES }>(&args, o) }
-            }
-            (GridFormat::IQ1_M, true) => {
-                // SAFETY: as above.
-                unsafe { k_vnni::gemm_k::<Grid<4, 4, true, 4>, { gk::BYTES }>(&args, o) }
-            }
-            (GridFormat::IQ2_XXS | GridFormat::IQ3_XXS, false) => {
-                gemm_k::<Grid<6, 1, false, 8>, { gk::BYTES }>(&args, o)
-            }
-            (GridFormat::IQ2_XS | GridFormat::IQ2_S, false) => {
-                gemm_k::<Grid<6, 1, false, 4>, { gk::BYTES }>(&args, o)
-            }
-            (GridFormat::IQ3_S, false) => gemm_k::<Grid<4, 4, false, 8>, { gk::BYTES }>(&args, o),
-            (GridFormat::IQ1_S, false) => gemm_k::<Grid<4, 4, true, 8>, { gk::BYTES }>(&args, o),
-            (GridFormat::IQ1_M, false) => gemm_k::<Grid<4, 4, true, 4>, { gk::BYTES }>(&args, o),
-        }
-    }
-    // The row end of `crate::grid`: each sum times the format's factor,
-    // one token row at a time (a pass per pair of groups, 16 values per
-    // row, took a sixth of this function's samples).
-    if let GridStep::Scaled { factor } = fmt.step() {
-        for t in 0..n_tok {
-            if let Some(y) = out.get_mut(t * out_stride..t * out_stride + done) {
-                y.iter_mut().for_each(|v| *v *= factor);
-            }
+        if vnni {
+            // SAFETY: `vnni`: the caller guarantees AVX-512 VNNI.
+            unsafe { k_vnni::gemm_k::<Grid<SHIFT, I16, EIGHTHS, SUB>, { gk::BYTES }>(&args, o) }
+        } else {
+            gemm_k::<Grid<SHIFT, I16, EIGHTHS, SUB>, { gk::BYTES }>(&args, o);
         }
     }
     done
