@@ -41,6 +41,8 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
         GgmlType::Q4_K => (144, &[0, 2]),
         GgmlType::Q5_K => (176, &[0, 2]),
         GgmlType::Q6_K => (210, &[208]),
+        GgmlType::Q2_K => (84, &[80, 82]),
+        GgmlType::Q3_K => (110, &[108]),
         GgmlType::Q4_1 => (20, &[0, 2]),
         _ => (ty.type_size(), &[0]),
     };
@@ -149,6 +151,8 @@ fn main() {
                 GgmlType::Q4_K,
                 GgmlType::Q5_K,
                 GgmlType::Q6_K,
+                GgmlType::Q2_K,
+                GgmlType::Q3_K,
                 GgmlType::Q5_0,
                 GgmlType::Q4_0,
                 GgmlType::Q4_1,

@@ -401,6 +401,37 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
     }
 }
 
+/// Products of many tokens over Q3_K and Q5_K unpack each group once into
+/// a scratch of wide blocks (`packed::wide`) and run the tiles over it:
+/// every ISA still gives the reference bits, for tile counts with and
+/// without a narrower last tile, on shapes run one after the other on one
+/// thread (wide rows before narrow ones, so a tile that read blocks an
+/// earlier product left in the scratch would fail here).
+#[test]
+fn products_of_many_tokens_over_wide_blocks_give_the_reference_bits() {
+    for format in [
+        PackedFormat::Q3K,
+        PackedFormat::Q5K,
+        PackedFormat::Q2K,
+        PackedFormat::Q6K,
+    ] {
+        let mut rng = StdRng::seed_from_u64(13);
+        for (nb, rows, n_tok) in [
+            (7usize, 24usize, 16usize),
+            (5, 8, 19),
+            (2, 16, 33),
+            (1, 8, 64),
+        ] {
+            assert_every_isa_gives_the_reference_bits(
+                format,
+                (13, &mut rng),
+                (nb, rows, n_tok),
+                rows + 3,
+            );
+        }
+    }
+}
+
 /// Quants at the ends of their ranges: every weight quant at its largest
 /// (15 for Q4_K, 31 for Q5_K, 63 for Q6_K, 3 for Q2_K, 7 for Q3_K, 31 for Q5_0, -128 for Q8_0) against
 /// activation quants all -128 or all 127 (-127 for the Q8_0-activation
@@ -486,7 +517,7 @@ fn extreme_quants_give_the_reference_bits() {
                     got, want,
                     "{format:?} {isa:?} weights {wfill:#x} acts {afill}"
                 );
-                for k in 2..=9 {
+                for k in (2..=9).chain([16, 17]) {
                     let mut many = vec![f32::NAN; k * rows];
                     let ak: Vec<u8> = a.iter().copied().cycle().take(k * a.len()).collect();
                     packed_gemm_with_isa(isa, &p, 0..rows, (&ak, k), &mut many, rows).unwrap();

@@ -643,41 +643,64 @@ fn tile<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
 /// (one token takes [`gemm_one`]). The first tile over a group streams the weights from DRAM and asks for
 /// them ahead; on a Zen 5 core (`FAK_ISA=avx2`), 4 tokens against a
 /// DRAM-sized Q6_K matrix took 9.9 ms without the hints, more than two
-/// one-token passes with them (4.1 ms). Each tile instance is called from
-/// one place, so that it inlines here.
+/// one-token passes with them (4.1 ms).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
-    const T: usize = TILE_TOKENS;
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
+    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+        group_tiles::<S, B>(g, group, gi * 8, Weights::Streamed, out);
+    }
+}
+
+/// Where a group's blocks come from, for the first tile over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Weights {
+    /// From DRAM: the first tile asks for them ahead.
+    Streamed,
+    /// From a cache (a scratch block just written).
+    Cached,
+}
+
+/// One group (`group`: its blocks, output rows `col..col + 8`) against
+/// every token of `g`, in tiles of [`TILE_TOKENS`] and one narrower tile.
+/// Each tile instance is called from one place, so that it inlines here.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn group_tiles<S: KSteps<B>, const B: usize>(
+    g: &PackedArgs<'_>,
+    group: &[[u8; B]],
+    col: usize,
+    weights: Weights,
+    out: &mut [f32],
+) {
+    const T: usize = TILE_TOKENS;
     let (acts, _) = g.a.as_chunks::<AB>();
     let full = g.n_tok / T * T;
-    for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-        let col = gi * 8;
-        for t0 in (0..full).step_by(T) {
-            let a: [&[[u8; AB]]; T] = act_rows(acts, g.nb, t0);
-            let y = match t0 {
-                0 => tile::<S, B, T, true>(group, a),
-                _ => tile::<S, B, T, false>(group, a),
-            };
-            for (t, v) in y.into_iter().enumerate() {
-                store(out, (t0 + t) * g.out_stride + col, v);
-            }
-        }
-        let (rest, streamed) = (g.n_tok - full, full == 0);
-        let a3: [&[[u8; AB]]; 3] = act_rows(acts, g.nb, full);
-        let ys: [__m256; 3] = match (rest, streamed) {
-            (0, _) => continue,
-            (1, _) => pad(tile::<S, B, 1, false>(group, [a3[0]])),
-            (2, true) => pad(tile::<S, B, 2, true>(group, [a3[0], a3[1]])),
-            (2, false) => pad(tile::<S, B, 2, false>(group, [a3[0], a3[1]])),
-            (_, true) => tile::<S, B, 3, true>(group, a3),
-            (_, false) => tile::<S, B, 3, false>(group, a3),
+    let streamed = weights == Weights::Streamed;
+    for t0 in (0..full).step_by(T) {
+        let a: [&[[u8; AB]]; T] = act_rows(acts, g.nb, t0);
+        let y = match t0 == 0 && streamed {
+            true => tile::<S, B, T, true>(group, a),
+            false => tile::<S, B, T, false>(group, a),
         };
-        for (t, v) in ys.into_iter().take(rest).enumerate() {
-            store(out, (full + t) * g.out_stride + col, v);
+        for (t, v) in y.into_iter().enumerate() {
+            store(out, (t0 + t) * g.out_stride + col, v);
         }
+    }
+    let (rest, streamed) = (g.n_tok - full, full == 0 && streamed);
+    let a3: [&[[u8; AB]]; 3] = act_rows(acts, g.nb, full);
+    let ys: [__m256; 3] = match (rest, streamed) {
+        (0, _) => return,
+        (1, _) => pad(tile::<S, B, 1, false>(group, [a3[0]])),
+        (2, true) => pad(tile::<S, B, 2, true>(group, [a3[0], a3[1]])),
+        (2, false) => pad(tile::<S, B, 2, false>(group, [a3[0], a3[1]])),
+        (_, true) => tile::<S, B, 3, true>(group, a3),
+        (_, false) => tile::<S, B, 3, false>(group, a3),
+    };
+    for (t, v) in ys.into_iter().take(rest).enumerate() {
+        store(out, (full + t) * g.out_stride + col, v);
     }
 }
 
@@ -715,6 +738,8 @@ fn pad<const N: usize>(y: [__m256; N]) -> [__m256; 3] {
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
+    use super::wide::{self, U};
+    let wide = g.n_tok >= wide::MIN_TOKENS;
     match g.format {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
@@ -722,6 +747,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q2K if g.n_tok == 1 => gemm_one::<Q2K, { q2k::BYTES }>(g, out),
         PackedFormat::Q3K if g.n_tok == 1 => gemm_one::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K if wide => wide::gemm::<Q5K, { q5k::BYTES }, { q5k::BYTES + U }>(g, out),
+        PackedFormat::Q3K if wide => wide::gemm::<Q3K, { q3k::BYTES }, { q3k::BYTES + U }>(g, out),
         PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q2K => gemm_k::<Q2K, { q2k::BYTES }>(g, out),

@@ -53,7 +53,10 @@
 //! `q4_vnni.rs`, `k_vnni.rs`; with the loads they share in `tiles.rs`.
 //! `grid.rs` runs the codebook formats (IQ1_*, IQ2_*, IQ3_*) on the
 //! k-quant tiles: it decodes each 8-row group per product into a scratch
-//! group block, since those rows stay in their file layout.
+//! group block, since those rows stay in their file layout. `wide.rs`
+//! does the same for packed Q3_K and Q5_K products of many tokens on AVX2
+//! (their quants cost the most to unpack), with the packed blocks' own
+//! unpacked steps.
 
 use std::ops::Range;
 
@@ -86,6 +89,8 @@ mod q8_avx2;
 mod tiles;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
+#[cfg(target_arch = "x86_64")]
+mod wide;
 
 use crate::pool::ThreadPool;
 use layout::{PackedArgs, QK, SCALE_BYTES, STEP, STEPS};

@@ -1,0 +1,166 @@
+//! Packed Q3_K and Q5_K over many tokens on the AVX2 tiles of
+//! [`super::k_avx2`]: each group's quants unpacked once per product
+//! instead of once per tile of 4 tokens.
+//!
+//! A tile's step reads 8 rows × 4 quants of one group block. Q4_K's are a
+//! masked load; Q5_K's join a nibble and a bit of a high-bit plane, Q3_K's
+//! two bits of one plane and one of another (5–8 instructions), and that
+//! work is done again for every tile of 4 tokens, beside each token's
+//! `maddubs`, broadcast and add. So a product of [`MIN_TOKENS`] or more
+//! writes each group, one at a time, into a scratch of wide blocks and
+//! runs every token tile over those:
+//!
+//! ```text
+//!   wide block (one super-block of an 8-row group):
+//!     | the packed group block, as it is (B bytes: scales, mins, d) |
+//!     | step 0 (32 B) | step 1 | ... | step 63 |      (2,048 B)
+//!   step k: the packed tile's own unpacked quants of step k, stored
+//!   tile:   step = one load; scales, offsets and the float term read the
+//!           packed block at the head, as the packed tile does
+//! ```
+//!
+//! On one Zen 3 core, a `[8960 × 1536]` product of 64 tokens
+//! (`GEMM_SPEED_ONLY=q5_k GEMM_SPEED_SHAPE=8960,1536,64 cargo run
+//! --release -p fak-kernels --example gemm_speed`, alternated) ran at 61–68
+//! against 41–44 G multiply-adds/s for Q5_K and 59 against 45–46 for
+//! Q3_K. Q6_K (54–56 either way) and Q2_K (55–63 either way) gained
+//! nothing: Q2_K's step is one shift and a mask, and Q6_K's tile is held
+//! by its `i16` runs of two steps (a `madd` per two `maddubs`), so they
+//! stay on the packed tiles.
+//!
+//! The stored steps are the packed tile's step values, so every integer
+//! sum and every float step is the packed tile's: the outputs are the
+//! same bits (and so the scalar dot product's), whatever the number of
+//! tokens. Nothing is kept between products; the model holds the packed
+//! blocks only. The VNNI tiles ([`super::k_vnni`]) unpack as before: this
+//! was measured on AVX2-only cores.
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use super::k_avx2::{group_tiles, KSteps, Weights, AB, Q3K, Q5K};
+use super::layout::{q3k, q5k, PackedArgs, K_STEPS};
+use super::tiles::{bytes32, load, prefetch_ahead};
+
+/// Fewest tokens whose product takes the wide blocks. Fewer (a verifying
+/// pass of up to 8 tokens, decode) unpack in the tiles: unpacking a group
+/// costs about one tile's unpacking plus the stores, which pays once it
+/// saves a few tiles (at 16 tokens, the `[8960 × 1536]` Q3_K product
+/// above: 41 against 29 G multiply-adds/s).
+pub(super) const MIN_TOKENS: usize = 16;
+
+/// Unpacked bytes per super-block of a group: 64 steps of 32.
+pub(super) const U: usize = 32 * K_STEPS;
+
+/// A packed k-quant format `S`, read from wide blocks.
+pub(super) struct Wide<S>(PhantomData<S>);
+
+/// `KSteps` of `Wide<$s>` on blocks of `$b + U` bytes: the step is a load
+/// from the unpacked tail; everything else is `$s`'s, on the head.
+macro_rules! wide_steps {
+    ($s:ty, $b:expr) => {
+        impl Wide<$s> {
+            /// The packed group block at the head of a wide one.
+            #[inline(always)]
+            fn head(b: &[u8; $b + U]) -> &[u8; $b] {
+                match b.first_chunk::<{ $b }>() {
+                    Some(h) => h,
+                    None => &[0; $b],
+                }
+            }
+        }
+
+        impl KSteps<{ $b + U }> for Wide<$s> {
+            const SUB_STEPS: usize = <$s as KSteps<{ $b }>>::SUB_STEPS;
+            const I16_STEPS: usize = <$s as KSteps<{ $b }>>::I16_STEPS;
+            const PAIR_STREAMED: bool = false;
+
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            unsafe fn step(b: &[u8; $b + U], k: usize) -> __m256i {
+                load(bytes32(b, $b + 32 * k))
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            unsafe fn scales(b: &[u8; $b + U], j: usize) -> __m256i {
+                // SAFETY: the caller's promise (AVX2), passed on.
+                unsafe { <$s as KSteps<{ $b }>>::scales(Self::head(b), j) }
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            unsafe fn offsets(b: &[u8; $b + U], a: &[u8; AB]) -> __m256i {
+                // SAFETY: as above.
+                unsafe { <$s as KSteps<{ $b }>>::offsets(Self::head(b), a) }
+            }
+
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            unsafe fn offset_pair(b: &[u8; $b + U], m: usize) -> __m256i {
+                // SAFETY: as above.
+                unsafe { <$s as KSteps<{ $b }>>::offset_pair(Self::head(b), m) }
+            }
+
+            const OFFSET_SHIFT: i32 = <$s as KSteps<{ $b }>>::OFFSET_SHIFT;
+
+            #[inline]
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn term(b: &[u8; $b + U], dx: __m256, sumi: __m256i, summ: __m256i) -> __m256 {
+                // SAFETY: the caller's promise (AVX2 and F16C), passed on.
+                unsafe { <$s as KSteps<{ $b }>>::term(Self::head(b), dx, sumi, summ) }
+            }
+        }
+    };
+}
+
+wide_steps!(Q3K, q3k::BYTES);
+wide_steps!(Q5K, q5k::BYTES);
+
+thread_local! {
+    /// Each thread's wide blocks of one group, reused across products.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `out = W · a` for every group of `g` (format `S`, packed blocks of `B`
+/// bytes; `W = B + U`), each group unpacked once into wide blocks, then
+/// every token tile over them.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn gemm<S: KSteps<B>, const B: usize, const W: usize>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+) where
+    Wide<S>: KSteps<W>,
+{
+    let nb = g.nb.max(1);
+    let (blocks, _) = g.w.as_chunks::<B>();
+    SCRATCH.with_borrow_mut(|scratch| {
+        if scratch.len() < nb * W {
+            scratch.resize(nb * W, 0);
+        }
+        let (wide, _) = scratch.as_chunks_mut::<W>();
+        let wide = &mut wide[..nb];
+        for (gi, group) in blocks.chunks_exact(nb).enumerate() {
+            for (wb, dst) in group.iter().zip(wide.iter_mut()) {
+                prefetch_ahead(wb);
+                unpack::<S, B, W>(wb, dst);
+            }
+            group_tiles::<Wide<S>, W>(g, wide, gi * 8, Weights::Cached, out);
+        }
+    });
+}
+
+/// Writes `wb` and its 64 unpacked steps into `dst`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn unpack<S: KSteps<B>, const B: usize, const W: usize>(wb: &[u8; B], dst: &mut [u8; W]) {
+    let (head, tail) = dst.split_at_mut(B.min(W));
+    head.copy_from_slice(wb);
+    for (k, s) in tail.chunks_exact_mut(32).take(K_STEPS).enumerate() {
+        // SAFETY: this function runs with AVX2 enabled.
+        let u = unsafe { S::step(wb, k) };
+        // SAFETY: `s` is 32 writable bytes; `storeu` needs no alignment.
+        unsafe { _mm256_storeu_si256(s.as_mut_ptr().cast(), u) };
+    }
+}
