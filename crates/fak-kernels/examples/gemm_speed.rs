@@ -29,8 +29,8 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 
 /// Random-looking weight bytes with sane f16 scales for `ty`.
 fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
-    if ty == GgmlType::Q8_0 {
-        return quantize_row_to_vec(ty, &values(rows * n, 3)).expect("q8_0 weights");
+    if matches!(ty, GgmlType::Q8_0 | GgmlType::F16 | GgmlType::BF16) {
+        return quantize_row_to_vec(ty, &values(rows * n, 3)).expect("q8_0, f16, bf16 weights");
     }
     let bytes = ty.row_bytes((rows * n) as u64).expect("whole blocks") as usize;
     let mut w: Vec<u8> = values(bytes, 5)
@@ -159,6 +159,8 @@ fn main() {
                 GgmlType::IQ3_XXS,
                 GgmlType::IQ2_XXS,
                 GgmlType::IQ1_S,
+                GgmlType::F16,
+                GgmlType::BF16,
             ] {
                 bench(ty, rows, n, toks);
             }

@@ -232,7 +232,8 @@ fn bad_shapes_are_errors() {
 
 /// The F16 and BF16 tiles (4 rows × 6 tokens on AVX-512, 2 × 6 on AVX2)
 /// give every element `vec_dot`'s bits for row lengths with and without a
-/// part past the last 32-element chunk, every tile remainder, and values
+/// part past the last 32-element chunk, every tile remainder, products
+/// over several blocks of widened tokens (6 on AVX2, 48 on AVX-512), and values
 /// across each format's range (subnormals, large magnitudes, signed
 /// zeros).
 #[test]
@@ -261,14 +262,23 @@ fn half_tiles_match(ty: GgmlType) {
         }
     };
     for n in [8usize, 32, 40, 109, 576] {
-        let (rows, toks) = (9, 7);
+        let (rows, toks) = (9, 53);
         let row = |rng: &mut StdRng| -> Vec<u8> {
             (0..n).flat_map(|_| bits(rng).to_le_bytes()).collect()
         };
         let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng)).collect();
         let a: Vec<u8> = (0..toks).flat_map(|_| row(&mut rng)).collect();
         for isa in Isa::available() {
-            for (r, t) in [(1, 1), (4, 3), (5, 2), (9, 7), (3, 1), (8, 6)] {
+            for (r, t) in [
+                (1, 1),
+                (4, 3),
+                (5, 2),
+                (9, 7),
+                (3, 1),
+                (8, 6),
+                (2, 13),
+                (9, 53),
+            ] {
                 let stride = r + 1;
                 let mut out = vec![f32::NAN; t * stride];
                 gemm_with_isa(

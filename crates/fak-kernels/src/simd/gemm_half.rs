@@ -325,10 +325,31 @@ pub(crate) enum Tiles {
     Avx2,
 }
 
-/// Tokens widened at once: the block's activations (48 × 4 bytes per
-/// value: 288 KiB for rows of 1,536) stay in L2 while every row group,
-/// its weights in L1, runs over them (96 measured the same).
-const TOKEN_BLOCK: usize = 48;
+impl Tiles {
+    /// Tokens widened at once: every row group runs over them before the
+    /// next block.
+    ///
+    /// * AVX-512: 48. The block's activations (48 × 4 bytes per value:
+    ///   288 KiB for rows of 1,536) stay in L2 while every row group, its
+    ///   weights in L1, runs over them (96 measured the same on a Zen 5).
+    /// * AVX2: 6, one tile. A tile's two rows use each activation vector
+    ///   for only two multiply-adds, so with a larger block the
+    ///   activations streaming from L2 held the tiles back; one tile's
+    ///   tokens stay in L1 (for rows up to about 1,300 values), and the
+    ///   weights, used six times each, stream instead. One Zen 3 core,
+    ///   48 tokens (`GEMM_SPEED_ONLY=f16 GEMM_SPEED_SHAPE=1536,576,48
+    ///   cargo run --release -p fak-kernels --example gemm_speed`):
+    ///   1.61 ms at 6, 1.91 at 12, 1.94 at 24, 2.43 at 48; `[576 ×
+    ///   1536]`: 2.22, 2.20, 2.51, 2.87 ms. SmolLM2-135M F16's prefill of
+    ///   256 tokens, 2 threads: 288 against 221 tok/s, BF16 329 against
+    ///   283 (`fak bench model`, alternated three times).
+    fn token_block(self) -> usize {
+        match self {
+            Tiles::Avx512 => 48,
+            Tiles::Avx2 => 6,
+        }
+    }
+}
 
 /// The F16 or BF16 product `out[t * out_stride + j] = dot(w_row(j),
 /// a_row(t))` (`g.nb`: the row length `n`, the blocks being single
@@ -336,7 +357,7 @@ const TOKEN_BLOCK: usize = 48;
 /// values of format `H`).
 ///
 /// ```text
-///   per block of TOKEN_BLOCK tokens (widened to f32 once):
+///   per block of Tiles::token_block() tokens (widened to f32 once):
 ///     per group of rows (4 on AVX-512, 2 on AVX2; weights stay in L1):
 ///       per 6 tokens of the block: one tile
 /// ```
@@ -354,9 +375,10 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
     let whole = chunks * CHUNK;
     let wrow = |j: usize| g.w.get(j * row..(j + 1) * row).unwrap_or(&[]);
     ACTS.with_borrow_mut(|xs| {
-        xs.resize(TOKEN_BLOCK.min(g.n_tok) * n, 0.0);
-        for b0 in (0..g.n_tok).step_by(TOKEN_BLOCK) {
-            let tb = (g.n_tok - b0).min(TOKEN_BLOCK);
+        let token_block = tiles.token_block();
+        xs.resize(token_block.min(g.n_tok) * n, 0.0);
+        for b0 in (0..g.n_tok).step_by(token_block) {
+            let tb = (g.n_tok - b0).min(token_block);
             for t in 0..tb {
                 let a = g.a.get((b0 + t) * row..(b0 + t + 1) * row).unwrap_or(&[]);
                 if let Some(dst) = xs.get_mut(t * n..(t + 1) * n) {
