@@ -44,6 +44,7 @@ fn weights(ty: GgmlType, rows: usize, n: usize) -> Vec<u8> {
         GgmlType::Q2_K => (84, &[80, 82]),
         GgmlType::Q3_K => (110, &[108]),
         GgmlType::Q4_1 => (20, &[0, 2]),
+        GgmlType::Q5_1 => (24, &[0, 2]),
         _ => (ty.type_size(), &[0]),
     };
     let scale = f32_to_f16(0.01).to_le_bytes();
@@ -156,6 +157,7 @@ fn main() {
                 GgmlType::Q5_0,
                 GgmlType::Q4_0,
                 GgmlType::Q4_1,
+                GgmlType::Q5_1,
                 GgmlType::IQ3_XXS,
                 GgmlType::IQ2_XXS,
                 GgmlType::IQ1_S,
