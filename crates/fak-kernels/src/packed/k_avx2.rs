@@ -23,7 +23,7 @@ use std::arch::x86_64::*;
 
 use super::layout::{gk, q2k, q3k, q4k, q5k, q6k, PackedArgs, PackedFormat, K_STEPS};
 use super::tiles::{
-    act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, quad, store, TILE_TOKENS,
+    act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, quad, store, Weights, TILE_TOKENS,
 };
 use crate::blocks::BlockQ8_K;
 
@@ -654,17 +654,10 @@ pub(super) fn gemm_k<S: KSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut
     }
 }
 
-/// Where a group's blocks come from, for the first tile over them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Weights {
-    /// From DRAM: the first tile asks for them ahead.
-    Streamed,
-    /// From a cache (a scratch block just written).
-    Cached,
-}
-
 /// One group (`group`: its blocks, output rows `col..col + 8`) against
-/// every token of `g`, in tiles of [`TILE_TOKENS`] and one narrower tile.
+/// every token of `g`, in tiles of [`TILE_TOKENS`] and one narrower tile;
+/// `weights`: whether the first tile streams the group's blocks from DRAM
+/// ([`Weights::Streamed`]) or finds them in cache (a scratch just written).
 /// Each tile instance is called from one place, so that it inlines here.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -681,9 +674,10 @@ pub(super) fn group_tiles<S: KSteps<B>, const B: usize>(
     let streamed = weights == Weights::Streamed;
     for t0 in (0..full).step_by(T) {
         let a: [&[[u8; AB]]; T] = act_rows(acts, g.nb, t0);
-        let y = match t0 == 0 && streamed {
-            true => tile::<S, B, T, true>(group, a),
-            false => tile::<S, B, T, false>(group, a),
+        let y = if t0 == 0 && streamed {
+            tile::<S, B, T, true>(group, a)
+        } else {
+            tile::<S, B, T, false>(group, a)
         };
         for (t, v) in y.into_iter().enumerate() {
             store(out, (t0 + t) * g.out_stride + col, v);

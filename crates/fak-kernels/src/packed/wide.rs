@@ -39,9 +39,9 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use super::k_avx2::{group_tiles, KSteps, Weights, AB, Q3K, Q5K};
+use super::k_avx2::{group_tiles, KSteps, AB, Q3K, Q5K};
 use super::layout::{q3k, q5k, PackedArgs, K_STEPS};
-use super::tiles::{bytes32, load, prefetch_ahead};
+use super::tiles::{bytes32, load, prefetch_ahead, Weights};
 
 /// Fewest tokens whose product takes the wide blocks. Fewer (a verifying
 /// pass of up to 8 tokens, decode) unpack in the tiles: unpacking a group
