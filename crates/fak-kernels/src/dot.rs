@@ -23,7 +23,7 @@
 //! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
 //! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
 //! | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | Q8_K | see `grid` |
-//! | F32, F16, BF16 | same | `f64` sum of `f32` products (ggml's `ggml_float`) |
+//! | F32, F16, BF16 | same | 4 × 8 fused `f32` lanes, then `f64` (see [`float_lanes`]) |
 //!
 //! Every per-type function validates `n` and both slice lengths once and
 //! returns an error instead of panicking.
@@ -211,19 +211,72 @@ pub fn vec_dot_q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelErro
     Ok(sumf)
 }
 
-/// Shared float dot: `f64` sum of `f32` products of `E`-byte little-endian
-/// elements decoded by `dec`.
+/// Elements per chunk of the float dot products: 4 accumulators × 8 lanes.
+const FLOAT_CHUNK: usize = 32;
+
+/// The lanes' part of the float dot products (F32, F16, BF16), in the
+/// order the SIMD twins add (`simd::avx2::dot_f32` and its siblings), so
+/// that every ISA gives the same bits:
+///
+/// ```text
+///   chunk i = elements 32i..32i+32, chunks in order:
+///     acc[c][l] = fma(w[32i + 8c + l], a[32i + 8c + l], acc[c][l])   c < 4, l < 8
+///   v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l])
+///   sum  = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
+/// ```
+///
+/// Products are fused into the accumulators (one rounding each, as
+/// `vfmadd` does). Returns the sum and how many elements it covered (the
+/// whole chunks); the callers add the rest in `f64`. ggml's scalar code
+/// sums the same `f32` products in `f64` (`ggml_float`) instead: the two
+/// differ by float rounding only.
+///
+/// * `w`, `a`: little-endian rows of `E`-byte elements decoded by `dec`,
+///   the same length.
 #[inline]
-fn float_dot<const E: usize>(w: &[u8], a: &[u8], dec: impl Fn([u8; E]) -> f32) -> f32 {
-    let mut sum = 0.0f64;
-    for (x, y) in block_pairs::<E, E>(w, a) {
-        sum += f64::from(dec(*x) * dec(*y));
+fn float_lanes<const E: usize>(w: &[u8], a: &[u8], dec: &impl Fn([u8; E]) -> f32) -> (f32, usize) {
+    let (wv, av) = (w.as_chunks::<E>().0, a.as_chunks::<E>().0);
+    let mut acc = [[0.0f32; 8]; 4];
+    let (wc, ac) = (
+        wv.as_chunks::<FLOAT_CHUNK>().0,
+        av.as_chunks::<FLOAT_CHUNK>().0,
+    );
+    for (x, y) in wc.iter().zip(ac) {
+        for (c, lanes) in acc.iter_mut().enumerate() {
+            for (l, s) in lanes.iter_mut().enumerate() {
+                let k = 8 * c + l;
+                *s = dec(x[k]).mul_add(dec(y[k]), *s);
+            }
+        }
     }
-    sum as f32
+    let v: [f32; 8] = std::array::from_fn(|l| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]));
+    let sum = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+    (sum, wc.len().min(ac.len()) * FLOAT_CHUNK)
 }
 
-/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each). Products are formed
-/// in `f32` and summed in `f64`, like ggml's scalar path.
+/// The products past the lanes' chunks (from element `from` on), each in
+/// `f32`, widened to `f64`.
+fn float_tail<'a, const E: usize>(
+    w: &'a [u8],
+    a: &'a [u8],
+    from: usize,
+    dec: &'a impl Fn([u8; E]) -> f32,
+) -> impl Iterator<Item = f64> + 'a {
+    let pairs = block_pairs::<E, E>(w, a).skip(from);
+    pairs.map(move |(x, y)| f64::from(dec(*x) * dec(*y)))
+}
+
+/// Float dot whose tail is summed apart and added once (F32, BF16: the
+/// SIMD twins' `float_dot`).
+#[inline]
+fn float_dot<const E: usize>(w: &[u8], a: &[u8], dec: impl Fn([u8; E]) -> f32) -> f32 {
+    let (lanes, from) = float_lanes(w, a, &dec);
+    (f64::from(lanes) + float_tail(w, a, from, &dec).sum::<f64>()) as f32
+}
+
+/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each): fused `f32` lanes
+/// ([`float_lanes`]), then the last partial chunk's products added in `f64`
+/// as one sum.
 ///
 /// # Errors
 ///
@@ -233,19 +286,23 @@ pub fn vec_dot_f32(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
     Ok(float_dot::<4>(w, a, f32::from_le_bytes))
 }
 
-/// F16 · F16 (`w`, `a`: `n` little-endian f16s each); `f32` products summed
-/// in `f64`, like ggml's scalar path.
+/// F16 · F16 (`w`, `a`: `n` little-endian f16s each): fused `f32` lanes
+/// ([`float_lanes`]), then each product of the last partial chunk added to
+/// their sum in `f64`, one by one.
 ///
 /// # Errors
 ///
 /// As [`vec_dot`].
 pub fn vec_dot_f16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
     check_dot(GgmlType::F16, n, w, a)?;
-    Ok(float_dot::<2>(w, a, |b| f16_to_f32(u16::from_le_bytes(b))))
+    let dec = |b: [u8; 2]| f16_to_f32(u16::from_le_bytes(b));
+    let (lanes, from) = float_lanes(w, a, &dec);
+    let sum = float_tail(w, a, from, &dec).fold(f64::from(lanes), |s, p| s + p);
+    Ok(sum as f32)
 }
 
-/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each); `f32` products
-/// summed in `f64`, like ggml's scalar path.
+/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each): as
+/// [`vec_dot_f32`], with bf16 widened exactly (the top half of an `f32`).
 ///
 /// # Errors
 ///

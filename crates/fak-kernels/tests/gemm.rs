@@ -231,7 +231,7 @@ fn bad_shapes_are_errors() {
 }
 
 /// The F16 and BF16 tiles (4 rows × 6 tokens on AVX-512, 2 × 6 on AVX2)
-/// give every element `vec_dot`'s bits for row lengths with and without a
+/// give every element the scalar twin's `vec_dot` bits for row lengths with and without a
 /// part past the last 32-element chunk, every tile remainder, products
 /// over several blocks of widened tokens (6 on AVX2, 48 on AVX-512), and values
 /// across each format's range (subnormals, large magnitudes, signed
@@ -295,8 +295,9 @@ fn half_tiles_match(ty: GgmlType) {
                 .unwrap();
                 for ti in 0..t {
                     for j in 0..r {
+                        // The scalar twin's bits, on every ISA.
                         let want = vec_dot_with_isa(
-                            isa,
+                            Isa::Scalar,
                             ty,
                             n,
                             &w[j * 2 * n..(j + 1) * 2 * n],

@@ -273,9 +273,10 @@ pub(crate) unsafe fn dot_q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
     unsafe { gemm_avx2::dot::<gemm_avx2::Q6KDot, { BlockQ6_K::BYTES }, { BlockQ8_K::BYTES }>(w, a) }
 }
 
-/// AVX2/F16C twin of [`crate::scalar::vec_dot_f16`]: `f32` products of
-/// F16C-converted halves, fused into 4 × 8 float lanes, lanes summed in
-/// `f64`; a tail of fewer than 32 elements is summed in `f64` directly.
+/// AVX2/F16C twin of [`crate::scalar::vec_dot_f16`] (same bits): `f32`
+/// products of F16C-converted halves, fused into 4 × 8 float lanes, the
+/// lanes summed in a fixed order; each product of a tail of fewer than 32
+/// elements is then added in `f64`.
 ///
 /// * `w`, `a`: little-endian f16 rows of the same length (bytes).
 ///
