@@ -274,9 +274,10 @@ fn float_dot<const E: usize>(w: &[u8], a: &[u8], dec: impl Fn([u8; E]) -> f32) -
     (f64::from(lanes) + float_tail(w, a, from, &dec).sum::<f64>()) as f32
 }
 
-/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each): fused `f32` lanes
-/// ([`float_lanes`]), then the last partial chunk's products added in `f64`
-/// as one sum.
+/// F32 · F32 (`w`, `a`: `n` little-endian `f32`s each), in the SIMD
+/// kernels' order: products fused into 4 × 8 `f32` lanes over 32-element
+/// chunks, the lanes added in a fixed order, then the products past the
+/// last whole chunk added in `f64` as one sum.
 ///
 /// # Errors
 ///
@@ -286,9 +287,9 @@ pub fn vec_dot_f32(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
     Ok(float_dot::<4>(w, a, f32::from_le_bytes))
 }
 
-/// F16 · F16 (`w`, `a`: `n` little-endian f16s each): fused `f32` lanes
-/// ([`float_lanes`]), then each product of the last partial chunk added to
-/// their sum in `f64`, one by one.
+/// F16 · F16 (`w`, `a`: `n` little-endian f16s each), in the SIMD
+/// kernels' order: as [`vec_dot_f32`], except that the products past the
+/// last whole chunk are added to the lanes' sum in `f64` one by one.
 ///
 /// # Errors
 ///

@@ -131,7 +131,7 @@ pub(super) trait PairSteps<const B: usize>: KSteps<B> {
 /// low 256 bits.
 #[inline]
 #[target_feature(enable = "avx2,avx512f")]
-fn load_pair<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512i {
+pub(super) fn load_pair<const B: usize>(b: [&[u8; B]; 2], at: usize) -> __m512i {
     join(load(bytes32(b[0], at)), load(bytes32(b[1], at)))
 }
 
@@ -290,6 +290,29 @@ fn tile_pair<S: PairSteps<B>, const B: usize, const T: usize>(
 pub(super) fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &mut [f32]) {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
+    for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
+        let groups: [&[[u8; B]]; 2] = match pair.split_at_checked(nb) {
+            Some((g0, g1)) if g1.len() == nb => [g0, g1],
+            _ => [pair, &[]],
+        };
+        pair_tiles::<S, B>(g, groups, pi * 16, Weights::Streamed, out);
+    }
+}
+
+/// One pair of groups (`groups[1]` empty for the last of an odd count)
+/// against every token: every whole [`TILE`], then the rest as one
+/// narrower tile ([`rest`]). Their results go to columns `col..col + 16`.
+/// `first`: how the first tile finds the weights (streamed from memory
+/// and asked for ahead, or already in cache).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn pair_tiles<S: PairSteps<B>, const B: usize>(
+    g: &PackedArgs<'_>,
+    groups: [&[[u8; B]]; 2],
+    col: usize,
+    first: Weights,
+    out: &mut [f32],
+) {
     let (acts, _) = g.a.as_chunks::<AB>();
     let full = g.n_tok / TILE * TILE;
     // A pass of exactly one tile (a fleet's step of 8 agents) streams the
@@ -297,55 +320,48 @@ pub(super) fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &
     // take it so (`KSteps::PAIR_STREAMED`). Prefill's first tile stays
     // paired: there the later tiles dominate, and they are paired.
     let one_group = g.n_tok == TILE && !S::PAIR_STREAMED;
-    for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
-        let col = pi * 16;
-        let groups: [&[[u8; B]]; 2] = match pair.split_at_checked(nb) {
-            Some((g0, g1)) if g1.len() == nb => [g0, g1],
-            _ => [pair, &[]],
-        };
-        for t0 in (0..full).step_by(TILE) {
-            let a: [&[[u8; AB]]; TILE] = act_rows(acts, g.nb, t0);
-            let weights = Weights::at(t0);
-            if one_group || groups[1].is_empty() {
-                for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
-                    let y = match weights {
-                        Weights::Streamed => tile_vnni::<S, B, TILE, true>(group, a),
-                        Weights::Cached => tile_vnni::<S, B, TILE, false>(group, a),
-                    };
-                    for (t, v) in y.into_iter().enumerate() {
-                        store(out, (t0 + t) * g.out_stride + col + 8 * h, v);
-                    }
-                }
-            } else {
-                let y = tile_pair::<S, B, TILE>(groups, a, weights);
+    for t0 in (0..full).step_by(TILE) {
+        let a: [&[[u8; AB]]; TILE] = act_rows(acts, g.nb, t0);
+        let weights = if t0 == 0 { first } else { Weights::Cached };
+        if one_group || groups[1].is_empty() {
+            for (h, group) in groups.iter().enumerate().filter(|(_, w)| !w.is_empty()) {
+                let y = match weights {
+                    Weights::Streamed => tile_vnni::<S, B, TILE, true>(group, a),
+                    Weights::Cached => tile_vnni::<S, B, TILE, false>(group, a),
+                };
                 for (t, v) in y.into_iter().enumerate() {
-                    store16(out, (t0 + t) * g.out_stride + col, v);
+                    store(out, (t0 + t) * g.out_stride + col + 8 * h, v);
                 }
             }
+        } else {
+            let y = tile_pair::<S, B, TILE>(groups, a, weights);
+            for (t, v) in y.into_iter().enumerate() {
+                store16(out, (t0 + t) * g.out_stride + col, v);
+            }
         }
-        let at = At {
-            groups,
-            acts,
-            g,
-            col,
-        };
-        match (g.n_tok - full, full) {
-            (0, _) => {}
-            // After whole tiles the weights are in cache.
-            (1, _) => rest::<S, B, 1, false>(&at, full, out),
-            (2, 0) => rest::<S, B, 2, true>(&at, 0, out),
-            (3, 0) => rest::<S, B, 3, true>(&at, 0, out),
-            (4, 0) => rest::<S, B, 4, true>(&at, 0, out),
-            (5, 0) => rest::<S, B, 5, true>(&at, 0, out),
-            (6, 0) => rest::<S, B, 6, true>(&at, 0, out),
-            (_, 0) => rest::<S, B, 7, true>(&at, 0, out),
-            (2, _) => rest::<S, B, 2, false>(&at, full, out),
-            (3, _) => rest::<S, B, 3, false>(&at, full, out),
-            (4, _) => rest::<S, B, 4, false>(&at, full, out),
-            (5, _) => rest::<S, B, 5, false>(&at, full, out),
-            (6, _) => rest::<S, B, 6, false>(&at, full, out),
-            (_, _) => rest::<S, B, 7, false>(&at, full, out),
-        }
+    }
+    let at = At {
+        groups,
+        acts,
+        g,
+        col,
+    };
+    match (g.n_tok - full, full) {
+        (0, _) => {}
+        // After whole tiles the weights are in cache.
+        (1, _) => rest::<S, B, 1, false>(&at, full, out),
+        (2, 0) => rest::<S, B, 2, true>(&at, 0, out),
+        (3, 0) => rest::<S, B, 3, true>(&at, 0, out),
+        (4, 0) => rest::<S, B, 4, true>(&at, 0, out),
+        (5, 0) => rest::<S, B, 5, true>(&at, 0, out),
+        (6, 0) => rest::<S, B, 6, true>(&at, 0, out),
+        (_, 0) => rest::<S, B, 7, true>(&at, 0, out),
+        (2, _) => rest::<S, B, 2, false>(&at, full, out),
+        (3, _) => rest::<S, B, 3, false>(&at, full, out),
+        (4, _) => rest::<S, B, 4, false>(&at, full, out),
+        (5, _) => rest::<S, B, 5, false>(&at, full, out),
+        (6, _) => rest::<S, B, 6, false>(&at, full, out),
+        (_, _) => rest::<S, B, 7, false>(&at, full, out),
     }
 }
 
@@ -404,6 +420,8 @@ fn rest<S: KSteps<B>, const B: usize, const T: usize, const STREAMED: bool>(
 /// The CPU must support AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
+    use super::wide::{self, U};
+    let wide = g.n_tok >= wide::MIN_TOKENS_VNNI;
     match g.format {
         PackedFormat::Q4K if g.n_tok == 1 => gemm_one::<Q4K, { q4k::BYTES }>(g, out),
         PackedFormat::Q5K if g.n_tok == 1 => gemm_one::<Q5K, { q5k::BYTES }>(g, out),
@@ -411,6 +429,12 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q2K if g.n_tok == 1 => gemm_one::<Q2K, { q2k::BYTES }>(g, out),
         PackedFormat::Q3K if g.n_tok == 1 => gemm_one::<Q3K, { q3k::BYTES }>(g, out),
         PackedFormat::Q4K => gemm_k::<Q4K, { q4k::BYTES }>(g, out),
+        PackedFormat::Q5K if wide => {
+            wide::gemm_vnni::<Q5K, { q5k::BYTES }, { q5k::BYTES + U }>(g, out)
+        }
+        PackedFormat::Q3K if wide => {
+            wide::gemm_vnni::<Q3K, { q3k::BYTES }, { q3k::BYTES + U }>(g, out)
+        }
         PackedFormat::Q5K => gemm_k::<Q5K, { q5k::BYTES }>(g, out),
         PackedFormat::Q6K => gemm_k::<Q6K, { q6k::BYTES }>(g, out),
         PackedFormat::Q2K => gemm_k::<Q2K, { q2k::BYTES }>(g, out),
