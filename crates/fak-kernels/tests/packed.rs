@@ -404,7 +404,8 @@ fn q8_0_chunks_and_wide_rows_give_the_reference_bits() {
 /// Products of many tokens over Q3_K and Q5_K unpack each group once into
 /// a scratch of wide blocks (`packed::wide`) and run the tiles over it:
 /// every ISA still gives the reference bits, for tile counts with and
-/// without a narrower last tile, on shapes run one after the other on one
+/// without a narrower last tile, paired and unpaired groups (VNNI), on
+/// shapes run one after the other on one
 /// thread (wide rows before narrow ones, so a tile that read blocks an
 /// earlier product left in the scratch would fail here).
 #[test]
@@ -421,6 +422,10 @@ fn products_of_many_tokens_over_wide_blocks_give_the_reference_bits() {
             (5, 8, 19),
             (2, 16, 33),
             (1, 8, 64),
+            // The VNNI tiles' wide blocks (40 tokens on): a pair of groups
+            // and an odd one, whole tiles of 8 and a narrower rest.
+            (3, 24, 45),
+            (2, 16, 40),
         ] {
             assert_every_isa_gives_the_reference_bits(
                 format,
