@@ -291,11 +291,16 @@ pub(super) fn gemm_k<S: PairSteps<B>, const B: usize>(g: &PackedArgs<'_>, out: &
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
     for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
-        let groups: [&[[u8; B]]; 2] = match pair.split_at_checked(nb) {
-            Some((g0, g1)) if g1.len() == nb => [g0, g1],
-            _ => [pair, &[]],
-        };
-        pair_tiles::<S, B>(g, groups, pi * 16, Weights::Streamed, out);
+        pair_tiles::<S, B>(g, pair_groups(pair, nb), pi * 16, Weights::Streamed, out);
+    }
+}
+
+/// A run of two groups' blocks (`nb` each) as the two groups, or as one
+/// group and none where the run holds only the last of an odd count.
+pub(super) fn pair_groups<T>(pair: &[T], nb: usize) -> [&[T]; 2] {
+    match pair.split_at_checked(nb) {
+        Some((g0, g1)) if g1.len() == nb => [g0, g1],
+        _ => [pair, &[]],
     }
 }
 

@@ -47,7 +47,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 use super::k_avx2::{group_tiles, KSteps, AB, Q3K, Q5K};
-use super::k_vnni::{load_pair, pair_tiles, PairSteps};
+use super::k_vnni::{load_pair, pair_groups, pair_tiles, PairSteps};
 use super::layout::{q3k, q5k, PackedArgs, K_STEPS};
 use super::tiles::{bytes32, load, prefetch_ahead, Weights};
 
@@ -168,19 +168,8 @@ pub(super) fn gemm<S: KSteps<B>, const B: usize, const W: usize>(
 {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
-    SCRATCH.with_borrow_mut(|scratch| {
-        if scratch.len() < nb * W {
-            scratch.resize(nb * W, 0);
-        }
-        let (wide, _) = scratch.as_chunks_mut::<W>();
-        let wide = &mut wide[..nb];
-        for (gi, group) in blocks.chunks_exact(nb).enumerate() {
-            for (wb, dst) in group.iter().zip(wide.iter_mut()) {
-                prefetch_ahead(wb);
-                unpack::<S, B, W>(wb, dst);
-            }
-            group_tiles::<Wide<S>, W>(g, wide, gi * 8, Weights::Cached, out);
-        }
+    for_wide::<S, B, W>(blocks.chunks_exact(nb), nb, |gi, wide| {
+        group_tiles::<Wide<S>, W>(g, wide, gi * 8, Weights::Cached, out);
     });
 }
 
@@ -196,22 +185,32 @@ pub(super) fn gemm_vnni<S: KSteps<B>, const B: usize, const W: usize>(
 {
     let nb = g.nb.max(1);
     let (blocks, _) = g.w.as_chunks::<B>();
+    for_wide::<S, B, W>(blocks.chunks(2 * nb), 2 * nb, |pi, wide| {
+        pair_tiles::<Wide<S>, W>(g, pair_groups(wide, nb), pi * 16, Weights::Cached, out);
+    });
+}
+
+/// Each run of packed blocks of `runs` (at most `most` blocks) unpacked
+/// into this thread's wide blocks, then `tiles(i, wide)` for run `i`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn for_wide<'a, S: KSteps<B>, const B: usize, const W: usize>(
+    runs: impl Iterator<Item = &'a [[u8; B]]>,
+    most: usize,
+    mut tiles: impl FnMut(usize, &[[u8; W]]),
+) {
     SCRATCH.with_borrow_mut(|scratch| {
-        if scratch.len() < 2 * nb * W {
-            scratch.resize(2 * nb * W, 0);
+        if scratch.len() < most * W {
+            scratch.resize(most * W, 0);
         }
         let (wide, _) = scratch.as_chunks_mut::<W>();
-        for (pi, pair) in blocks.chunks(2 * nb).enumerate() {
-            let wide = &mut wide[..pair.len()];
-            for (wb, dst) in pair.iter().zip(wide.iter_mut()) {
+        for (i, run) in runs.enumerate() {
+            let wide = &mut wide[..run.len().min(most)];
+            for (wb, dst) in run.iter().zip(wide.iter_mut()) {
                 prefetch_ahead(wb);
                 unpack::<S, B, W>(wb, dst);
             }
-            let groups: [&[[u8; W]]; 2] = match wide.split_at_checked(nb) {
-                Some((g0, g1)) if g1.len() == nb => [g0, g1],
-                _ => [wide, &[]],
-            };
-            pair_tiles::<Wide<S>, W>(g, groups, pi * 16, Weights::Cached, out);
+            tiles(i, wide);
         }
     });
 }
