@@ -11,18 +11,33 @@
 //! in the elements past the last whole chunk: F16 adds their products to
 //! the `f64` sum one by one, BF16 sums them apart and adds that sum once
 //! ([`Half::end`]). A tile runs the same lanes for several rows and tokens
-//! at once, so each weight is widened once per tile instead of once per
-//! element of the output, and each activation once per call:
+//! at once, so each weight is widened once per tile (AVX2) or once per
+//! row group and block of tokens (AVX-512) instead of once per element of
+//! the output, and each activation once per call:
 //!
 //! ```text
 //!   AVX-512: a zmm holds acc0|acc1 (elements 32i..32i+16) or acc2|acc3
-//!            (32i+16..32i+32): 4 rows × 6 tokens, one half per pass
-//!   AVX2:    one ymm per accumulator: 2 rows × 6 tokens, one acc per pass
-//!   per pass, per chunk:  w[r] = widen(row r's values)   (once per tile)
+//!            (32i+16..32i+32): 4 rows × 6 tokens, one half per pass,
+//!            over the group's rows widened to f32 before its tiles run
+//!   AVX2:    one ymm per accumulator: 2 rows × 6 tokens, one acc per pass,
+//!            each row's values widened in the tile
+//!   per pass, per chunk:  w[r] = row r's values as f32
 //!                         acc[t][r] = fma(w[r], x[t], acc[t][r])
 //!   end: lanes = (acc0 + acc1) + (acc2 + acc3) ─► the dot product's hsum
-//!        (four rows at a time: `hsum4`) ─► its tail (`Half::end`)
+//!        (four rows at a time: `hsum4`, stored straight into the output
+//!        on AVX-512) ─► its tail (`Half::end`), where a row has one
 //! ```
+//!
+//! On AVX-512 the code around the inner loop weighs as much as the loop
+//! for short rows (576 values: 18 chunks per pass), so it stays lean: the
+//! tile reads `f32` weights (no conversion in the loop), stores the four
+//! rows' sums of a token with one 128-bit store, and skips `end` where
+//! rows have no tail. Its functions enable AVX-512VL: without it the
+//! accumulators, which end in 256-bit additions, were held to the 16
+//! registers that VEX-encoded instructions can name and spilled on every
+//! step. One Zen 4 core, `F16 [1536 × 576] × 256` tokens: 35 against 44
+//! G multiply-adds/s, `[576 × 1536]`: 35 against 47 (the `fma` peak is
+//! about 56).
 //!
 //! A pass keeps only its accumulators, weights and one token in
 //! registers: with both halves of every chunk at once (48 accumulators
@@ -63,19 +78,13 @@ pub(crate) const MIN_TOKENS: usize = 3;
 thread_local! {
     /// Each thread's widened activations (a token block × `n`), reused.
     static ACTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each thread's widened weight rows (a row group × `n`), reused.
+    static WIDE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A 16-bit float weight format: how its values widen to `f32`, and how
 /// its dot product ends.
 pub(crate) trait Half {
-    /// Widens the 16 values (32 bytes) at `p`.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX-512F and F16C; `p` must point to 32
-    /// readable bytes.
-    unsafe fn widen16(p: *const u8) -> __m512;
-
     /// Widens the 8 values (16 bytes) at `p`.
     ///
     /// # Safety
@@ -88,9 +97,9 @@ pub(crate) trait Half {
     fn value(bits: [u8; 2]) -> f32;
 
     /// The dot product's result from its lanes' sum `h` and the elements
-    /// from `from` on (`w`, `x`: the whole weight row and widened token
-    /// row).
-    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32;
+    /// past the last whole chunk (`w`, `x`: those of the weight row and of
+    /// the token row, widened; as many as both hold).
+    fn end(h: f32, w: &[f32], x: &[f32]) -> f32;
 }
 
 /// IEEE half precision (`avx2::dot_f16`).
@@ -100,14 +109,6 @@ pub(crate) struct F16;
 pub(crate) struct Bf16;
 
 impl Half for F16 {
-    #[inline]
-    #[target_feature(enable = "avx512f,f16c")]
-    unsafe fn widen16(p: *const u8) -> __m512 {
-        // SAFETY: the caller's promise: 32 readable bytes at `p`; `loadu`
-        // needs no alignment.
-        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) })
-    }
-
     #[inline]
     #[target_feature(enable = "avx2,f16c")]
     unsafe fn widen8(p: *const u8) -> __m256 {
@@ -122,25 +123,16 @@ impl Half for F16 {
 
     /// `dot_f16`'s end: each product after the lanes' sum, in `f64`.
     #[inline]
-    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32 {
+    fn end(h: f32, w: &[f32], x: &[f32]) -> f32 {
         let mut sum = f64::from(h);
-        for (i, &xv) in x.iter().enumerate().skip(from) {
-            sum += f64::from(value_at::<Self>(w, i) * xv);
+        for (&wv, &xv) in w.iter().zip(x) {
+            sum += f64::from(wv * xv);
         }
         sum as f32
     }
 }
 
 impl Half for Bf16 {
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn widen16(p: *const u8) -> __m512 {
-        // SAFETY: the caller's promise: 32 readable bytes at `p`; `loadu`
-        // needs no alignment.
-        let v = _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(p.cast()) });
-        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(v))
-    }
-
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn widen8(p: *const u8) -> __m256 {
@@ -156,9 +148,8 @@ impl Half for Bf16 {
     /// `dot_bf16`'s end: the products after the lanes' sum summed apart
     /// (as `Iterator::sum` does), then added once, in `f64`.
     #[inline]
-    fn end(h: f32, w: &[u8], x: &[f32], from: usize) -> f32 {
-        let tail = x.iter().enumerate().skip(from);
-        let tail = tail.map(|(i, &xv)| f64::from(value_at::<Self>(w, i) * xv));
+    fn end(h: f32, w: &[f32], x: &[f32]) -> f32 {
+        let tail = w.iter().zip(x).map(|(&wv, &xv)| f64::from(wv * xv));
         (f64::from(h) + tail.sum::<f64>()) as f32
     }
 }
@@ -193,67 +184,85 @@ fn value_at<H: Half>(row: &[u8], i: usize) -> f32 {
 }
 
 /// The dot product's end for one element: the lanes' fixed-order sum,
-/// then [`Half::end`].
+/// then [`Half::end`] over the row's tail (`w`: the little-endian row,
+/// `x`: the widened token row, `from`: where the tail starts).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn finish<H: Half>(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
-    H::end(hsum_ps(lanes), w, x, from)
+    let mut tail = [0.0f32; CHUNK];
+    let x = x.get(from..).unwrap_or(&[]);
+    for (i, t) in tail.iter_mut().enumerate().take(x.len()) {
+        *t = value_at::<H>(w, from + i);
+    }
+    H::end(hsum_ps(lanes), &tail[..x.len().min(CHUNK)], x)
 }
 
-/// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
-/// each pair's `(acc0 + acc1) + (acc2 + acc3)`, as `[token][row]`.
-/// Rows shorter than `chunks` chunks (which the callers' checked lengths
-/// rule out) give zeros.
+/// `R` widened weight rows × `T` widened token rows over `chunks` whole
+/// chunks: each pair's `(acc0 + acc1) + (acc2 + acc3)` summed across its
+/// lanes (`hsum_ps`'s order) into `y[t] + r`.
+///
+/// The two halves of every chunk run in two passes over the rows: one
+/// half's accumulators, weights and token stay in registers (`R·T + R +
+/// 1` of 32), where both at once spilled the accumulators to the stack on
+/// every step.
+///
+/// # Safety
+///
+/// The CPU must support AVX-512F; each of `w` and `x` must point to
+/// `32 · chunks` readable `f32`s, each of `y` to `R` writable ones.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-fn tile512<H: Half, const R: usize, const T: usize>(
-    w: [&[u8]; R],
-    x: [&[f32]; T],
-    (chunks, whole): (usize, usize),
-) -> [[f32; R]; T] {
-    let mut y = [[0.0; R]; T];
-    if w.iter().any(|r| r.len() < 2 * CHUNK * chunks) || x.iter().any(|t| t.len() < CHUNK * chunks)
-    {
-        return y;
-    }
-    let wp: [*const u8; R] = std::array::from_fn(|r| w[r].as_ptr());
-    let xp: [*const f32; T] = std::array::from_fn(|t| x[t].as_ptr());
-    // The two halves of every chunk (acc0|acc1 and acc2|acc3) in two
-    // passes over the rows: one half's accumulators, weights and token
-    // stay in registers (R·T + R + 1 of 32), where both at once spilled
-    // the accumulators to the stack on every step.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+unsafe fn tile512<const R: usize, const T: usize>(
+    w: &[*const f32; R],
+    x: &[*const f32; T],
+    chunks: usize,
+    y: &[*mut f32; T],
+) {
+    let (wp, xp) = (*w, *x);
     let half = |h: usize| {
         let mut acc = [[_mm512_setzero_ps(); R]; T];
         for i in 0..chunks {
-            let wv: [__m512; R] = std::array::from_fn(|r| {
-                // SAFETY: every row holds `chunks` chunks of 64 bytes
-                // (checked above), so the 32 bytes at `64·i + 32·h` are
-                // inside it; AVX-512F and F16C are enabled.
-                unsafe { H::widen16(wp[r].add(2 * CHUNK * i + 32 * h)) }
-            });
-            for (t, at) in acc.iter_mut().enumerate() {
-                // SAFETY: every token row holds `chunks` chunks of 32
-                // values (checked above), so the 16 at `32·i + 16·h` are
-                // inside it.
-                let xv = unsafe { _mm512_loadu_ps(xp[t].add(CHUNK * i + 16 * h)) };
-                for (a, wr) in at.iter_mut().zip(wv) {
+            let at = CHUNK * i + 16 * h;
+            // SAFETY: `at + 16 ≤ 32 · chunks` values, readable (the
+            // caller's promise); `loadu` needs no alignment.
+            let wv: [__m512; R] =
+                std::array::from_fn(|r| unsafe { _mm512_loadu_ps(wp[r].add(at)) });
+            for (t, at_) in acc.iter_mut().enumerate() {
+                // SAFETY: as for the weights.
+                let xv = unsafe { _mm512_loadu_ps(xp[t].add(at)) };
+                for (a, wr) in at_.iter_mut().zip(wv) {
                     *a = _mm512_fmadd_ps(wr, xv, *a);
                 }
             }
         }
-        acc
+        // acc0 + acc1, or acc2 + acc3.
+        let mut sum = [[_mm256_setzero_ps(); R]; T];
+        for (st, at_) in sum.iter_mut().zip(&acc) {
+            for (s, a) in st.iter_mut().zip(at_) {
+                let (lo, hi) = halves(*a);
+                *s = _mm256_add_ps(lo, hi);
+            }
+        }
+        sum
     };
     let lo = half(0);
     let hi = half(1);
-    for (t, yt) in y.iter_mut().enumerate() {
-        let lanes: [__m256; R] = std::array::from_fn(|r| {
-            let (a0, a1) = halves(lo[t][r]);
-            let (a2, a3) = halves(hi[t][r]);
-            _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))
-        });
-        *yt = sums::<H, R>(lanes, w, x[t], whole);
+    for ((&yt, lt), ht) in y.iter().zip(&lo).zip(&hi) {
+        let mut lanes = [_mm256_setzero_ps(); R];
+        for ((l, a), b) in lanes.iter_mut().zip(lt).zip(ht) {
+            *l = _mm256_add_ps(*a, *b);
+        }
+        if let Ok(l4) = <[__m256; 4]>::try_from(&lanes[..]) {
+            // SAFETY: `yt` points to `R` = 4 writable f32s (the caller's
+            // promise); `storeu` needs no alignment.
+            unsafe { _mm_storeu_ps(yt, hsum4(l4)) };
+        } else {
+            for (r, l) in lanes.into_iter().enumerate() {
+                // SAFETY: `yt` points to `R` writable f32s and `r < R`.
+                unsafe { *yt.add(r) = hsum_ps(l) };
+            }
+        }
     }
-    y
 }
 
 /// The low and high 8 lanes of a 512-bit vector.
@@ -376,7 +385,12 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
     let wrow = |j: usize| g.w.get(j * row..(j + 1) * row).unwrap_or(&[]);
     ACTS.with_borrow_mut(|xs| {
         let token_block = tiles.token_block();
-        xs.resize(token_block.min(g.n_tok) * n, 0.0);
+        // 64-byte aligned, so that no 512-bit load of a token splits a
+        // cache line.
+        let len = token_block.min(g.n_tok) * n;
+        xs.resize(len + 16, 0.0);
+        let off = xs.as_ptr().align_offset(64).min(16);
+        let xs = &mut xs[off..off + len];
         for b0 in (0..g.n_tok).step_by(token_block) {
             let tb = (g.n_tok - b0).min(token_block);
             for t in 0..tb {
@@ -385,12 +399,6 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                     widen::<H>(a, dst);
                 }
             }
-            let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
-            let mut put = |t: usize, j: usize, y: f32| {
-                if let Some(o) = out.get_mut((b0 + t) * g.out_stride + j) {
-                    *o = y;
-                }
-            };
             let block = Block {
                 n_rows: g.n_rows,
                 tokens: tb,
@@ -398,9 +406,29 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                 whole,
             };
             match tiles {
-                // SAFETY: the caller's CPU guarantee for this tile shape.
-                Tiles::Avx512 => unsafe { rows512::<H>(block, &wrow, &x, &mut put) },
-                Tiles::Avx2 => rows256::<H>(block, &wrow, &x, &mut put),
+                Tiles::Avx512 => WIDE.with_borrow_mut(|wide| {
+                    // 64-byte aligned, as the tokens.
+                    wide.resize(R512 * n + 16, 0.0);
+                    let off = wide.as_ptr().align_offset(64).min(16);
+                    let wide = &mut wide[off..off + R512 * n];
+                    let mut o = Outputs {
+                        out: &mut *out,
+                        b0,
+                        stride: g.out_stride,
+                    };
+                    // SAFETY: the caller's CPU guarantee for this tile shape
+                    // (`Isa::Avx512` includes AVX-512VL).
+                    unsafe { rows512::<H>(block, &wrow, xs, wide, &mut o) }
+                }),
+                Tiles::Avx2 => {
+                    let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
+                    let mut put = |t: usize, j: usize, y: f32| {
+                        if let Some(o) = out.get_mut((b0 + t) * g.out_stride + j) {
+                            *o = y;
+                        }
+                    };
+                    rows256::<H>(block, &wrow, &x, &mut put)
+                }
             }
         }
     });
@@ -437,78 +465,108 @@ fn hsum4(v: [__m256; 4]) -> __m128 {
     _mm_add_ps(_mm_add_ps(c0, c2), _mm_add_ps(c1, c3))
 }
 
-/// The outputs of one tile row (a token against `R` weight rows `w`):
-/// the dot product's end of each ([`finish`]), the lanes' sums four at a
-/// time when there are four rows.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn sums<H: Half, const R: usize>(
-    lanes: [__m256; R],
-    w: [&[u8]; R],
-    x: &[f32],
-    whole: usize,
-) -> [f32; R] {
-    if let Ok(l) = <[__m256; 4]>::try_from(&lanes[..]) {
-        let mut h = [0.0f32; 4];
-        // SAFETY: `h` is 4 writable f32s; `storeu` needs no alignment.
-        unsafe { _mm_storeu_ps(h.as_mut_ptr(), hsum4(l)) };
-        return std::array::from_fn(|r| H::end(h.get(r).copied().unwrap_or(0.0), w[r], x, whole));
-    }
-    std::array::from_fn(|r| finish::<H>(lanes[r], w[r], x, whole))
+/// Where a block's outputs go: token `t`'s row `j` is `out[(b0 + t) *
+/// stride + j]`.
+struct Outputs<'o> {
+    out: &'o mut [f32],
+    b0: usize,
+    stride: usize,
 }
 
-/// Every group of [`R512`] rows against the block's tokens, [`T512`] at
-/// a time; `put(t, j, y)` takes token `t`'s row `j`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-fn rows512<'w, 'x, H: Half>(
+/// Every group of [`R512`] rows, widened once into `wide` (`[R512, n]`),
+/// against the block's widened tokens `xs` (`[b.tokens, n]`), [`T512`]
+/// at a time, into `o`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+fn rows512<'w, H: Half>(
     b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
-    x: &impl Fn(usize) -> &'x [f32],
-    put: &mut impl FnMut(usize, usize, f32),
+    xs: &[f32],
+    wide: &mut [f32],
+    o: &mut Outputs<'_>,
 ) {
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn run<'x, H: Half, const R: usize, const T: usize>(
+    /// Rows `j0..j0 + R` (widened: `w`, `[R, n]`) × tokens `t0..t0 + T`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+    fn run<H: Half, const R: usize, const T: usize>(
         (j0, t0): (usize, usize),
-        w: [&[u8]; R],
-        x: &impl Fn(usize) -> &'x [f32],
-        (chunks, whole): (usize, usize),
-        put: &mut impl FnMut(usize, usize, f32),
+        w: &[f32],
+        xs: &[f32],
+        b: Block,
+        o: &mut Outputs<'_>,
     ) {
-        let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
-        let y = tile512::<H, R, T>(w, xs, (chunks, whole));
-        for (t, yt) in y.into_iter().enumerate() {
-            for (r, v) in yt.into_iter().enumerate() {
-                put(t0 + t, j0 + r, v);
+        let n = w.len() / R;
+        let at = |t: usize| (o.b0 + t0 + t) * o.stride + j0;
+        if n < b.whole || xs.len() < (t0 + T) * n || o.out.len() < at(T - 1) + R || o.stride < R {
+            return;
+        }
+        let mut wp = [w.as_ptr(); R];
+        for (r, p) in wp.iter_mut().enumerate() {
+            // SAFETY: row `r` starts inside `w` (`R` rows of `n`).
+            *p = unsafe { p.add(r * n) };
+        }
+        let mut xp = [xs.as_ptr(); T];
+        for (t, p) in xp.iter_mut().enumerate() {
+            // SAFETY: token `t0 + t`'s row starts inside `xs` (checked).
+            *p = unsafe { p.add((t0 + t) * n) };
+        }
+        let mut yp = [o.out.as_mut_ptr(); T];
+        for (t, p) in yp.iter_mut().enumerate() {
+            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
+            *p = unsafe { p.add(at(t)) };
+        }
+        // SAFETY: AVX-512F is enabled; every row and token row holds `n ≥
+        // 32 · chunks` values, and every token's `R` outputs are inside
+        // `out` and apart from the others' (`stride ≥ R`; checked above).
+        unsafe { tile512::<R, T>(&wp, &xp, b.chunks, &yp) };
+        if b.whole == n {
+            // Each `end` would add an empty tail: `f32 → f64 → f32` is exact
+            // and an empty `f64` sum is −0.0, the identity of addition
+            // (`end_of_an_empty_tail_is_the_identity`).
+            return;
+        }
+        for t in 0..T {
+            let xt = xs
+                .get((t0 + t) * n + b.whole..(t0 + t + 1) * n)
+                .unwrap_or(&[]);
+            for r in 0..R {
+                let wt = w.get(r * n + b.whole..(r + 1) * n).unwrap_or(&[]);
+                if let Some(y) = o.out.get_mut(at(t) + r) {
+                    *y = H::end(*y, wt, xt);
+                }
             }
         }
     }
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    fn group<'x, H: Half, const R: usize>(
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+    fn group<H: Half, const R: usize>(
         j0: usize,
-        w: [&[u8]; R],
+        w: &[f32],
+        xs: &[f32],
         b: Block,
-        x: &impl Fn(usize) -> &'x [f32],
-        put: &mut impl FnMut(usize, usize, f32),
+        o: &mut Outputs<'_>,
     ) {
         for t0 in (0..b.tokens).step_by(T512) {
             let at = (j0, t0);
-            let c = (b.chunks, b.whole);
             match (b.tokens - t0).min(T512) {
-                1 => run::<H, R, 1>(at, w, x, c, put),
-                2 => run::<H, R, 2>(at, w, x, c, put),
-                3 => run::<H, R, 3>(at, w, x, c, put),
-                4 => run::<H, R, 4>(at, w, x, c, put),
-                5 => run::<H, R, 5>(at, w, x, c, put),
-                _ => run::<H, R, 6>(at, w, x, c, put),
+                1 => run::<H, R, 1>(at, w, xs, b, o),
+                2 => run::<H, R, 2>(at, w, xs, b, o),
+                3 => run::<H, R, 3>(at, w, xs, b, o),
+                4 => run::<H, R, 4>(at, w, xs, b, o),
+                5 => run::<H, R, 5>(at, w, xs, b, o),
+                _ => run::<H, R, 6>(at, w, xs, b, o),
             }
         }
     }
+    let n = wide.len() / R512;
     for j0 in (0..b.n_rows).step_by(R512) {
-        match b.n_rows - j0 {
-            1 => group::<H, 1>(j0, [wrow(j0)], b, x, put),
-            2 => group::<H, 2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
-            3 => group::<H, 3>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
-            _ => group::<H, 4>(j0, std::array::from_fn(|r| wrow(j0 + r)), b, x, put),
+        let rows = (b.n_rows - j0).min(R512);
+        for (r, dst) in wide.chunks_exact_mut(n).take(rows).enumerate() {
+            widen::<H>(wrow(j0 + r), dst);
+        }
+        let w = wide.get(..rows * n).unwrap_or(&[]);
+        match rows {
+            1 => group::<H, 1>(j0, w, xs, b, o),
+            2 => group::<H, 2>(j0, w, xs, b, o),
+            3 => group::<H, 3>(j0, w, xs, b, o),
+            _ => group::<H, 4>(j0, w, xs, b, o),
         }
     }
 }
@@ -562,6 +620,32 @@ fn rows256<'w, 'x, H: Half>(
         match b.n_rows - j0 {
             1 => group::<H, 1>(j0, [wrow(j0)], b, x, put),
             _ => group::<H, 2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX-512 tiles store the lanes' sum itself when a row has no
+    /// tail: that is each type's `end` over an empty tail, for every
+    /// value (signed zeros, subnormals, infinities, NaN).
+    #[test]
+    fn end_of_an_empty_tail_is_the_identity() {
+        let values = [
+            0.0,
+            -0.0,
+            1.5,
+            -2.0e-40,
+            3.0e38,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for h in values {
+            assert_eq!(F16::end(h, &[], &[]).to_bits(), h.to_bits(), "F16, {h}");
+            assert_eq!(Bf16::end(h, &[], &[]).to_bits(), h.to_bits(), "BF16, {h}");
         }
     }
 }
