@@ -183,6 +183,7 @@ fn quantize_with(
     check.expect_row(Operand::EncodedOutput, dst.len())?;
     match ty {
         GgmlType::F32 => each_block::<1, 4>(src, dst, |x| x[0].to_le_bytes()),
+        GgmlType::F16 | GgmlType::BF16 if simd::half_row(isa, ty == GgmlType::BF16, src, dst) => {}
         GgmlType::F16 => each_block::<1, 2>(src, dst, |x| f32_to_f16(x[0]).to_le_bytes()),
         GgmlType::BF16 => each_block::<1, 2>(src, dst, |x| f32_to_bf16(x[0]).to_le_bytes()),
         GgmlType::Q4_0 => each_block(src, dst, |x| quant_q4_0(x).to_bytes()),

@@ -1,7 +1,7 @@
-//! The SIMD activation quantizers (Q8_0, Q8_1, Q8_K) produce exactly the
-//! same bytes as the scalar references, on every ISA this CPU can run,
-//! including for ties, zeros, signed zeros, subnormals, infinities, NaNs
-//! and huge values.
+//! The SIMD activation quantizers (Q8_0, Q8_1, Q8_K, and the F16 and BF16
+//! encodings) produce exactly the same bytes as the scalar references, on
+//! every ISA this CPU can run, including for ties, zeros, signed zeros,
+//! subnormals, infinities, NaNs and huge values.
 
 use fak_gguf::GgmlType;
 use fak_kernels::{quantize_row_with_isa, Isa, KernelError};
@@ -119,7 +119,7 @@ proptest! {
         bits in proptest::collection::vec(any::<u32>(), 256..=256),
     ) {
         let x: Vec<f32> = bits.into_iter().map(f32::from_bits).collect();
-        for ty in TYPES {
+        for ty in TYPES.into_iter().chain([GgmlType::F16, GgmlType::BF16]) {
             if let Err(e) = check_same_bytes(ty, &x) {
                 prop_assert!(false, "{}", e);
             }
@@ -135,6 +135,41 @@ proptest! {
                 prop_assert!(false, "{}", e);
             }
         }
+    }
+}
+
+/// The 16-bit float encodings of `x` on every ISA equal the scalar ones.
+fn check_half_rows(x: &[f32]) {
+    for ty in [GgmlType::F16, GgmlType::BF16] {
+        if let Err(e) = check_same_bytes(ty, x) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// A sweep of bit patterns across every sign, exponent and NaN payload
+/// (a stride through all 2^32), every rounding tie and its neighbours of
+/// both 16-bit formats, and every row length's tail up to 8 values.
+#[test]
+fn half_rows_give_the_same_bytes() {
+    let sweep: Vec<f32> = (0..1u64 << 32)
+        .step_by(4099)
+        .map(|b| f32::from_bits(b as u32))
+        .collect();
+    check_half_rows(&sweep);
+    let mut ties = Vec::new();
+    for top in (0u32..1 << 16).step_by(7) {
+        for low in [
+            0x0FFF, 0x1000, 0x1001, 0x3000, 0x7FFF, 0x8000, 0x8001, 0x17FFF,
+        ] {
+            // F16's dropped 13 bits and BF16's 16 around their halves.
+            ties.push(f32::from_bits((top << 16) | (low & 0xFFFF)));
+            ties.push(f32::from_bits((top << 16) ^ low));
+        }
+    }
+    check_half_rows(&ties);
+    for n in 0..=19 {
+        check_half_rows(&sweep[1000..1000 + n]);
     }
 }
 

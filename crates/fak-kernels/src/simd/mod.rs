@@ -242,6 +242,26 @@ pub(crate) fn quant_8bit_acts(isa: Isa, x: &[f32; 32]) -> Option<(f32, [i8; 32])
     None
 }
 
+/// SIMD F16 or BF16 encoding of a row of values (`dst`: 2 bytes per value
+/// of `src`), bit-for-bit the scalar `fp::f32_to_f16` / `fp::f32_to_bf16`;
+/// `false` when `isa` has no twin (then run the scalar code).
+pub(crate) fn half_row(isa: Isa, bf16: bool, src: &[f32], dst: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_ok(isa) {
+        // SAFETY: `avx2_ok` checked that the CPU has AVX2 and F16C.
+        unsafe {
+            if bf16 {
+                quant_avx2::bf16_row(src, dst);
+            } else {
+                quant_avx2::f16_row(src, dst);
+            }
+        }
+        return true;
+    }
+    let _ = (isa, bf16, src, dst);
+    false
+}
+
 /// SIMD largest `|x|` of a Q8_K block (`x`: 256 values), or `None` when
 /// `isa` has no twin or the block holds a NaN.
 pub(crate) fn absmax_256(isa: Isa, x: &[f32; 256]) -> Option<f32> {

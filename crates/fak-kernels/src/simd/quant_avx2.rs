@@ -1,5 +1,6 @@
-//! AVX2 twins of the activation quantizers (Q8_0/Q8_1 and Q8_K), bit-for-bit
-//! equal to the scalar references in `quant` and `quant_k`.
+//! AVX2 twins of the activation quantizers (Q8_0/Q8_1 and Q8_K, and the
+//! F16/BF16 encodings of `f16_row` and `bf16_row`), bit-for-bit equal to
+//! the scalar references in `quant`, `quant_k` and `fp`.
 //!
 //! Every float step is the same IEEE operation as in the scalar code (one
 //! multiply, one add), only done 8 lanes at a time; the maximum of absolute
@@ -218,4 +219,87 @@ pub(crate) unsafe fn absmax_256(x: &[f32; 256]) -> Option<f32> {
         return None;
     }
     Some(hmax_ps(m))
+}
+
+/// `fp::f32_to_f16` of every value of `src` into `dst` (2 little-endian
+/// bytes each, as many as both hold), 8 at a time: `vcvtps2ph` rounds to
+/// nearest even exactly as the scalar conversion does, subnormals and
+/// overflow to infinity included; a NaN becomes the scalar code's quiet
+/// NaN (its sign, `0x7E00`) where the instruction would keep part of the
+/// payload. Values past the last 8 take the scalar code.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn f16_row(src: &[f32], dst: &mut [u8]) {
+    let (sc, _) = src.as_chunks::<8>();
+    let (dc, _) = dst.as_chunks_mut::<16>();
+    let done = sc.len().min(dc.len()) * 8;
+    for (s, d) in sc.iter().zip(dc.iter_mut()) {
+        // SAFETY: `s` is 8 readable f32s; `loadu` needs no alignment.
+        let x = unsafe { _mm256_loadu_ps(s.as_ptr()) };
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x);
+        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x);
+        // Each NaN lane's sign | 0x7E00, in the lane's low 16 bits.
+        let sign = _mm256_srli_epi32::<16>(_mm256_castps_si256(x));
+        let quiet = _mm256_or_si256(
+            _mm256_and_si256(sign, _mm256_set1_epi32(0x8000)),
+            _mm256_set1_epi32(0x7E00),
+        );
+        let quiet = _mm256_packus_epi32(quiet, quiet);
+        let quiet = _mm256_permute4x64_epi64::<0b1000>(quiet);
+        let nan = _mm256_packs_epi32(_mm256_castps_si256(nan), _mm256_castps_si256(nan));
+        let nan = _mm256_permute4x64_epi64::<0b1000>(nan);
+        let h = _mm_blendv_epi8(
+            h,
+            _mm256_castsi256_si128(quiet),
+            _mm256_castsi256_si128(nan),
+        );
+        // SAFETY: `d` is 16 writable bytes; `storeu` needs no alignment.
+        unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), h) };
+    }
+    let rest = src.iter().zip(dst.as_chunks_mut::<2>().0).skip(done);
+    for (&x, d) in rest {
+        *d = crate::fp::f32_to_f16(x).to_le_bytes();
+    }
+}
+
+/// `fp::f32_to_bf16` of every value of `src` into `dst` (2 little-endian
+/// bytes each, as many as both hold), 8 at a time, in integer steps: the
+/// top 16 bits of each value, plus one where the dropped 16 bits are
+/// above half, or exactly half and the kept bits odd (nearest, ties to
+/// even; a carry into the exponent rounds up to the next binade or to
+/// infinity); a NaN keeps its top 16 bits with the quiet bit (`0x0040`)
+/// set. Values past the last 8 take the scalar code.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn bf16_row(src: &[f32], dst: &mut [u8]) {
+    let (sc, _) = src.as_chunks::<8>();
+    let (dc, _) = dst.as_chunks_mut::<16>();
+    let done = sc.len().min(dc.len()) * 8;
+    for (s, d) in sc.iter().zip(dc.iter_mut()) {
+        // SAFETY: `s` is 8 readable f32s; `loadu` needs no alignment.
+        let x = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
+        let top = _mm256_srli_epi32::<16>(x);
+        // x + 0x7FFF + (kept bits odd), then the top 16 bits: nearest, ties
+        // to even (no overflow past bit 31: a NaN is replaced below).
+        let odd = _mm256_and_si256(top, _mm256_set1_epi32(1));
+        let bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd);
+        let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(x, bias));
+        let abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFF_FFFF));
+        let nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F80_0000));
+        let quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x0040));
+        let v = _mm256_blendv_epi8(rounded, quiet, nan);
+        let v = _mm256_permute4x64_epi64::<0b1000>(_mm256_packus_epi32(v, v));
+        // SAFETY: `d` is 16 writable bytes; `storeu` needs no alignment.
+        unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), _mm256_castsi256_si128(v)) };
+    }
+    let rest = src.iter().zip(dst.as_chunks_mut::<2>().0).skip(done);
+    for (&x, d) in rest {
+        *d = crate::fp::f32_to_bf16(x).to_le_bytes();
+    }
 }
