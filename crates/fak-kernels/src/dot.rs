@@ -23,7 +23,8 @@
 //! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
 //! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
 //! | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | Q8_K | see `grid` |
-//! | F32, F16, BF16 | same | 4 × 8 fused `f32` lanes, then `f64` (see [`float_lanes`]) |
+//! | F32, F16 | same | 4 × 8 fused `f32` lanes, then `f64` (see [`float_lanes`]) |
+//! | BF16 | BF16 | 16 fused `f32` lanes over element pairs, then `f64` (see [`bf16_pair_lanes`]) |
 //!
 //! Every per-type function validates `n` and both slice lengths once and
 //! returns an error instead of panicking.
@@ -301,8 +302,8 @@ fn float_tail<'a, const E: usize>(
     pairs.map(move |(x, y)| f64::from(dec(*x) * dec(*y)))
 }
 
-/// Float dot whose tail is summed apart and added once (F32, BF16: the
-/// SIMD twins' `float_dot`).
+/// Float dot whose tail is summed apart and added once (F32: the SIMD
+/// twin's `float_dot`).
 #[inline]
 fn float_dot<const E: usize>(w: &[u8], a: &[u8], dec: impl Fn([u8; E]) -> f32) -> f32 {
     let (lanes, from) = float_lanes(w, a, &dec);
@@ -337,13 +338,80 @@ pub fn vec_dot_f16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
     Ok(sum as f32)
 }
 
-/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each): as
-/// [`vec_dot_f32`], with bf16 widened exactly (the top half of an `f32`).
+/// BF16 · BF16 (`w`, `a`: `n` little-endian bf16s each), in the order of
+/// the SIMD kernels and of `vdpbf16ps`: 16 `f32` lanes over each chunk of
+/// 32 elements, lane `j` fusing the products of elements `2j + 1`, then
+/// `2j`; the lanes added in a fixed order; then the products past the
+/// last whole chunk added in `f64` as one sum.
 ///
 /// # Errors
 ///
 /// As [`vec_dot`].
 pub fn vec_dot_bf16(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
     check_dot(GgmlType::BF16, n, w, a)?;
-    Ok(float_dot::<2>(w, a, |b| bf16_to_f32(u16::from_le_bytes(b))))
+    let dec = |b: [u8; 2]| bf16_to_f32(u16::from_le_bytes(b));
+    let (lanes, from) = bf16_pair_lanes(w, a);
+    Ok((f64::from(lanes) + float_tail(w, a, from, &dec).sum::<f64>()) as f32)
+}
+
+/// The lanes' part of the BF16 dot product: 16 lanes over each chunk of
+/// 32 elements, lane `j` taking the pair of elements `2j` and `2j + 1`,
+/// the odd one first, each product fused into the lane:
+///
+/// ```text
+///   chunk i = elements 32i..32i+32, chunks in order; e = 32i + 2j:
+///     acc[j] = fma(w[e + 1], a[e + 1], acc[j])       j < 16
+///     acc[j] = fma(w[e],     a[e],     acc[j])
+///   v[l] = acc[l] + acc[l + 8]                        l < 8
+///   sum  = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
+/// ```
+///
+/// That is what `vdpbf16ps` computes per lane (measured against it on
+/// 32 M random lanes, Zen 4) whenever no input and no partial sum is
+/// subnormal (the instruction flushes those to zero; these `f32` steps
+/// do not). Returns the sum and the elements it covered (whole chunks).
+///
+/// * `w`, `a`: little-endian bf16 rows of the same length.
+#[must_use]
+pub(crate) fn bf16_pair_lanes(w: &[u8], a: &[u8]) -> (f32, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (checked just above).
+        return unsafe { bf16_pair_lanes_fma(w, a) };
+    }
+    bf16_pair_lanes_body(w, a)
+}
+
+/// [`bf16_pair_lanes`] compiled for FMA (the same operations: `mul_add`
+/// becomes one instruction instead of a call to the C library's `fmaf`).
+///
+/// # Safety
+///
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn bf16_pair_lanes_fma(w: &[u8], a: &[u8]) -> (f32, usize) {
+    bf16_pair_lanes_body(w, a)
+}
+
+/// The body of [`bf16_pair_lanes`].
+#[inline(always)]
+fn bf16_pair_lanes_body(w: &[u8], a: &[u8]) -> (f32, usize) {
+    let dec = |b: [u8; 2]| bf16_to_f32(u16::from_le_bytes(b));
+    let (wv, av) = (w.as_chunks::<2>().0, a.as_chunks::<2>().0);
+    let mut acc = [0.0f32; 16];
+    let (wc, ac) = (
+        wv.as_chunks::<FLOAT_CHUNK>().0,
+        av.as_chunks::<FLOAT_CHUNK>().0,
+    );
+    for (x, y) in wc.iter().zip(ac) {
+        for (j, s) in acc.iter_mut().enumerate() {
+            let (odd, even) = (2 * j + 1, 2 * j);
+            *s = dec(x[odd]).mul_add(dec(y[odd]), *s);
+            *s = dec(x[even]).mul_add(dec(y[even]), *s);
+        }
+    }
+    let v: [f32; 8] = std::array::from_fn(|l| acc[l] + acc[l + 8]);
+    let sum = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+    (sum, wc.len().min(ac.len()) * FLOAT_CHUNK)
 }

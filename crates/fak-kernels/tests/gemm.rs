@@ -239,13 +239,37 @@ fn bad_shapes_are_errors() {
 #[test]
 fn half_tiles_are_vec_dot_bits_at_any_length() {
     for ty in [GgmlType::F16, GgmlType::BF16] {
-        half_tiles_match(ty);
+        half_tiles_match(ty, Values::Extremes);
     }
 }
 
-fn half_tiles_match(ty: GgmlType) {
+/// BF16 over values of a model's ranges (normal, none tiny), where CPUs
+/// with AVX-512 BF16 run `vdpbf16ps` tiles: still the scalar twin's bits.
+#[test]
+fn bf16_tiles_over_model_ranges_are_vec_dot_bits() {
+    half_tiles_match(GgmlType::BF16, Values::Normal);
+}
+
+/// The values a half-tile test draws.
+#[derive(Clone, Copy, PartialEq)]
+enum Values {
+    /// Subnormals, signed zeros and the largest values among normal ones.
+    Extremes,
+    /// Normal values in `±[2^-20, 8)` and zeros.
+    Normal,
+}
+
+fn half_tiles_match(ty: GgmlType, values: Values) {
     let mut rng = StdRng::seed_from_u64(7);
     let bits = |rng: &mut StdRng| -> u16 {
+        if values == Values::Normal {
+            let x = rng.gen_range(-8.0f32..8.0) * 2f32.powi(-rng.gen_range(0..18));
+            return if rng.gen_range(0..10) == 0 {
+                0
+            } else {
+                half::bf16::from_f32(x).to_bits()
+            };
+        }
         let sign = rng.gen::<u16>() & 0x8000;
         let x = rng.gen_range(-3.0f32..3.0);
         let (subnormal, largest, normal) = match ty {

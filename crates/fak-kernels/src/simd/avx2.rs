@@ -17,9 +17,10 @@
 //! is bit-identical to these dot products. They keep one accumulator per
 //! element, blocks in order (llama.cpp's AVX2 order); only Q8_K · Q8_K
 //! alternates two accumulators (even and odd blocks, added before `hsum`). Min/offset terms (Q4_1/Q5_1 `m·s`, Q4_K/Q5_K
-//! `dmin·Σ bsums·m`) are summed separately in scalar `f32`. The float
-//! formats (F32/F16/BF16) fuse `f32` products into 4 × 8 lanes and finish
-//! in `f64`, like the scalar code.
+//! `dmin·Σ bsums·m`) are summed separately in scalar `f32`. F32 and F16
+//! fuse `f32` products into 4 × 8 lanes, BF16 into 16 lanes of element
+//! pairs (as `vdpbf16ps` does), and finish in `f64`, as the scalar twins
+//! do.
 //!
 //! `maddubs` multiplies unsigned by signed bytes. Signed × signed products
 //! use `|w| · (a · sign(w))`, which is exact as long as the activation
@@ -314,7 +315,7 @@ pub(crate) unsafe fn dot_f16(w: &[u8], a: &[u8]) -> f32 {
     sum as f32
 }
 
-/// Shared F32/BF16 body: each `C`-byte chunk (32 elements) becomes 4 × 8
+/// The F32 body: each `C`-byte chunk (32 elements) becomes 4 × 8
 /// `f32` lanes through `load`; products are fused into 4 accumulators whose
 /// lanes are summed in `f64` at the end; the elements past the last whole
 /// chunk go through `tail`, in `f64`.
@@ -372,8 +373,21 @@ pub(super) fn bf16x8(v: __m128i) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(v)))
 }
 
-/// AVX2/FMA twin of [`crate::scalar::vec_dot_bf16`]: exact widening, fused
-/// `f32` lanes, summed in `f64` at the end.
+/// The odd (high half) and even (low half, shifted up) bf16 of each
+/// 32-bit word of `v`, as `f32` (exact: bf16 is the top half of an f32).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn bf16_pairs(v: __m256i) -> (__m256, __m256) {
+    let odd = _mm256_and_si256(v, _mm256_set1_epi32(0xffff_0000_u32 as i32));
+    let even = _mm256_slli_epi32::<16>(v);
+    (_mm256_castsi256_ps(odd), _mm256_castsi256_ps(even))
+}
+
+/// AVX2/FMA twin of [`crate::scalar::vec_dot_bf16`] (same bits): 16 lanes
+/// over each 64-byte chunk (two registers of 8; lane `j` the pair of
+/// elements `2j`, `2j + 1`), the odd element's product fused first, then
+/// the even one's; `(lanes 0..8) + (lanes 8..16)` summed in a fixed order,
+/// the tail's products summed apart in `f64` and added once.
 ///
 /// * `w`, `a`: little-endian bf16 rows of the same length (bytes).
 ///
@@ -382,22 +396,25 @@ pub(super) fn bf16x8(v: __m128i) -> __m256 {
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_bf16(w: &[u8], a: &[u8]) -> f32 {
-    let load = |c: &[u8; 64]| {
-        [
-            bf16x8(load16::<0, 64>(c)),
-            bf16x8(load16::<16, 64>(c)),
-            bf16x8(load16::<32, 64>(c)),
-            bf16x8(load16::<48, 64>(c)),
-        ]
-    };
-    let tail = |wt: &[u8], at: &[u8]| {
-        let pairs = wt.as_chunks::<2>().0.iter().zip(at.as_chunks::<2>().0);
-        pairs
-            .map(|(x, y)| {
-                let p = bf16_to_f32(u16::from_le_bytes(*x)) * bf16_to_f32(u16::from_le_bytes(*y));
-                f64::from(p)
-            })
-            .sum::<f64>()
-    };
-    float_dot(w, a, load, tail)
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let (wc, wt) = w.as_chunks::<64>();
+    let (ac, at) = a.as_chunks::<64>();
+    for (x, y) in wc.iter().zip(ac) {
+        let xs = [load32::<0, 64>(x), load32::<32, 64>(x)];
+        let ys = [load32::<0, 64>(y), load32::<32, 64>(y)];
+        for ((s, xv), yv) in acc.iter_mut().zip(xs).zip(ys) {
+            let ((xo, xe), (yo, ye)) = (bf16_pairs(xv), bf16_pairs(yv));
+            *s = _mm256_fmadd_ps(xo, yo, *s);
+            *s = _mm256_fmadd_ps(xe, ye, *s);
+        }
+    }
+    let lanes = _mm256_add_ps(acc[0], acc[1]);
+    let pairs = wt.as_chunks::<2>().0.iter().zip(at.as_chunks::<2>().0);
+    let tail = pairs
+        .map(|(x, y)| {
+            let p = bf16_to_f32(u16::from_le_bytes(*x)) * bf16_to_f32(u16::from_le_bytes(*y));
+            f64::from(p)
+        })
+        .sum::<f64>();
+    (f64::from(hsum_ps(lanes)) + tail) as f32
 }

@@ -2,15 +2,15 @@
 //! element to the AVX2 dot products of those types (`avx2::dot_f16`,
 //! `avx2::dot_bf16`), which both SIMD ISAs run.
 //!
-//! Both dot products keep four 8-lane `f32` accumulators: lane `l` of
+//! F16's dot product keeps four 8-lane `f32` accumulators: lane `l` of
 //! `acc[c]` sums the products of elements `32·i + 8·c + l` (fused
 //! multiply-adds, chunks `i` in order); at the end
 //! `((acc0 + acc1) + (acc2 + acc3))` is summed across its lanes in a fixed
-//! order and widened to `f64`. They differ only in widening (F16 through
-//! `cvtph2ps`, BF16 by a 16-bit shift: bf16 is the top half of an f32) and
-//! in the elements past the last whole chunk: F16 adds their products to
-//! the `f64` sum one by one, BF16 sums them apart and adds that sum once
-//! ([`Half::end`]). A tile runs the same lanes for several rows and tokens
+//! order and widened to `f64`, and the elements past the last whole chunk
+//! add their products to the `f64` sum one by one ([`Half::end`]). BF16's
+//! runs 16 lanes over element pairs instead (as `vdpbf16ps` does, its
+//! tiles in [`super::gemm_bf16`]) and sums its tail apart, adding that sum
+//! once; this module drives both and holds F16's tiles. A tile runs the same lanes for several rows and tokens
 //! at once, so each weight is widened once per tile (AVX2) or once per
 //! row group and block of tokens (AVX-512) instead of once per element of
 //! the output, and each activation once per call:
@@ -55,14 +55,15 @@ use std::arch::x86_64::*;
 use super::avx2::bf16x8;
 use super::avx2_blocks::hsum_ps;
 use super::gemm_avx2::GemmArgs;
+use super::gemm_bf16::{self, Exps};
 use crate::fp::{bf16_to_f32, f16_to_f32};
 
 /// Elements per accumulation chunk of the dot products.
-const CHUNK: usize = 32;
+pub(super) const CHUNK: usize = 32;
 
 /// Rows and tokens of the AVX-512 tile.
-const R512: usize = 4;
-const T512: usize = 6;
+pub(super) const R512: usize = 4;
+pub(super) const T512: usize = 6;
 
 /// Rows and tokens of the AVX2 tile.
 const R256: usize = 2;
@@ -96,6 +97,10 @@ pub(crate) trait Half {
     /// The value of one element's little-endian bits.
     fn value(bits: [u8; 2]) -> f32;
 
+    /// Whether the dot product runs 16 lanes of element pairs (BF16,
+    /// [`super::gemm_bf16`]) rather than 4 × 8 lanes of single elements.
+    const PAIRS: bool;
+
     /// The dot product's result from its lanes' sum `h` and the elements
     /// past the last whole chunk (`w`, `x`: those of the weight row and of
     /// the token row, widened; as many as both hold).
@@ -121,6 +126,8 @@ impl Half for F16 {
         f16_to_f32(u16::from_le_bytes(bits))
     }
 
+    const PAIRS: bool = false;
+
     /// `dot_f16`'s end: each product after the lanes' sum, in `f64`.
     #[inline]
     fn end(h: f32, w: &[f32], x: &[f32]) -> f32 {
@@ -144,6 +151,8 @@ impl Half for Bf16 {
     fn value(bits: [u8; 2]) -> f32 {
         bf16_to_f32(u16::from_le_bytes(bits))
     }
+
+    const PAIRS: bool = true;
 
     /// `dot_bf16`'s end: the products after the lanes' sum summed apart
     /// (as `Iterator::sum` does), then added once, in `f64`.
@@ -176,7 +185,7 @@ fn widen<H: Half>(src: &[u8], dst: &mut [f32]) {
 /// The value at element `i` of a little-endian row (0.0 past the end,
 /// which the callers' checked lengths rule out).
 #[inline(always)]
-fn value_at<H: Half>(row: &[u8], i: usize) -> f32 {
+pub(super) fn value_at<H: Half>(row: &[u8], i: usize) -> f32 {
     match row.get(2 * i..2 * i + 2) {
         Some(b) => H::value([b[0], b[1]]),
         None => 0.0,
@@ -383,6 +392,19 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
     let chunks = n / CHUNK;
     let whole = chunks * CHUNK;
     let wrow = |j: usize| g.w.get(j * row..(j + 1) * row).unwrap_or(&[]);
+    // `vdpbf16ps` for BF16 where the CPU has it (AVX-512 tiles only), with
+    // each group of R512 weight rows' range, once per product.
+    let dp = H::PAIRS && tiles == Tiles::Avx512 && is_x86_feature_detected!("avx512bf16");
+    let groups: Vec<Exps> = if dp {
+        (0..g.n_rows.div_ceil(R512))
+            .map(|gi| {
+                let rows = gi * R512..(gi * R512 + R512).min(g.n_rows);
+                rows.fold(Exps::EMPTY, |e, j| e.join(Exps::of(wrow(j))))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     ACTS.with_borrow_mut(|xs| {
         let token_block = tiles.token_block();
         // 64-byte aligned, so that no 512-bit load of a token splits a
@@ -393,19 +415,41 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
         let xs = &mut xs[off..off + len];
         for b0 in (0..g.n_tok).step_by(token_block) {
             let tb = (g.n_tok - b0).min(token_block);
+            let raw = g.a.get(b0 * row..(b0 + tb) * row).unwrap_or(&[]);
+            let mut range = Exps::EMPTY;
             for t in 0..tb {
-                let a = g.a.get((b0 + t) * row..(b0 + t + 1) * row).unwrap_or(&[]);
+                let a = raw.get(t * row..(t + 1) * row).unwrap_or(&[]);
                 if let Some(dst) = xs.get_mut(t * n..(t + 1) * n) {
-                    widen::<H>(a, dst);
+                    if H::PAIRS {
+                        gemm_bf16::widen_pairs(a, dst);
+                        if dp {
+                            range = range.join(Exps::of(a));
+                        }
+                    } else {
+                        widen::<H>(a, dst);
+                    }
                 }
             }
             let block = Block {
                 n_rows: g.n_rows,
                 tokens: tb,
+                n,
                 chunks,
                 whole,
             };
             match tiles {
+                Tiles::Avx512 if H::PAIRS => {
+                    let mut o = Outputs {
+                        out: &mut *out,
+                        b0,
+                        stride: g.out_stride,
+                    };
+                    let dp = dp.then_some((range, &groups[..]));
+                    // SAFETY: the caller's CPU guarantee for this tile shape
+                    // (`Isa::Avx512` includes AVX-512VL); `dp` only where the
+                    // CPU has AVX-512 BF16 (checked above).
+                    unsafe { gemm_bf16::rows512(block, g.w, (xs, raw), dp, &mut o) }
+                }
                 Tiles::Avx512 => WIDE.with_borrow_mut(|wide| {
                     // 64-byte aligned, as the tokens.
                     wide.resize(R512 * n + 16, 0.0);
@@ -436,14 +480,16 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
 
 /// A block of widened tokens against every weight row.
 #[derive(Clone, Copy)]
-struct Block {
-    n_rows: usize,
+pub(super) struct Block {
+    pub(super) n_rows: usize,
     /// Tokens in the block.
-    tokens: usize,
+    pub(super) tokens: usize,
+    /// Values per row.
+    pub(super) n: usize,
     /// Whole 32-value chunks per row.
-    chunks: usize,
+    pub(super) chunks: usize,
     /// Values in them (`32 · chunks`); the rest of a row is its tail.
-    whole: usize,
+    pub(super) whole: usize,
 }
 
 /// `hsum_ps` of four vectors at once, lane `r` of the result the sum of
@@ -451,7 +497,7 @@ struct Block {
 /// `((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))`, four rows to a vector.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn hsum4(v: [__m256; 4]) -> __m128 {
+pub(super) fn hsum4(v: [__m256; 4]) -> __m128 {
     let q = v.map(|x| _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps::<1>(x)));
     // Transpose: c[k] holds lane k of q[0..4].
     let t0 = _mm_unpacklo_ps(q[0], q[1]);
@@ -467,10 +513,10 @@ fn hsum4(v: [__m256; 4]) -> __m128 {
 
 /// Where a block's outputs go: token `t`'s row `j` is `out[(b0 + t) *
 /// stride + j]`.
-struct Outputs<'o> {
-    out: &'o mut [f32],
-    b0: usize,
-    stride: usize,
+pub(super) struct Outputs<'o> {
+    pub(super) out: &'o mut [f32],
+    pub(super) b0: usize,
+    pub(super) stride: usize,
 }
 
 /// Every group of [`R512`] rows, widened once into `wide` (`[R512, n]`),
@@ -588,7 +634,11 @@ fn rows256<'w, 'x, H: Half>(
         put: &mut impl FnMut(usize, usize, f32),
     ) {
         let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
-        let y = tile256::<H, R, T>(w, xs, chunks);
+        let y = if H::PAIRS {
+            gemm_bf16::lanes256::<R, T>(w, xs, chunks)
+        } else {
+            tile256::<H, R, T>(w, xs, chunks)
+        };
         for (t, (lanes, xt)) in y.into_iter().zip(xs).enumerate() {
             for (r, (l, wr)) in lanes.into_iter().zip(w).enumerate() {
                 put(t0 + t, j0 + r, finish::<H>(l, wr, xt, whole));

@@ -23,6 +23,8 @@ mod avx2_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
+mod gemm_bf16;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_half;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod grid_avx2;
