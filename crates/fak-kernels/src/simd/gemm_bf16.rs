@@ -273,8 +273,10 @@ unsafe fn store_sums<const R: usize, const T: usize>(acc: &[[__m512; R]; T], y: 
 /// bytes each) against the block's tokens, [`T512`] at a time, into `o`:
 /// `xs` the block's tokens widened pair by pair (`[b.tokens, n]`), `a` as
 /// they came (`b.tokens` rows of `2n` bytes); `dp`: the block's
-/// activations' range and each row group's, where the CPU has AVX-512
-/// BF16 (a group takes `vdpbf16ps` where [`Exps::exact`] passes it).
+/// activations' range, where the CPU has AVX-512 BF16 (a group takes
+/// `vdpbf16ps` where [`Exps::exact`] passes its rows' range with it; the
+/// rows' range is taken just before their tiles read them, so the rows
+/// come from memory once).
 ///
 /// # Safety
 ///
@@ -285,7 +287,7 @@ pub(super) unsafe fn rows512(
     b: Block,
     w: &[u8],
     (xs, a): (&[f32], &[u8]),
-    dp: Option<(Exps, &[Exps])>,
+    dp: Option<Exps>,
     o: &mut Outputs<'_>,
 ) {
     /// Rows `j0..j0 + R` × tokens `t0..t0 + T`, through `vdpbf16ps` if
@@ -371,15 +373,15 @@ pub(super) unsafe fn rows512(
         w: &[u8],
         xa: (&[f32], &[u8]),
         b: Block,
-        dp: Option<(Exps, &[Exps])>,
+        dp: Option<Exps>,
         o: &mut Outputs<'_>,
     ) {
         // `vdpbf16ps` where it gives the fused steps' bits for every row
         // of the group and every token of the block.
-        let dp = dp.is_some_and(|(xe, groups)| {
-            groups
-                .get(j0 / R512)
-                .is_some_and(|we| we.exact(xe, b.whole))
+        let dp = dp.is_some_and(|xe| {
+            let row = 2 * b.n;
+            let rows = w.get(j0 * row..(j0 + R) * row).unwrap_or(&[]);
+            Exps::of(rows).exact(xe, b.whole)
         });
         for t0 in (0..b.tokens).step_by(T512) {
             let at = (j0, t0, dp);

@@ -392,19 +392,8 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
     let chunks = n / CHUNK;
     let whole = chunks * CHUNK;
     let wrow = |j: usize| g.w.get(j * row..(j + 1) * row).unwrap_or(&[]);
-    // `vdpbf16ps` for BF16 where the CPU has it (AVX-512 tiles only), with
-    // each group of R512 weight rows' range, once per product.
+    // `vdpbf16ps` for BF16 where the CPU has it (AVX-512 tiles only).
     let dp = H::PAIRS && tiles == Tiles::Avx512 && is_x86_feature_detected!("avx512bf16");
-    let groups: Vec<Exps> = if dp {
-        (0..g.n_rows.div_ceil(R512))
-            .map(|gi| {
-                let rows = gi * R512..(gi * R512 + R512).min(g.n_rows);
-                rows.fold(Exps::EMPTY, |e, j| e.join(Exps::of(wrow(j))))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
     ACTS.with_borrow_mut(|xs| {
         let token_block = tiles.token_block();
         // 64-byte aligned, so that no 512-bit load of a token splits a
@@ -444,7 +433,7 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                         b0,
                         stride: g.out_stride,
                     };
-                    let dp = dp.then_some((range, &groups[..]));
+                    let dp = dp.then_some(range);
                     // SAFETY: the caller's CPU guarantee for this tile shape
                     // (`Isa::Avx512` includes AVX-512VL); `dp` only where the
                     // CPU has AVX-512 BF16 (checked above).
