@@ -42,7 +42,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::bf16_pairs;
 use super::avx2_blocks::hsum_ps;
-use super::gemm_half::{hsum4, value_at, Bf16, Block, Half, Outputs, CHUNK, R512, T512};
+use super::gemm_half::{hsum4, tails, Bf16, Block, Outputs, CHUNK, R512, T512};
 
 /// The range of a set of bf16 values: the bits of the smallest and
 /// largest magnitude among the nonzero ones.
@@ -348,21 +348,7 @@ pub(super) unsafe fn rows512(
             // (`end_of_an_empty_tail_is_the_identity`).
             return;
         }
-        for t in 0..T {
-            let xt = xs
-                .get((t0 + t) * n + b.whole..(t0 + t + 1) * n)
-                .unwrap_or(&[]);
-            for r in 0..R {
-                let wr = w.get((j0 + r) * row..(j0 + r + 1) * row).unwrap_or(&[]);
-                let mut wt = [0.0f32; CHUNK];
-                for (i, v) in wt.iter_mut().enumerate().take(n - b.whole) {
-                    *v = value_at::<Bf16>(wr, b.whole + i);
-                }
-                if let Some(y) = o.out.get_mut(at(t) + r) {
-                    *y = Bf16::end(*y, &wt[..xt.len().min(CHUNK)], xt);
-                }
-            }
-        }
+        tails::<Bf16, R, T>((j0, t0), w, xs, b, o);
     }
     /// # Safety
     ///
@@ -428,55 +414,75 @@ fn fold(v: __m512) -> __m256 {
     _mm256_add_ps(lo, hi)
 }
 
-/// [`tile512`]'s lanes on AVX2: pairs 0..8 and 8..16 of every chunk in two
-/// passes, so that one pass's `R·T` accumulators, `R` weights and a token
-/// fit the 16 registers; the two passes' lanes added (`l + (l + 8)`).
+/// Pairs `8·h .. 8·h + 8` of every chunk of `R` weight rows × `T`
+/// pair-widened token rows over `chunks` whole chunks, on AVX2: 8 of the
+/// 16 lanes, as `[token][row]`.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA; each of `wp` must point to `64 ·
+/// chunks` readable bytes, each of `xp` to `32 · chunks` readable `f32`s.
 #[inline]
-#[target_feature(enable = "avx2,fma")]
-pub(crate) fn lanes256<const R: usize, const T: usize>(
-    w: [&[u8]; R],
-    x: [&[f32]; T],
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pass256<const R: usize, const T: usize>(
+    wp: [*const u8; R],
+    xp: [*const f32; T],
     chunks: usize,
+    h: usize,
 ) -> [[__m256; R]; T] {
-    if w.iter().any(|r| r.len() < 2 * CHUNK * chunks) || x.iter().any(|t| t.len() < CHUNK * chunks)
-    {
-        return [[_mm256_setzero_ps(); R]; T];
-    }
-    let wp: [*const u8; R] = std::array::from_fn(|r| w[r].as_ptr());
-    let xp: [*const f32; T] = std::array::from_fn(|t| x[t].as_ptr());
-    let pass = |h: usize| {
-        let mut acc = [[_mm256_setzero_ps(); R]; T];
-        for i in 0..chunks {
-            for part in 0..2 {
-                let wv: [__m256; R] = std::array::from_fn(|r| {
-                    // SAFETY: every row holds `chunks` chunks of 64 bytes
-                    // (checked above), so the 32 at `64·i + 32·h` are
-                    // inside it; `loadu` needs no alignment.
-                    let v = unsafe { _mm256_loadu_si256(wp[r].add(2 * CHUNK * i + 32 * h).cast()) };
-                    let (odd, even) = bf16_pairs(v);
-                    if part == 0 {
-                        odd
-                    } else {
-                        even
-                    }
-                });
-                for (t, at) in acc.iter_mut().enumerate() {
-                    // SAFETY: every token row holds `chunks` chunks of 32
-                    // values (checked above); the 8 at
-                    // `32·i + 16·part + 8·h` are inside it.
-                    let xv = unsafe { _mm256_loadu_ps(xp[t].add(CHUNK * i + 16 * part + 8 * h)) };
-                    for (a, wr) in at.iter_mut().zip(wv) {
-                        *a = _mm256_fmadd_ps(wr, xv, *a);
-                    }
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    for i in 0..chunks {
+        for part in 0..2 {
+            let mut wv = [_mm256_setzero_ps(); R];
+            for (v, p) in wv.iter_mut().zip(wp) {
+                // SAFETY: the 32 bytes at `64·i + 32·h` are inside the row
+                // (the caller's promise); `loadu` needs no alignment.
+                let b = unsafe { _mm256_loadu_si256(p.add(2 * CHUNK * i + 32 * h).cast()) };
+                let (odd, even) = bf16_pairs(b);
+                *v = if part == 0 { odd } else { even };
+            }
+            for (t, at) in acc.iter_mut().enumerate() {
+                // SAFETY: the 8 values at `32·i + 16·part + 8·h` are inside
+                // the token row (the caller's promise).
+                let xv = unsafe { _mm256_loadu_ps(xp[t].add(CHUNK * i + 16 * part + 8 * h)) };
+                for (a, wr) in at.iter_mut().zip(wv) {
+                    *a = _mm256_fmadd_ps(wr, xv, *a);
                 }
             }
         }
-        acc
-    };
-    let (lo, hi) = (pass(0), pass(1));
-    std::array::from_fn(|t| std::array::from_fn(|r| _mm256_add_ps(lo[t][r], hi[t][r])))
+    }
+    acc
 }
 
+/// [`tile512`] on AVX2: pairs 0..8 and 8..16 of every chunk in two
+/// passes, so that one pass's `R·T` accumulators, `R` weights and a token
+/// fit the 16 registers; the two passes' lanes added (`l + (l + 8)`) and
+/// summed (`hsum_ps`) into `y[t] + r`.
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and FMA; each of `w` must point to `64 ·
+/// chunks` readable bytes, each of `x` to `32 · chunks` readable `f32`s,
+/// each of `y` to `R` writable ones.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tile256<const R: usize, const T: usize>(
+    w: &[*const u8; R],
+    x: &[*const f32; T],
+    chunks: usize,
+    y: &[*mut f32; T],
+) {
+    // SAFETY: the caller's promises.
+    let lo = unsafe { pass256::<R, T>(*w, *x, chunks, 0) };
+    // SAFETY: as above.
+    let hi = unsafe { pass256::<R, T>(*w, *x, chunks, 1) };
+    for ((&yt, l), h) in y.iter().zip(&lo).zip(&hi) {
+        for (r, (l, h)) in l.iter().zip(h).enumerate() {
+            // SAFETY: `yt` points to `R` writable f32s and `r < R`.
+            unsafe { *yt.add(r) = hsum_ps(_mm256_add_ps(*l, *h)) };
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     //! `vdpbf16ps` against the fused steps, on this CPU (where it has

@@ -24,8 +24,8 @@
 //!   per pass, per chunk:  w[r] = row r's values as f32
 //!                         acc[t][r] = fma(w[r], x[t], acc[t][r])
 //!   end: lanes = (acc0 + acc1) + (acc2 + acc3) ─► the dot product's hsum
-//!        (four rows at a time: `hsum4`, stored straight into the output
-//!        on AVX-512) ─► its tail (`Half::end`), where a row has one
+//!        (four rows at a time on AVX-512: `hsum4`), stored straight
+//!        into the output ─► its tail (`Half::end`), where a row has one
 //! ```
 //!
 //! On AVX-512 the code around the inner loop weighs as much as the loop
@@ -192,20 +192,6 @@ pub(super) fn value_at<H: Half>(row: &[u8], i: usize) -> f32 {
     }
 }
 
-/// The dot product's end for one element: the lanes' fixed-order sum,
-/// then [`Half::end`] over the row's tail (`w`: the little-endian row,
-/// `x`: the widened token row, `from`: where the tail starts).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn finish<H: Half>(lanes: __m256, w: &[u8], x: &[f32], from: usize) -> f32 {
-    let mut tail = [0.0f32; CHUNK];
-    let x = x.get(from..).unwrap_or(&[]);
-    for (i, t) in tail.iter_mut().enumerate().take(x.len()) {
-        *t = value_at::<H>(w, from + i);
-    }
-    H::end(hsum_ps(lanes), &tail[..x.len().min(CHUNK)], x)
-}
-
 /// `R` widened weight rows × `T` widened token rows over `chunks` whole
 /// chunks: each pair's `(acc0 + acc1) + (acc2 + acc3)` summed across its
 /// lanes (`hsum_ps`'s order) into `y[t] + r`.
@@ -284,54 +270,86 @@ fn halves(v: __m512) -> (__m256, __m256) {
     )
 }
 
-/// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
-/// each pair's `(acc0 + acc1) + (acc2 + acc3)`, as `[token][row]`, the
-/// four accumulators in four passes so that one pass's `R·T` of them, its
-/// `R` weights and a token fit AVX2's 16 registers. Rows shorter than
-/// `chunks` chunks (ruled out by the callers) give zeros.
+/// One of the four accumulators (`c`: the values `32·i + 8·c ..
+/// 32·i + 8·c + 8` of every chunk `i`) of `R` weight rows × `T` widened
+/// token rows over `chunks` whole chunks, as `[token][row]`.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C; each of `wp` must point to
+/// `64 · chunks` readable bytes, each of `xp` to `32 · chunks` readable
+/// `f32`s.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile256<H: Half, const R: usize, const T: usize>(
-    w: [&[u8]; R],
-    x: [&[f32]; T],
+unsafe fn pass256<H: Half, const R: usize, const T: usize>(
+    wp: [*const u8; R],
+    xp: [*const f32; T],
     chunks: usize,
+    c: usize,
 ) -> [[__m256; R]; T] {
-    if w.iter().any(|r| r.len() < 2 * CHUNK * chunks) || x.iter().any(|t| t.len() < CHUNK * chunks)
-    {
-        return [[_mm256_setzero_ps(); R]; T];
-    }
-    let wp: [*const u8; R] = std::array::from_fn(|r| w[r].as_ptr());
-    let xp: [*const f32; T] = std::array::from_fn(|t| x[t].as_ptr());
-    let pass = |c: usize| {
-        let mut acc = [[_mm256_setzero_ps(); R]; T];
-        for i in 0..chunks {
-            let wv: [__m256; R] = std::array::from_fn(|r| {
-                // SAFETY: every row holds `chunks` chunks of 64 bytes
-                // (checked above), so the 16 bytes at `64·i + 16·c` are
-                // inside it; AVX2 and F16C are enabled.
-                unsafe { H::widen8(wp[r].add(2 * CHUNK * i + 16 * c)) }
-            });
-            for (t, at) in acc.iter_mut().enumerate() {
-                // SAFETY: every token row holds `chunks` chunks of 32
-                // values (checked above), so the 8 at `32·i + 8·c` are
-                // inside it.
-                let xv = unsafe { _mm256_loadu_ps(xp[t].add(CHUNK * i + 8 * c)) };
-                for (a, wr) in at.iter_mut().zip(wv) {
-                    *a = _mm256_fmadd_ps(wr, xv, *a);
-                }
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    for i in 0..chunks {
+        let mut wv = [_mm256_setzero_ps(); R];
+        for (v, p) in wv.iter_mut().zip(wp) {
+            // SAFETY: the 16 bytes at `64·i + 16·c` are inside the row
+            // (the caller's promise); AVX2 and F16C are enabled.
+            *v = unsafe { H::widen8(p.add(2 * CHUNK * i + 16 * c)) };
+        }
+        for (t, at) in acc.iter_mut().enumerate() {
+            // SAFETY: the 8 values at `32·i + 8·c` are inside the token row.
+            let xv = unsafe { _mm256_loadu_ps(xp[t].add(CHUNK * i + 8 * c)) };
+            for (a, wr) in at.iter_mut().zip(wv) {
+                *a = _mm256_fmadd_ps(wr, xv, *a);
             }
         }
-        acc
-    };
-    let (a0, a1, a2, a3) = (pass(0), pass(1), pass(2), pass(3));
-    std::array::from_fn(|t| {
-        std::array::from_fn(|r| {
-            _mm256_add_ps(
-                _mm256_add_ps(a0[t][r], a1[t][r]),
-                _mm256_add_ps(a2[t][r], a3[t][r]),
-            )
-        })
-    })
+    }
+    acc
+}
+
+/// `R` weight rows × `T` widened token rows over `chunks` whole chunks:
+/// each pair's `(acc0 + acc1) + (acc2 + acc3)` summed across its lanes
+/// (`hsum_ps`) into `y[t] + r`, the four accumulators in four passes so
+/// that one pass's `R·T` of them, its `R` weights and a token fit AVX2's
+/// 16 registers.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C; each of `w` must point to
+/// `64 · chunks` readable bytes, each of `x` to `32 · chunks` readable
+/// `f32`s, each of `y` to `R` writable ones.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile256<H: Half, const R: usize, const T: usize>(
+    w: &[*const u8; R],
+    x: &[*const f32; T],
+    chunks: usize,
+    y: &[*mut f32; T],
+) {
+    // SAFETY: the caller's promises (here and for the three other passes).
+    let a0 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 0) };
+    // SAFETY: as above.
+    let a1 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 1) };
+    let mut a01 = [[_mm256_setzero_ps(); R]; T];
+    for ((s, p), q) in a01.iter_mut().zip(&a0).zip(&a1) {
+        for ((s, p), q) in s.iter_mut().zip(p).zip(q) {
+            *s = _mm256_add_ps(*p, *q);
+        }
+    }
+    // In memory while the last two passes run: kept in registers, the
+    // sums crowded the passes' accumulators, which then spilled on every
+    // step.
+    std::hint::black_box(&mut a01);
+    // SAFETY: as above.
+    let a2 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 2) };
+    // SAFETY: as above.
+    let a3 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 3) };
+    for (((&yt, s), p), q) in y.iter().zip(&a01).zip(&a2).zip(&a3) {
+        for (r, ((s, p), q)) in s.iter().zip(p).zip(q).enumerate() {
+            let lanes = _mm256_add_ps(*s, _mm256_add_ps(*p, *q));
+            // SAFETY: `yt` points to `R` writable f32s and `r < R`.
+            unsafe { *yt.add(r) = hsum_ps(lanes) };
+        }
+    }
 }
 
 /// Which tile shape a product runs.
@@ -454,13 +472,12 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                     unsafe { rows512::<H>(block, &wrow, xs, wide, &mut o) }
                 }),
                 Tiles::Avx2 => {
-                    let x = |t: usize| xs.get(t * n..(t + 1) * n).unwrap_or(&[]);
-                    let mut put = |t: usize, j: usize, y: f32| {
-                        if let Some(o) = out.get_mut((b0 + t) * g.out_stride + j) {
-                            *o = y;
-                        }
+                    let mut o = Outputs {
+                        out: &mut *out,
+                        b0,
+                        stride: g.out_stride,
                     };
-                    rows256::<H>(block, &wrow, &x, &mut put)
+                    rows256::<H>(block, g.w, xs, &mut o)
                 }
             }
         }
@@ -606,59 +623,116 @@ fn rows512<'w, H: Half>(
     }
 }
 
-/// Every pair of rows against the block's tokens, [`T256`] at a time.
+/// Every pair of rows (`w`: every row, `2n` bytes each) against the
+/// block's widened tokens `xs` (`[b.tokens, n]`; BF16's pair by pair),
+/// [`T256`] at a time, into `o`.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows256<'w, 'x, H: Half>(
-    b: Block,
-    wrow: &impl Fn(usize) -> &'w [u8],
-    x: &impl Fn(usize) -> &'x [f32],
-    put: &mut impl FnMut(usize, usize, f32),
-) {
+fn rows256<H: Half>(b: Block, w: &[u8], xs: &[f32], o: &mut Outputs<'_>) {
+    /// Rows `j0..j0 + R` × tokens `t0..t0 + T`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn run<'x, H: Half, const R: usize, const T: usize>(
+    fn run<H: Half, const R: usize, const T: usize>(
         (j0, t0): (usize, usize),
-        w: [&[u8]; R],
-        x: &impl Fn(usize) -> &'x [f32],
-        (chunks, whole): (usize, usize),
-        put: &mut impl FnMut(usize, usize, f32),
+        w: &[u8],
+        xs: &[f32],
+        b: Block,
+        o: &mut Outputs<'_>,
     ) {
-        let xs: [&[f32]; T] = std::array::from_fn(|t| x(t0 + t));
-        let y = if H::PAIRS {
-            gemm_bf16::lanes256::<R, T>(w, xs, chunks)
-        } else {
-            tile256::<H, R, T>(w, xs, chunks)
-        };
-        for (t, (lanes, xt)) in y.into_iter().zip(xs).enumerate() {
-            for (r, (l, wr)) in lanes.into_iter().zip(w).enumerate() {
-                put(t0 + t, j0 + r, finish::<H>(l, wr, xt, whole));
+        let (n, row) = (b.n, 2 * b.n);
+        let at = |t: usize| (o.b0 + t0 + t) * o.stride + j0;
+        if w.len() < (j0 + R) * row
+            || xs.len() < (t0 + T) * n
+            || o.out.len() < at(T - 1) + R
+            || o.stride < R
+        {
+            return;
+        }
+        let mut wp = [w.as_ptr(); R];
+        for (r, p) in wp.iter_mut().enumerate() {
+            // SAFETY: row `j0 + r` is inside `w` (checked).
+            *p = unsafe { p.add((j0 + r) * row) };
+        }
+        let mut xp = [xs.as_ptr(); T];
+        for (t, p) in xp.iter_mut().enumerate() {
+            // SAFETY: token `t0 + t`'s row is inside `xs` (checked).
+            *p = unsafe { p.add((t0 + t) * n) };
+        }
+        let mut yp = [o.out.as_mut_ptr(); T];
+        for (t, p) in yp.iter_mut().enumerate() {
+            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
+            *p = unsafe { p.add(at(t)) };
+        }
+        // SAFETY: AVX2, FMA and F16C are enabled; every row and token row
+        // holds `n ≥ 32 · chunks` values, and every token's `R` outputs
+        // are inside `out` and apart from the others' (checked above).
+        unsafe {
+            if H::PAIRS {
+                gemm_bf16::tile256::<R, T>(&wp, &xp, b.chunks, &yp);
+            } else {
+                tile256::<H, R, T>(&wp, &xp, b.chunks, &yp);
             }
         }
+        if b.whole == n {
+            // Each `end` would add an empty tail: the identity
+            // (`end_of_an_empty_tail_is_the_identity`).
+            return;
+        }
+        tails::<H, R, T>((j0, t0), w, xs, b, o);
     }
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn group<'x, H: Half, const R: usize>(
+    fn group<H: Half, const R: usize>(
         j0: usize,
-        w: [&[u8]; R],
+        w: &[u8],
+        xs: &[f32],
         b: Block,
-        x: &impl Fn(usize) -> &'x [f32],
-        put: &mut impl FnMut(usize, usize, f32),
+        o: &mut Outputs<'_>,
     ) {
         for t0 in (0..b.tokens).step_by(T256) {
             let at = (j0, t0);
-            let c = (b.chunks, b.whole);
             match (b.tokens - t0).min(T256) {
-                1 => run::<H, R, 1>(at, w, x, c, put),
-                2 => run::<H, R, 2>(at, w, x, c, put),
-                3 => run::<H, R, 3>(at, w, x, c, put),
-                4 => run::<H, R, 4>(at, w, x, c, put),
-                5 => run::<H, R, 5>(at, w, x, c, put),
-                _ => run::<H, R, 6>(at, w, x, c, put),
+                1 => run::<H, R, 1>(at, w, xs, b, o),
+                2 => run::<H, R, 2>(at, w, xs, b, o),
+                3 => run::<H, R, 3>(at, w, xs, b, o),
+                4 => run::<H, R, 4>(at, w, xs, b, o),
+                5 => run::<H, R, 5>(at, w, xs, b, o),
+                _ => run::<H, R, 6>(at, w, xs, b, o),
             }
         }
     }
     for j0 in (0..b.n_rows).step_by(R256) {
         match b.n_rows - j0 {
-            1 => group::<H, 1>(j0, [wrow(j0)], b, x, put),
-            _ => group::<H, 2>(j0, [wrow(j0), wrow(j0 + 1)], b, x, put),
+            1 => group::<H, 1>(j0, w, xs, b, o),
+            _ => group::<H, 2>(j0, w, xs, b, o),
+        }
+    }
+}
+
+/// The dot products' ends for rows `j0..j0 + R` (raw, in `w`: every
+/// row, `2n` bytes each) × tokens `t0..t0 + T` of the block (`xs`,
+/// widened), over the elements past the last whole chunk, whose products
+/// the tiles left out: each output, the lanes' sum, becomes [`Half::end`]
+/// of it.
+pub(super) fn tails<H: Half, const R: usize, const T: usize>(
+    (j0, t0): (usize, usize),
+    w: &[u8],
+    xs: &[f32],
+    b: Block,
+    o: &mut Outputs<'_>,
+) {
+    let (n, row) = (b.n, 2 * b.n);
+    for t in 0..T {
+        let xt = xs
+            .get((t0 + t) * n + b.whole..(t0 + t + 1) * n)
+            .unwrap_or(&[]);
+        for r in 0..R {
+            let wr = w.get((j0 + r) * row..(j0 + r + 1) * row).unwrap_or(&[]);
+            let mut wt = [0.0f32; CHUNK];
+            for (i, v) in wt.iter_mut().enumerate().take(xt.len()) {
+                *v = value_at::<H>(wr, b.whole + i);
+            }
+            let at = (o.b0 + t0 + t) * o.stride + j0 + r;
+            if let Some(y) = o.out.get_mut(at) {
+                *y = H::end(*y, &wt[..xt.len().min(CHUNK)], xt);
+            }
         }
     }
 }
