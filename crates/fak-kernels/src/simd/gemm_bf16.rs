@@ -42,7 +42,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::bf16_pairs;
 use super::avx2_blocks::hsum_ps;
-use super::gemm_half::{hsum4, tails, Bf16, Block, Outputs, CHUNK, R512, T512};
+use super::gemm_half::{hsum4, row_ptrs, tails, Bf16, Block, Outputs, CHUNK, R512, T512};
 
 /// The range of a set of bf16 values: the bits of the smallest and
 /// largest magnitude among the nonzero ones.
@@ -304,42 +304,22 @@ pub(super) unsafe fn rows512(
         b: Block,
         o: &mut Outputs<'_>,
     ) {
-        let (n, row) = (b.n, 2 * b.n);
-        let at = |t: usize| (o.b0 + t0 + t) * o.stride + j0;
-        if w.len() < (j0 + R) * row
-            || xs.len() < (t0 + T) * n
-            || a.len() < (t0 + T) * row
-            || o.out.len() < at(T - 1) + R
-            || o.stride < R
-        {
+        let n = b.n;
+        let (Some(wp), Some(yp)) = (row_ptrs::<u8, R>(w, 2 * n, j0), o.ptrs::<R, T>(j0, t0)) else {
             return;
-        }
-        let mut wp = [w.as_ptr(); R];
-        for (r, p) in wp.iter_mut().enumerate() {
-            // SAFETY: row `j0 + r` is inside `w` (checked).
-            *p = unsafe { p.add((j0 + r) * row) };
-        }
-        let mut yp = [o.out.as_mut_ptr(); T];
-        for (t, p) in yp.iter_mut().enumerate() {
-            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
-            *p = unsafe { p.add(at(t)) };
-        }
+        };
         if dp {
-            let mut ap = [a.as_ptr(); T];
-            for (t, p) in ap.iter_mut().enumerate() {
-                // SAFETY: token `t0 + t`'s row is inside `a` (checked).
-                *p = unsafe { p.add((t0 + t) * row) };
-            }
+            let Some(ap) = row_ptrs::<u8, T>(a, 2 * n, t0) else {
+                return;
+            };
             // SAFETY: AVX-512 BF16 (the caller's promise with `dp`); every
             // row holds `chunks` chunks, every token's `R` outputs are
             // inside `out` and apart from the others' (checked above).
             unsafe { tile_dp::<R, T>(&wp, &ap, b.chunks, &yp) };
         } else {
-            let mut xp = [xs.as_ptr(); T];
-            for (t, p) in xp.iter_mut().enumerate() {
-                // SAFETY: token `t0 + t`'s row is inside `xs` (checked).
-                *p = unsafe { p.add((t0 + t) * n) };
-            }
+            let Some(xp) = row_ptrs::<f32, T>(xs, n, t0) else {
+                return;
+            };
             // SAFETY: as for `tile_dp`, without its instruction.
             unsafe { tile512::<R, T>(&wp, &xp, b.chunks, &yp) };
         }

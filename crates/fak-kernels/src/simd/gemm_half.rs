@@ -525,6 +525,48 @@ pub(super) struct Outputs<'o> {
     pub(super) stride: usize,
 }
 
+/// Pointers to `K` rows of `len` elements of `v` (rows back to back), the
+/// first at row `first`, or `None` where the last would run past the end.
+#[inline]
+pub(super) fn row_ptrs<E, const K: usize>(
+    v: &[E],
+    len: usize,
+    first: usize,
+) -> Option<[*const E; K]> {
+    if v.len() < (first + K) * len {
+        return None;
+    }
+    let mut p = [v.as_ptr(); K];
+    for (k, q) in p.iter_mut().enumerate() {
+        // SAFETY: row `first + k` ends inside `v` (checked above).
+        *q = unsafe { q.add((first + k) * len) };
+    }
+    Some(p)
+}
+
+impl Outputs<'_> {
+    /// Pointers to the outputs of rows `j0..j0 + R` for tokens `t0..t0 +
+    /// T` of the block (`R` values from each), or `None` where one falls
+    /// outside the output or two tokens' could overlap (`stride < R`).
+    #[inline]
+    pub(super) fn ptrs<const R: usize, const T: usize>(
+        &mut self,
+        j0: usize,
+        t0: usize,
+    ) -> Option<[*mut f32; T]> {
+        let at = |t: usize| (self.b0 + t0 + t) * self.stride + j0;
+        if self.stride < R || self.out.len() < at(T.saturating_sub(1)) + R {
+            return None;
+        }
+        let mut p = [self.out.as_mut_ptr(); T];
+        for (t, q) in p.iter_mut().enumerate() {
+            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
+            *q = unsafe { q.add(at(t)) };
+        }
+        Some(p)
+    }
+}
+
 /// Every group of [`R512`] rows, widened once into `wide` (`[R512, n]`),
 /// against the block's widened tokens `xs` (`[b.tokens, n]`), [`T512`]
 /// at a time, into `o`.
@@ -545,29 +587,17 @@ fn rows512<'w, H: Half>(
         b: Block,
         o: &mut Outputs<'_>,
     ) {
-        let n = w.len() / R;
-        let at = |t: usize| (o.b0 + t0 + t) * o.stride + j0;
-        if n < b.whole || xs.len() < (t0 + T) * n || o.out.len() < at(T - 1) + R || o.stride < R {
+        let n = b.n;
+        let (Some(wp), Some(xp), Some(yp)) = (
+            row_ptrs::<f32, R>(w, n, 0),
+            row_ptrs::<f32, T>(xs, n, t0),
+            o.ptrs::<R, T>(j0, t0),
+        ) else {
             return;
-        }
-        let mut wp = [w.as_ptr(); R];
-        for (r, p) in wp.iter_mut().enumerate() {
-            // SAFETY: row `r` starts inside `w` (`R` rows of `n`).
-            *p = unsafe { p.add(r * n) };
-        }
-        let mut xp = [xs.as_ptr(); T];
-        for (t, p) in xp.iter_mut().enumerate() {
-            // SAFETY: token `t0 + t`'s row starts inside `xs` (checked).
-            *p = unsafe { p.add((t0 + t) * n) };
-        }
-        let mut yp = [o.out.as_mut_ptr(); T];
-        for (t, p) in yp.iter_mut().enumerate() {
-            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
-            *p = unsafe { p.add(at(t)) };
-        }
+        };
         // SAFETY: AVX-512F is enabled; every row and token row holds `n ≥
         // 32 · chunks` values, and every token's `R` outputs are inside
-        // `out` and apart from the others' (`stride ≥ R`; checked above).
+        // `out` and apart from the others' (checked above).
         unsafe { tile512::<R, T>(&wp, &xp, b.chunks, &yp) };
         if b.whole == n {
             // Each `end` would add an empty tail: `f32 → f64 → f32` is exact
@@ -581,7 +611,8 @@ fn rows512<'w, H: Half>(
                 .unwrap_or(&[]);
             for r in 0..R {
                 let wt = w.get(r * n + b.whole..(r + 1) * n).unwrap_or(&[]);
-                if let Some(y) = o.out.get_mut(at(t) + r) {
+                let at = (o.b0 + t0 + t) * o.stride + j0 + r;
+                if let Some(y) = o.out.get_mut(at) {
                     *y = H::end(*y, wt, xt);
                 }
             }
@@ -637,30 +668,14 @@ fn rows256<H: Half>(b: Block, w: &[u8], xs: &[f32], o: &mut Outputs<'_>) {
         b: Block,
         o: &mut Outputs<'_>,
     ) {
-        let (n, row) = (b.n, 2 * b.n);
-        let at = |t: usize| (o.b0 + t0 + t) * o.stride + j0;
-        if w.len() < (j0 + R) * row
-            || xs.len() < (t0 + T) * n
-            || o.out.len() < at(T - 1) + R
-            || o.stride < R
-        {
+        let n = b.n;
+        let (Some(wp), Some(xp), Some(yp)) = (
+            row_ptrs::<u8, R>(w, 2 * n, j0),
+            row_ptrs::<f32, T>(xs, n, t0),
+            o.ptrs::<R, T>(j0, t0),
+        ) else {
             return;
-        }
-        let mut wp = [w.as_ptr(); R];
-        for (r, p) in wp.iter_mut().enumerate() {
-            // SAFETY: row `j0 + r` is inside `w` (checked).
-            *p = unsafe { p.add((j0 + r) * row) };
-        }
-        let mut xp = [xs.as_ptr(); T];
-        for (t, p) in xp.iter_mut().enumerate() {
-            // SAFETY: token `t0 + t`'s row is inside `xs` (checked).
-            *p = unsafe { p.add((t0 + t) * n) };
-        }
-        let mut yp = [o.out.as_mut_ptr(); T];
-        for (t, p) in yp.iter_mut().enumerate() {
-            // SAFETY: `at(t) + R ≤ at(T - 1) + R ≤ out.len()` (checked).
-            *p = unsafe { p.add(at(t)) };
-        }
+        };
         // SAFETY: AVX2, FMA and F16C are enabled; every row and token row
         // holds `n ≥ 32 · chunks` values, and every token's `R` outputs
         // are inside `out` and apart from the others' (checked above).
