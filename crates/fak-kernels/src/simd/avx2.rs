@@ -366,13 +366,6 @@ pub(crate) unsafe fn dot_f32(w: &[u8], a: &[u8]) -> f32 {
     float_dot(w, a, load, tail)
 }
 
-/// Widens 8 bf16 values to `f32` (bf16 is the top half of an f32).
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn bf16x8(v: __m128i) -> __m256 {
-    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(v)))
-}
-
 /// The odd (high half) and even (low half, shifted up) bf16 of each
 /// 32-bit word of `v`, as `f32` (exact: bf16 is the top half of an f32).
 #[inline]

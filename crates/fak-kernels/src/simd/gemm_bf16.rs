@@ -41,8 +41,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2::bf16_pairs;
-use super::avx2_blocks::hsum_ps;
-use super::gemm_half::{hsum4, row_ptrs, tails, Bf16, Block, Outputs, CHUNK, R512, T512};
+use super::gemm_half::{row_ptrs, store_sums, tails, Bf16, Block, Outputs, CHUNK, R512, T512};
 
 /// The range of a set of bf16 values: the bits of the smallest and
 /// largest magnitude among the nonzero ones.
@@ -201,7 +200,7 @@ pub(super) unsafe fn tile512<const R: usize, const T: usize>(
         }
     }
     // SAFETY: the caller's promise for `y`.
-    unsafe { store_sums(&acc, y) };
+    unsafe { store_folded(&acc, y) };
 }
 
 /// [`tile512`] through `vdpbf16ps`, over raw bf16 token rows `a`: the
@@ -239,33 +238,25 @@ pub(super) unsafe fn tile_dp<const R: usize, const T: usize>(
         }
     }
     // SAFETY: the caller's promise for `y`.
-    unsafe { store_sums(&acc, y) };
+    unsafe { store_folded(&acc, y) };
 }
 
 /// Each accumulator's 16 lanes summed (`l + (l + 8)`, then `hsum_ps`'s
-/// order; four rows at a time with `hsum4`) into `y[t] + r`.
+/// order) into `y[t] + r` ([`store_sums`] of the folded lanes).
 ///
 /// # Safety
 ///
 /// Each of `y` must point to `R` writable `f32`s.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-unsafe fn store_sums<const R: usize, const T: usize>(acc: &[[__m512; R]; T], y: &[*mut f32; T]) {
+unsafe fn store_folded<const R: usize, const T: usize>(acc: &[[__m512; R]; T], y: &[*mut f32; T]) {
     for (&yt, at) in y.iter().zip(acc) {
         let mut lanes = [_mm256_setzero_ps(); R];
         for (l, a) in lanes.iter_mut().zip(at) {
             *l = fold(*a);
         }
-        if let Ok(l4) = <[__m256; 4]>::try_from(&lanes[..]) {
-            // SAFETY: `yt` points to `R` = 4 writable f32s (the caller's
-            // promise); `storeu` needs no alignment.
-            unsafe { _mm_storeu_ps(yt, hsum4(l4)) };
-        } else {
-            for (r, l) in lanes.into_iter().enumerate() {
-                // SAFETY: `yt` points to `R` writable f32s and `r < R`.
-                unsafe { *yt.add(r) = hsum_ps(l) };
-            }
-        }
+        // SAFETY: `yt` points to `R` writable f32s (the caller's promise).
+        unsafe { store_sums(lanes, yt) };
     }
 }
 
@@ -457,10 +448,12 @@ pub(super) unsafe fn tile256<const R: usize, const T: usize>(
     // SAFETY: as above.
     let hi = unsafe { pass256::<R, T>(*w, *x, chunks, 1) };
     for ((&yt, l), h) in y.iter().zip(&lo).zip(&hi) {
-        for (r, (l, h)) in l.iter().zip(h).enumerate() {
-            // SAFETY: `yt` points to `R` writable f32s and `r < R`.
-            unsafe { *yt.add(r) = hsum_ps(_mm256_add_ps(*l, *h)) };
+        let mut lanes = [_mm256_setzero_ps(); R];
+        for ((s, l), h) in lanes.iter_mut().zip(l).zip(h) {
+            *s = _mm256_add_ps(*l, *h);
         }
+        // SAFETY: `yt` points to `R` writable f32s (the caller's promise).
+        unsafe { store_sums(lanes, yt) };
     }
 }
 #[cfg(test)]

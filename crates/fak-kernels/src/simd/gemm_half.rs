@@ -52,7 +52,6 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::bf16x8;
 use super::avx2_blocks::hsum_ps;
 use super::gemm_avx2::GemmArgs;
 use super::gemm_bf16::{self, Exps};
@@ -83,17 +82,9 @@ thread_local! {
     static WIDE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A 16-bit float weight format: how its values widen to `f32`, and how
-/// its dot product ends.
+/// A 16-bit float weight format: the value of an element, which dot
+/// product the format runs, and how that dot product ends.
 pub(crate) trait Half {
-    /// Widens the 8 values (16 bytes) at `p`.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2 and F16C; `p` must point to 16 readable
-    /// bytes.
-    unsafe fn widen8(p: *const u8) -> __m256;
-
     /// The value of one element's little-endian bits.
     fn value(bits: [u8; 2]) -> f32;
 
@@ -114,13 +105,6 @@ pub(crate) struct F16;
 pub(crate) struct Bf16;
 
 impl Half for F16 {
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn widen8(p: *const u8) -> __m256 {
-        // SAFETY: the caller's promise: 16 readable bytes at `p`.
-        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
-    }
-
     #[inline(always)]
     fn value(bits: [u8; 2]) -> f32 {
         f16_to_f32(u16::from_le_bytes(bits))
@@ -140,13 +124,6 @@ impl Half for F16 {
 }
 
 impl Half for Bf16 {
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn widen8(p: *const u8) -> __m256 {
-        // SAFETY: the caller's promise: 16 readable bytes at `p`.
-        bf16x8(unsafe { _mm_loadu_si128(p.cast()) })
-    }
-
     #[inline(always)]
     fn value(bits: [u8; 2]) -> f32 {
         bf16_to_f32(u16::from_le_bytes(bits))
@@ -163,22 +140,35 @@ impl Half for Bf16 {
     }
 }
 
-/// Widens the little-endian values of `src` into `dst` (as many as both
-/// hold), 8 at a time; exact, as every f16 and bf16 is an `f32`.
+/// The 8 f16 values (16 bytes) at `p`, widened (exact).
+///
+/// # Safety
+///
+/// The CPU must support AVX2 and F16C; `p` must point to 16 readable
+/// bytes.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn widen<H: Half>(src: &[u8], dst: &mut [f32]) {
+unsafe fn f16x8(p: *const u8) -> __m256 {
+    // SAFETY: the caller's promise: 16 readable bytes at `p`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
+}
+
+/// Widens the little-endian f16 values of `src` into `dst` (as many as
+/// both hold), 8 at a time; exact, as every f16 is an `f32`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn widen(src: &[u8], dst: &mut [f32]) {
     let (sc, _) = src.as_chunks::<16>();
     let (dc, _) = dst.as_chunks_mut::<8>();
     let done = sc.len().min(dc.len()) * 8;
     for (s8, d8) in sc.iter().zip(dc.iter_mut()) {
         // SAFETY: `s8` is 16 readable bytes; AVX2 and F16C are enabled.
-        let v = unsafe { H::widen8(s8.as_ptr()) };
+        let v = unsafe { f16x8(s8.as_ptr()) };
         // SAFETY: `d8` is 8 writable f32s; `storeu` needs no alignment.
         unsafe { _mm256_storeu_ps(d8.as_mut_ptr(), v) };
     }
     for (i, d) in dst.iter_mut().enumerate().skip(done) {
-        *d = value_at::<H>(src, i);
+        *d = value_at::<F16>(src, i);
     }
 }
 
@@ -247,15 +237,28 @@ unsafe fn tile512<const R: usize, const T: usize>(
         for ((l, a), b) in lanes.iter_mut().zip(lt).zip(ht) {
             *l = _mm256_add_ps(*a, *b);
         }
-        if let Ok(l4) = <[__m256; 4]>::try_from(&lanes[..]) {
-            // SAFETY: `yt` points to `R` = 4 writable f32s (the caller's
-            // promise); `storeu` needs no alignment.
-            unsafe { _mm_storeu_ps(yt, hsum4(l4)) };
-        } else {
-            for (r, l) in lanes.into_iter().enumerate() {
-                // SAFETY: `yt` points to `R` writable f32s and `r < R`.
-                unsafe { *yt.add(r) = hsum_ps(l) };
-            }
+        // SAFETY: `yt` points to `R` writable f32s (the caller's promise).
+        unsafe { store_sums(lanes, yt) };
+    }
+}
+
+/// Each of `lanes` summed across its 8 lanes (`hsum_ps`'s order; four
+/// rows at a time with `hsum4`) into `y + r`.
+///
+/// # Safety
+///
+/// `y` must point to `R` writable `f32`s.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn store_sums<const R: usize>(lanes: [__m256; R], y: *mut f32) {
+    if let Ok(l4) = <[__m256; 4]>::try_from(&lanes[..]) {
+        // SAFETY: `y` points to `R` = 4 writable f32s (the caller's
+        // promise); `storeu` needs no alignment.
+        unsafe { _mm_storeu_ps(y, hsum4(l4)) };
+    } else {
+        for (r, l) in lanes.into_iter().enumerate() {
+            // SAFETY: `y` points to `R` writable f32s and `r < R`.
+            unsafe { *y.add(r) = hsum_ps(l) };
         }
     }
 }
@@ -281,7 +284,7 @@ fn halves(v: __m512) -> (__m256, __m256) {
 /// `f32`s.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn pass256<H: Half, const R: usize, const T: usize>(
+unsafe fn pass256<const R: usize, const T: usize>(
     wp: [*const u8; R],
     xp: [*const f32; T],
     chunks: usize,
@@ -293,7 +296,7 @@ unsafe fn pass256<H: Half, const R: usize, const T: usize>(
         for (v, p) in wv.iter_mut().zip(wp) {
             // SAFETY: the 16 bytes at `64·i + 16·c` are inside the row
             // (the caller's promise); AVX2 and F16C are enabled.
-            *v = unsafe { H::widen8(p.add(2 * CHUNK * i + 16 * c)) };
+            *v = unsafe { f16x8(p.add(2 * CHUNK * i + 16 * c)) };
         }
         for (t, at) in acc.iter_mut().enumerate() {
             // SAFETY: the 8 values at `32·i + 8·c` are inside the token row.
@@ -319,16 +322,16 @@ unsafe fn pass256<H: Half, const R: usize, const T: usize>(
 /// `f32`s, each of `y` to `R` writable ones.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile256<H: Half, const R: usize, const T: usize>(
+unsafe fn tile256<const R: usize, const T: usize>(
     w: &[*const u8; R],
     x: &[*const f32; T],
     chunks: usize,
     y: &[*mut f32; T],
 ) {
     // SAFETY: the caller's promises (here and for the three other passes).
-    let a0 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 0) };
+    let a0 = unsafe { pass256::<R, T>(*w, *x, chunks, 0) };
     // SAFETY: as above.
-    let a1 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 1) };
+    let a1 = unsafe { pass256::<R, T>(*w, *x, chunks, 1) };
     let mut a01 = [[_mm256_setzero_ps(); R]; T];
     for ((s, p), q) in a01.iter_mut().zip(&a0).zip(&a1) {
         for ((s, p), q) in s.iter_mut().zip(p).zip(q) {
@@ -340,15 +343,16 @@ unsafe fn tile256<H: Half, const R: usize, const T: usize>(
     // step.
     std::hint::black_box(&mut a01);
     // SAFETY: as above.
-    let a2 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 2) };
+    let a2 = unsafe { pass256::<R, T>(*w, *x, chunks, 2) };
     // SAFETY: as above.
-    let a3 = unsafe { pass256::<H, R, T>(*w, *x, chunks, 3) };
+    let a3 = unsafe { pass256::<R, T>(*w, *x, chunks, 3) };
     for (((&yt, s), p), q) in y.iter().zip(&a01).zip(&a2).zip(&a3) {
-        for (r, ((s, p), q)) in s.iter().zip(p).zip(q).enumerate() {
-            let lanes = _mm256_add_ps(*s, _mm256_add_ps(*p, *q));
-            // SAFETY: `yt` points to `R` writable f32s and `r < R`.
-            unsafe { *yt.add(r) = hsum_ps(lanes) };
+        let mut lanes = [_mm256_setzero_ps(); R];
+        for (((l, s), p), q) in lanes.iter_mut().zip(s).zip(p).zip(q) {
+            *l = _mm256_add_ps(*s, _mm256_add_ps(*p, *q));
         }
+        // SAFETY: `yt` points to `R` writable f32s (the caller's promise).
+        unsafe { store_sums(lanes, yt) };
     }
 }
 
@@ -433,7 +437,7 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                             range = range.join(Exps::of(a));
                         }
                     } else {
-                        widen::<H>(a, dst);
+                        widen(a, dst);
                     }
                 }
             }
@@ -469,7 +473,7 @@ pub(crate) unsafe fn gemm<H: Half>(tiles: Tiles, g: &GemmArgs<'_>, out: &mut [f3
                     };
                     // SAFETY: the caller's CPU guarantee for this tile shape
                     // (`Isa::Avx512` includes AVX-512VL).
-                    unsafe { rows512::<H>(block, &wrow, xs, wide, &mut o) }
+                    unsafe { rows512(block, &wrow, xs, wide, &mut o) }
                 }),
                 Tiles::Avx2 => {
                     let mut o = Outputs {
@@ -567,11 +571,11 @@ impl Outputs<'_> {
     }
 }
 
-/// Every group of [`R512`] rows, widened once into `wide` (`[R512, n]`),
-/// against the block's widened tokens `xs` (`[b.tokens, n]`), [`T512`]
-/// at a time, into `o`.
+/// F16 on AVX-512: every group of [`R512`] rows, widened once into `wide`
+/// (`[R512, n]`), against the block's widened tokens `xs` (`[b.tokens,
+/// n]`), [`T512`] at a time, into `o` (BF16 runs [`gemm_bf16::rows512`]).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-fn rows512<'w, H: Half>(
+fn rows512<'w>(
     b: Block,
     wrow: &impl Fn(usize) -> &'w [u8],
     xs: &[f32],
@@ -580,7 +584,7 @@ fn rows512<'w, H: Half>(
 ) {
     /// Rows `j0..j0 + R` (widened: `w`, `[R, n]`) × tokens `t0..t0 + T`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-    fn run<H: Half, const R: usize, const T: usize>(
+    fn run<const R: usize, const T: usize>(
         (j0, t0): (usize, usize),
         w: &[f32],
         xs: &[f32],
@@ -613,28 +617,22 @@ fn rows512<'w, H: Half>(
                 let wt = w.get(r * n + b.whole..(r + 1) * n).unwrap_or(&[]);
                 let at = (o.b0 + t0 + t) * o.stride + j0 + r;
                 if let Some(y) = o.out.get_mut(at) {
-                    *y = H::end(*y, wt, xt);
+                    *y = F16::end(*y, wt, xt);
                 }
             }
         }
     }
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-    fn group<H: Half, const R: usize>(
-        j0: usize,
-        w: &[f32],
-        xs: &[f32],
-        b: Block,
-        o: &mut Outputs<'_>,
-    ) {
+    fn group<const R: usize>(j0: usize, w: &[f32], xs: &[f32], b: Block, o: &mut Outputs<'_>) {
         for t0 in (0..b.tokens).step_by(T512) {
             let at = (j0, t0);
             match (b.tokens - t0).min(T512) {
-                1 => run::<H, R, 1>(at, w, xs, b, o),
-                2 => run::<H, R, 2>(at, w, xs, b, o),
-                3 => run::<H, R, 3>(at, w, xs, b, o),
-                4 => run::<H, R, 4>(at, w, xs, b, o),
-                5 => run::<H, R, 5>(at, w, xs, b, o),
-                _ => run::<H, R, 6>(at, w, xs, b, o),
+                1 => run::<R, 1>(at, w, xs, b, o),
+                2 => run::<R, 2>(at, w, xs, b, o),
+                3 => run::<R, 3>(at, w, xs, b, o),
+                4 => run::<R, 4>(at, w, xs, b, o),
+                5 => run::<R, 5>(at, w, xs, b, o),
+                _ => run::<R, 6>(at, w, xs, b, o),
             }
         }
     }
@@ -642,14 +640,14 @@ fn rows512<'w, H: Half>(
     for j0 in (0..b.n_rows).step_by(R512) {
         let rows = (b.n_rows - j0).min(R512);
         for (r, dst) in wide.chunks_exact_mut(n).take(rows).enumerate() {
-            widen::<H>(wrow(j0 + r), dst);
+            widen(wrow(j0 + r), dst);
         }
         let w = wide.get(..rows * n).unwrap_or(&[]);
         match rows {
-            1 => group::<H, 1>(j0, w, xs, b, o),
-            2 => group::<H, 2>(j0, w, xs, b, o),
-            3 => group::<H, 3>(j0, w, xs, b, o),
-            _ => group::<H, 4>(j0, w, xs, b, o),
+            1 => group::<1>(j0, w, xs, b, o),
+            2 => group::<2>(j0, w, xs, b, o),
+            3 => group::<3>(j0, w, xs, b, o),
+            _ => group::<4>(j0, w, xs, b, o),
         }
     }
 }
@@ -683,7 +681,7 @@ fn rows256<H: Half>(b: Block, w: &[u8], xs: &[f32], o: &mut Outputs<'_>) {
             if H::PAIRS {
                 gemm_bf16::tile256::<R, T>(&wp, &xp, b.chunks, &yp);
             } else {
-                tile256::<H, R, T>(&wp, &xp, b.chunks, &yp);
+                tile256::<R, T>(&wp, &xp, b.chunks, &yp);
             }
         }
         if b.whole == n {
