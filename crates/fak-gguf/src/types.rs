@@ -44,6 +44,9 @@ pub enum GgmlType {
     F64 = 28,
     IQ1_M = 29,
     BF16 = 30,
+    TQ1_0 = 34,
+    TQ2_0 = 35,
+    MXFP4 = 39,
 }
 
 /// Elements per super-block of the k-quant family.
@@ -51,7 +54,7 @@ pub const QK_K: usize = 256;
 
 impl GgmlType {
     /// All known types, in id order.
-    pub const ALL: [GgmlType; 29] = [
+    pub const ALL: [GgmlType; 32] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -81,6 +84,9 @@ impl GgmlType {
         GgmlType::F64,
         GgmlType::IQ1_M,
         GgmlType::BF16,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::MXFP4,
     ];
 
     /// Maps a raw GGUF type id to a known type, or `None` if unknown.
@@ -98,9 +104,10 @@ impl GgmlType {
         use GgmlType::*;
         match self {
             F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL => 32,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL | MXFP4 => 32,
             Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => QK_K,
             IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => QK_K,
+            TQ1_0 | TQ2_0 => QK_K,
         }
     }
 
@@ -133,6 +140,9 @@ impl GgmlType {
             IQ3_S => 2 + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64,
             IQ1_S => 2 + QK_K / 8 + QK_K / 16,
             IQ1_M => QK_K / 8 + QK_K / 16 + QK_K / 32,
+            TQ1_0 => (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2,
+            TQ2_0 => QK_K / 4 + 2,
+            MXFP4 => 1 + 16,
         }
     }
 
@@ -184,6 +194,9 @@ impl GgmlType {
             I64 => "i64",
             F64 => "f64",
             BF16 => "bf16",
+            TQ1_0 => "tq1_0",
+            TQ2_0 => "tq2_0",
+            MXFP4 => "mxfp4",
         }
     }
 
@@ -223,6 +236,9 @@ mod tests {
         assert_eq!(GgmlType::IQ1_M.type_size(), 56);
         assert_eq!(GgmlType::Q5_0.type_size(), 22);
         assert_eq!(GgmlType::Q5_1.type_size(), 24);
+        assert_eq!(GgmlType::TQ1_0.type_size(), 54);
+        assert_eq!(GgmlType::TQ2_0.type_size(), 66);
+        assert_eq!(GgmlType::MXFP4.type_size(), 17);
     }
 
     #[test]

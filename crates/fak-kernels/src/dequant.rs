@@ -19,12 +19,12 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
-    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
-    GridFormat,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0,
+    BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1,
+    BlockQ8_K, GridFormat,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
-use crate::fp::{bf16_to_f32, f16_to_f32};
+use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32};
 use crate::grid;
 
 /// Whether [`dequantize_row`] supports `ty`.
@@ -48,6 +48,7 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
+            | MXFP4
     ) || GridFormat::of(ty).is_some()
 }
 
@@ -58,8 +59,9 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 /// * `dst`: `[n]` output values, `n` a multiple of `ty.block_size()`.
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS and the codebook formats
-/// (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S; see `grid`). Results are bit-identical to ggml's dequantizers
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4 and the codebook and
+/// ternary formats (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+/// TQ1_0, TQ2_0; see `grid`). Results are bit-identical to ggml's dequantizers
 /// (Q8_1 has none in ggml; it decodes as `d * q` like Q8_0).
 ///
 /// # Errors
@@ -102,6 +104,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q3_K => each_block(src, dst, dequant_q3_k),
         GgmlType::IQ4_NL => each_block(src, dst, dequant_iq4_nl),
         GgmlType::IQ4_XS => each_block(src, dst, dequant_iq4_xs),
+        GgmlType::MXFP4 => each_block(src, dst, dequant_mxfp4),
         _ => match GridFormat::of(ty) {
             Some(fmt) => {
                 for (b, y) in src
@@ -303,6 +306,16 @@ fn dequant_iq4_nl(b: &[u8; BlockIQ4_NL::BYTES], y: &mut [f32; 32]) {
     let d = f16_to_f32(b.d);
     for (y, q) in y.iter_mut().zip(b.quants()) {
         *y = d * f32::from(q);
+    }
+}
+
+/// One MXFP4 block: `b` its encoded bytes, `y` its values in element order
+/// (ggml: `level · d`, an exact `i8` times the power of two `d`).
+fn dequant_mxfp4(b: &[u8; BlockMXFP4::BYTES], y: &mut [f32; 32]) {
+    let b = BlockMXFP4::from_bytes(b);
+    let d = e8m0_to_f32_half(b.e);
+    for (y, q) in y.iter_mut().zip(b.quants()) {
+        *y = f32::from(q) * d;
     }
 }
 

@@ -129,6 +129,8 @@ per_type_vec_dot! {
         "Q3_K weights · Q8_K activations (`w`: `n / 256 * 110` bytes, `a`: `n / 256 * 292` bytes)";
     vec_dot_iq4_nl_q8_0: IQ4_NL,
         "IQ4_NL weights · Q8_0 activations (`w`: `n / 32 * 18` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_mxfp4_q8_0: MXFP4,
+        "MXFP4 weights · Q8_0 activations (`w`: `n / 32 * 17` bytes, `a`: `n / 32 * 34` bytes)";
     vec_dot_iq4_xs_q8_k: IQ4_XS,
         "IQ4_XS weights · Q8_K activations (`w`: `n / 256 * 136` bytes, `a`: `n / 256 * 292` bytes)";
 }

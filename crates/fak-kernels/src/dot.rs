@@ -21,6 +21,7 @@
 //! | Q8_0 | Q8_0 | `sumf += sumi as f32 * (d_w * d_a)` |
 //! | Q4_1, Q5_1 | Q8_1 | `sumf += (d_w * d_a) * sumi as f32 + m_w * s_a` |
 //! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
+//! | MXFP4 | Q8_0 | as IQ4_NL, `d_w = 2^(e − 128)` over the doubled E2M1 levels |
 //! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
 //! | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | Q8_K | see `grid` |
 //! | F32, F16 | same | 4 × 8 fused `f32` lanes, then `f64` (see [`float_lanes`]) |
@@ -33,12 +34,12 @@ use fak_gguf::GgmlType;
 
 use crate::blocks::GridFormat;
 use crate::blocks::{
-    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
 };
 use crate::dot_k;
 use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::{KernelError, Op};
-use crate::fp::{bf16_to_f32, f16_to_f32};
+use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32};
 use crate::grid;
 
 /// Dot product of one row of `n` weights with one row of `n` activations.
@@ -63,6 +64,7 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, Kernel
         GgmlType::Q5_1 => vec_dot_q5_1_q8_1(n, w, a),
         GgmlType::Q8_0 => vec_dot_q8_0_q8_0(n, w, a),
         GgmlType::IQ4_NL => vec_dot_iq4_nl_q8_0(n, w, a),
+        GgmlType::MXFP4 => vec_dot_mxfp4_q8_0(n, w, a),
         GgmlType::Q2_K => dot_k::vec_dot_q2_k_q8_k(n, w, a),
         GgmlType::Q3_K => dot_k::vec_dot_q3_k_q8_k(n, w, a),
         GgmlType::IQ4_XS => dot_k::vec_dot_iq4_xs_q8_k(n, w, a),
@@ -130,6 +132,27 @@ pub fn vec_dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelEr
         let (x, y) = (BlockIQ4_NL::from_bytes(bw), BlockQ8_0::from_bytes(ba));
         let sumi = idot(&x.quants(), &y.qs);
         sumf += (f16_to_f32(y.d) * f16_to_f32(x.d)) * sumi as f32;
+    }
+    Ok(sumf)
+}
+
+/// MXFP4 weights · Q8_0 activations, as ggml's generic kernel: per block
+/// `sumf += (d_a * d_w) * (sumi_lo + sumi_hi) as f32` with `d_w =
+/// 2^(e − 128)` and `sumi` over the doubled levels ([`BlockMXFP4`]).
+///
+/// * `w`: `n / 32` MXFP4 blocks (`n / 32 * 17` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes).
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_mxfp4_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::MXFP4, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockMXFP4::BYTES }, { BlockQ8_0::BYTES }>(w, a) {
+        let (x, y) = (BlockMXFP4::from_bytes(bw), BlockQ8_0::from_bytes(ba));
+        let sumi = idot(&x.quants(), &y.qs);
+        sumf += (f16_to_f32(y.d) * e8m0_to_f32_half(x.e)) * sumi as f32;
     }
     Ok(sumf)
 }

@@ -49,6 +49,19 @@ pub fn f32_to_f16(x: f32) -> u16 {
     }
 }
 
+/// Half the value of an E8M0 exponent byte, `2^(e − 128)`, exactly (ggml's
+/// `GGML_E8M0_TO_FP32_HALF`): the two smallest are `f32` subnormals, and
+/// 255 (E8M0's NaN) reads as `2^127`, as in ggml.
+#[inline]
+pub fn e8m0_to_f32_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        (u32::from(e) - 1) << 23
+    };
+    f32::from_bits(bits)
+}
+
 /// Converts bfloat16 bits to `f32` (exact: bf16 is the top half of an f32).
 #[inline]
 pub fn bf16_to_f32(bits: u16) -> f32 {

@@ -56,6 +56,8 @@ pub(crate) fn dequant_block(fmt: GridFormat, b: &[u8], y: &mut [f32; 256]) {
                 }
                 GridFormat::IQ3_XXS => scale8(y8, d * (0.5 + f32::from(s)) * 0.5, q8),
                 GridFormat::IQ3_S => scale8(y8, d * (1 + 2 * i32::from(s)) as f32, q8),
+                // ggml: `(float)(q - 1) * d`, the same product.
+                GridFormat::TQ1_0 | GridFormat::TQ2_0 => scale8(y8, d, q8),
                 GridFormat::IQ1_S | GridFormat::IQ1_M => {
                     let dl = d * (2 * i32::from(s) + 1) as f32;
                     let delta = 0.125 * f32::from(sub.shift[k]);
@@ -179,6 +181,8 @@ unsafe fn fused_row(fmt: GridFormat, row: &[u8], ys: &[BlockQ8_K]) -> f32 {
         GridFormat::IQ3_S => run::<110>(step, row, ys, bl::d0, bl::iq3_s, false),
         GridFormat::IQ1_S => run::<50>(step, row, ys, bl::d0, bl::iq1_s, true),
         GridFormat::IQ1_M => run::<56>(step, row, ys, bl::iq1_m_scale, bl::iq1_m, true),
+        GridFormat::TQ1_0 => run::<54>(step, row, ys, bl::tq1_0_d, bl::tq1_0, false),
+        GridFormat::TQ2_0 => run::<66>(step, row, ys, bl::tq2_0_d, bl::tq2_0, false),
     }
 }
 

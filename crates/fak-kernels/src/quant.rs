@@ -29,6 +29,7 @@ use crate::fp::{f32_to_bf16, f32_to_f16};
 use crate::isa::{isa, Isa};
 use crate::quant_iq;
 use crate::quant_k;
+use crate::quant_tq;
 use crate::simd;
 
 /// Whether [`quantize_row`] supports `ty`.
@@ -52,6 +53,9 @@ pub fn can_quantize(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
+            | TQ1_0
+            | TQ2_0
+            | MXFP4
     )
 }
 
@@ -62,7 +66,7 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 ///   on-disk (little-endian) layout.
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS. The output is bit-identical to
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4. The output is bit-identical to
 /// ggml's reference quantizers (for IQ4_NL and IQ4_XS: to its
 /// `quantize_iq4_*` without an importance matrix, as `quant_iq` says) for finite inputs (non-finite inputs give deterministic
 /// output that follows ggml's C on x86-64 as far as C defines it).
@@ -200,6 +204,9 @@ fn quantize_with(
         GgmlType::Q5_K => each_block(src, dst, |x| quant_k::quant_q5_k(x).to_bytes()),
         GgmlType::Q6_K => each_block(src, dst, |x| quant_k::quant_q6_k(x).to_bytes()),
         GgmlType::Q8_K => each_block(src, dst, |x| quant_k::quant_q8_k(isa, x).to_bytes()),
+        GgmlType::TQ1_0 => each_block(src, dst, quant_tq::quant_tq1_0),
+        GgmlType::TQ2_0 => each_block(src, dst, quant_tq::quant_tq2_0),
+        GgmlType::MXFP4 => each_block(src, dst, |x| quant_iq::quant_mxfp4(x).to_bytes()),
         _ => {
             return Err(KernelError::Unsupported {
                 op: Op::Quantize,

@@ -1,7 +1,7 @@
-//! Quantizers for the non-linear 4-bit formats (IQ4_NL, IQ4_XS),
+//! Quantizers for the non-linear 4-bit formats (IQ4_NL, IQ4_XS, MXFP4),
 //! bit-identical to what ggml's `quantize_iq4_nl` / `quantize_iq4_xs` write
 //! without an importance matrix (llama.cpp's quantizer runs these, not the
-//! `_ref` functions, which search less).
+//! `_ref` functions, which search less), and to `quantize_row_mxfp4_ref`.
 //!
 //! Per 32 values (weights `w = x²`, levels `L` = [`IQ4_LEVELS`]):
 //!
@@ -18,9 +18,16 @@
 //!
 //! "Nearest level" is ggml's `best_index_int8`: a binary search, ties to the
 //! upper level. All sums run in `f32`, sequentially, in ggml's order.
+//!
+//! MXFP4 (levels `M` = [`MXFP4_LEVELS`], doubled E2M1 values):
+//!
+//! ```text
+//!   amax = the largest |x|;  e = floor(log2(amax)) − 2 + 127 (0 for amax = 0)
+//!   d    = 2^(e − 128);      each x to the first level with the least |M[i]·d − x|
+//! ```
 
-use crate::blocks::{BlockIQ4_NL, BlockIQ4_XS, IQ4_LEVELS};
-use crate::fp::{f32_to_f16, nearest_int};
+use crate::blocks::{BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, IQ4_LEVELS, MXFP4_LEVELS};
+use crate::fp::{e8m0_to_f32_half, f32_to_f16, nearest_int};
 
 /// ggml's threshold below which a block counts as all zeros.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -107,6 +114,41 @@ pub(crate) fn quant_iq4_nl(x: &[f32; 32]) -> BlockIQ4_NL {
     BlockIQ4_NL {
         d: f32_to_f16(d),
         qs: pack(&x.map(|v| best_index(id * v))),
+    }
+}
+
+/// MXFP4: one E8M0 exponent per 32 values, as ggml's reference quantizer.
+///
+/// `log2` is the C library's `log2f` (as ggml's), so the exponent of a
+/// maximum just below a power of two follows that library's rounding; the
+/// float-to-byte conversion keeps the low byte of the integer, as ggml's
+/// x86-64 build does.
+pub(crate) fn quant_mxfp4(x: &[f32; 32]) -> BlockMXFP4 {
+    let mut amax = 0.0f32;
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+        }
+    }
+    let e = if amax > 0.0 {
+        (amax.log2().floor() - 2.0 + 127.0) as i32 as u8
+    } else {
+        0
+    };
+    let d = e8m0_to_f32_half(e);
+    let best = |v: f32| -> u8 {
+        let (mut best, mut err) = (0u8, (f32::from(MXFP4_LEVELS[0]) * d - v).abs());
+        for (i, &l) in MXFP4_LEVELS.iter().enumerate().skip(1) {
+            let e = (f32::from(l) * d - v).abs();
+            if e < err {
+                (best, err) = (i as u8, e);
+            }
+        }
+        best
+    };
+    BlockMXFP4 {
+        e,
+        qs: std::array::from_fn(|j| best(x[j]) | (best(x[j + 16]) << 4)),
     }
 }
 

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 
 /// Types with AVX2 tiles first, then ones that fall back to `vec_dot`;
 /// the tests take the codebook formats (one decode per row) after them.
-const TYPES: [GgmlType; 11] = [
+const TYPES: [GgmlType; 12] = [
     GgmlType::Q8_0,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
@@ -24,6 +24,7 @@ const TYPES: [GgmlType; 11] = [
     GgmlType::Q8_K,
     GgmlType::F16,
     GgmlType::F32,
+    GgmlType::MXFP4,
 ];
 
 const ROWS: [usize; 8] = [1, 2, 3, 4, 5, 7, 8, 13];

@@ -1,5 +1,5 @@
 //! The codebook formats (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-//! IQ3_S): every ISA gives the scalar twin's bits, because their products
+//! IQ3_S) and the ternary ones (TQ1_0, TQ2_0): every ISA gives the scalar twin's bits, because their products
 //! are exact integers with one float step per super-block. A product of
 //! many tokens (rows decoded once per 8-row group into the packed k-quant
 //! tiles) gives every element the bits of that one scalar dot product.
@@ -100,14 +100,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
     #[test]
-    fn every_isa_gives_the_scalar_bits_random(seed in any::<u64>(), blocks in 1usize..6, k in 0usize..7) {
+    fn every_isa_gives_the_scalar_bits_random(seed in any::<u64>(), blocks in 1usize..6, k in 0usize..GridFormat::ALL.len()) {
         if let Err(e) = check_bits(GridFormat::ALL[k], blocks, seed, 1.0) {
             prop_assert!(false, "{}", e);
         }
     }
 
     #[test]
-    fn products_give_the_scalar_bits_random(seed in any::<u64>(), rows in 1usize..40, toks in 1usize..12, k in 0usize..7) {
+    fn products_give_the_scalar_bits_random(seed in any::<u64>(), rows in 1usize..40, toks in 1usize..12, k in 0usize..GridFormat::ALL.len()) {
         if let Err(e) = check_product(GridFormat::ALL[k], rows, toks, seed) {
             prop_assert!(false, "{}", e);
         }

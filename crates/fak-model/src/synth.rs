@@ -51,7 +51,7 @@ pub enum Matrices {
     /// quantizer.
     Uniform(GgmlType),
     /// Matrix `m` of layer `i` (q, k, v, output, gate, up, down) in codebook
-    /// format `GridFormat::ALL[(m + 3·i) % 7]`, as random blocks.
+    /// format `GridFormat::CODEBOOK[(m + 3·i) % 7]`, as random blocks.
     GridCycle,
 }
 
@@ -316,7 +316,7 @@ pub fn writer(spec: &SynthSpec, ablation: Ablation) -> Result<GgufWriter, ModelE
         let matrix = |t: &mut Tensors, m: usize, name: &str, dims: [usize; 2]| match spec.matrices {
             Matrices::Uniform(ty) => t.uniform(&n(name), &dims, ty, mat(dims[0]), 0.0),
             Matrices::GridCycle => {
-                let fmt = GridFormat::ALL[(m + 3 * i) % GridFormat::ALL.len()];
+                let fmt = GridFormat::CODEBOOK[(m + 3 * i) % GridFormat::CODEBOOK.len()];
                 t.grid(&n(name), &dims, fmt, mat(dims[0]))
             }
         };

@@ -38,6 +38,7 @@ use super::iq_grids::{
     IQ1S_CODES, IQ1S_LEVELS, IQ2S_CODES, IQ2S_LEVELS, IQ2XS_CODES, IQ2XS_LEVELS, IQ2XXS_CODES,
     IQ2XXS_LEVELS, IQ3S_CODES, IQ3S_LEVELS, IQ3XXS_CODES, IQ3XXS_LEVELS,
 };
+use super::ternary::{tq1_0, tq1_0_d, tq2_0, tq2_0_d};
 
 /// Expands level codes (`BITS` bits per value, `PER` values) into entries
 /// whose value `j` is byte `j` of a `u64` (`PER` 4: the low 4 bytes).
@@ -157,6 +158,10 @@ pub enum GridFormat {
     /// 1.75 bits per weight: IQ1_S's codebook, a scale per 16 values and a
     /// shift per 8.
     IQ1_M,
+    /// 1.69 bits per weight: ternary, five trits per byte (`ternary`).
+    TQ1_0,
+    /// 2.06 bits per weight: ternary, four 2-bit codes per byte (`ternary`).
+    TQ2_0,
 }
 
 /// How a format's integers become a float: ggml's order for each.
@@ -262,8 +267,22 @@ fn fill<const B: usize>(
 }
 
 impl GridFormat {
-    /// Every codebook format.
-    pub const ALL: [GridFormat; 7] = [
+    /// Every format decoded to these integers: the codebooks and the
+    /// ternary formats.
+    pub const ALL: [GridFormat; 9] = [
+        GridFormat::IQ2_XXS,
+        GridFormat::IQ2_XS,
+        GridFormat::IQ2_S,
+        GridFormat::IQ3_XXS,
+        GridFormat::IQ3_S,
+        GridFormat::IQ1_S,
+        GridFormat::IQ1_M,
+        GridFormat::TQ1_0,
+        GridFormat::TQ2_0,
+    ];
+
+    /// The codebook formats (importance-matrix quants) alone.
+    pub const CODEBOOK: [GridFormat; 7] = [
         GridFormat::IQ2_XXS,
         GridFormat::IQ2_XS,
         GridFormat::IQ2_S,
@@ -284,6 +303,8 @@ impl GridFormat {
             T::IQ3_S => GridFormat::IQ3_S,
             T::IQ1_S => GridFormat::IQ1_S,
             T::IQ1_M => GridFormat::IQ1_M,
+            T::TQ1_0 => GridFormat::TQ1_0,
+            T::TQ2_0 => GridFormat::TQ2_0,
             _ => return None,
         })
     }
@@ -299,6 +320,8 @@ impl GridFormat {
             GridFormat::IQ3_S => T::IQ3_S,
             GridFormat::IQ1_S => T::IQ1_S,
             GridFormat::IQ1_M => T::IQ1_M,
+            GridFormat::TQ1_0 => T::TQ1_0,
+            GridFormat::TQ2_0 => T::TQ2_0,
         }
     }
 
@@ -314,7 +337,9 @@ impl GridFormat {
                 GridStep::Scaled { factor: 0.125 }
             }
             GridFormat::IQ3_XXS => GridStep::Scaled { factor: 0.25 },
-            GridFormat::IQ3_S => GridStep::Scaled { factor: 1.0 },
+            GridFormat::IQ3_S | GridFormat::TQ1_0 | GridFormat::TQ2_0 => {
+                GridStep::Scaled { factor: 1.0 }
+            }
             GridFormat::IQ1_S | GridFormat::IQ1_M => GridStep::Shifted,
         }
     }
@@ -345,6 +370,8 @@ impl GridFormat {
             GridFormat::IQ3_S => fill::<110>(b, out, d0, iq3_s),
             GridFormat::IQ1_S => fill::<50>(b, out, d0, iq1_s),
             GridFormat::IQ1_M => fill::<56>(b, out, iq1_m_scale, iq1_m),
+            GridFormat::TQ1_0 => fill::<54>(b, out, tq1_0_d, tq1_0),
+            GridFormat::TQ2_0 => fill::<66>(b, out, tq2_0_d, tq2_0),
         }
     }
 }

@@ -195,6 +195,8 @@ fn encode_group(
         GridFormat::IQ3_S => encode_rows::<110>(rows, dst, bl::d0, bl::iq3_s, bias),
         GridFormat::IQ1_S => encode_rows::<50>(rows, dst, bl::d0, bl::iq1_s, bias),
         GridFormat::IQ1_M => encode_rows::<56>(rows, dst, bl::iq1_m_scale, bl::iq1_m, bias),
+        GridFormat::TQ1_0 => encode_rows::<54>(rows, dst, bl::tq1_0_d, bl::tq1_0, bias),
+        GridFormat::TQ2_0 => encode_rows::<66>(rows, dst, bl::tq2_0_d, bl::tq2_0, bias),
     }
 }
 
@@ -241,7 +243,9 @@ pub(crate) unsafe fn gemm(
         match fmt {
             GridFormat::IQ2_XXS | GridFormat::IQ3_XXS => groups::<6, 1, false, 8>(&ops, out),
             GridFormat::IQ2_XS | GridFormat::IQ2_S => groups::<6, 1, false, 4>(&ops, out),
-            GridFormat::IQ3_S => groups::<4, 4, false, 8>(&ops, out),
+            GridFormat::IQ3_S | GridFormat::TQ1_0 | GridFormat::TQ2_0 => {
+                groups::<4, 4, false, 8>(&ops, out)
+            }
             GridFormat::IQ1_S => groups::<4, 4, true, 8>(&ops, out),
             GridFormat::IQ1_M => groups::<4, 4, true, 4>(&ops, out),
         }

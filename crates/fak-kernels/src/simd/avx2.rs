@@ -35,8 +35,8 @@ use std::arch::x86_64::*;
 use super::avx2_blocks::{dot_i8_i8, f32_at, hsum_ps, load16, load32};
 use super::gemm_avx2;
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
-    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K,
+    BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
 };
 use crate::dot_rows::block_pairs;
 use crate::fp::{bf16_to_f32, f16_to_f32};
@@ -88,6 +88,22 @@ pub(crate) unsafe fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
     // SAFETY: the caller guarantees AVX2, FMA and F16C.
     unsafe {
         gemm_avx2::dot::<gemm_avx2::Q4_0Dot, { BlockQ4_0::BYTES }, { BlockQ8_0::BYTES }>(w, a)
+    }
+}
+
+/// AVX2 twin of [`crate::scalar::vec_dot_mxfp4_q8_0`]: a `1 × 1` tile of
+/// [`gemm_avx2::MXFP4Dot`] (the doubled E2M1 levels by a byte shuffle).
+///
+/// * `w`: MXFP4 row; `a`: Q8_0 row with the same number of blocks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_mxfp4_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    // SAFETY: the caller guarantees AVX2, FMA and F16C.
+    unsafe {
+        gemm_avx2::dot::<gemm_avx2::MXFP4Dot, { BlockMXFP4::BYTES }, { BlockQ8_0::BYTES }>(w, a)
     }
 }
 

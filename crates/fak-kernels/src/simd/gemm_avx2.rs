@@ -39,9 +39,9 @@ use super::avx2_blocks::{
 };
 use super::Kernel;
 use crate::blocks::{
-    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
-    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1, BlockQ8_K,
-    IQ4_LEVELS,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0,
+    BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1,
+    BlockQ8_K, IQ4_LEVELS, MXFP4_LEVELS,
 };
 
 /// How an element's per-block float terms are accumulated.
@@ -486,6 +486,7 @@ pub(crate) unsafe fn gemm(kernel: Kernel, g: &GemmArgs<'_>, out: &mut [f32]) -> 
         Kernel::Q8_0 => gemm_k::<Q8_0Dot, Q8_0, Q8_0>(g, out),
         Kernel::Q4_0 => gemm_k::<Q4_0Dot, { BlockQ4_0::BYTES }, Q8_0>(g, out),
         Kernel::IQ4NL => gemm_k::<IQ4NLDot, { BlockIQ4_NL::BYTES }, Q8_0>(g, out),
+        Kernel::MXFP4 => gemm_k::<MXFP4Dot, { BlockMXFP4::BYTES }, Q8_0>(g, out),
         Kernel::IQ4XS => gemm_k::<IQ4XSDot, { BlockIQ4_XS::BYTES }, Q8_K>(g, out),
         Kernel::Q2K => gemm_k::<Q2KDot, { BlockQ2_K::BYTES }, Q8_K>(g, out),
         Kernel::Q3K => gemm_k::<Q3KDot, { BlockQ3_K::BYTES }, Q8_K>(g, out),
@@ -548,6 +549,8 @@ pub(crate) struct Q4_0Dot;
 pub(crate) struct Q5_0Dot;
 /// IQ4_NL weights · Q8_0 activations.
 pub(crate) struct IQ4NLDot;
+/// MXFP4 weights · Q8_0 activations.
+pub(crate) struct MXFP4Dot;
 /// Q4_1 weights · Q8_1 activations.
 pub(crate) struct Q4_1Dot;
 /// Q5_1 weights · Q8_1 activations.
@@ -635,6 +638,58 @@ unsafe impl BlockDot<18, 34> for IQ4NLDot {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn w_step(b: &[u8; 18], _info: &Scales, _s: usize) -> SignedW {
         signed_w(iq4_levels(nibbles_16(load16::<2, 18>(b))))
+    }
+}
+
+// SAFETY: the associated types are vectors, `f32`s and byte arrays.
+unsafe impl BlockDot<17, 34> for MXFP4Dot {
+    const STEPS: usize = 1;
+    const ACC: Accumulators = Accumulators::One;
+    type WI = Scales;
+    type AI = Scales;
+    type WS = SignedW;
+    type AS = __m256i;
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_info(b: &[u8; 17]) -> Scales {
+        Scales {
+            d: crate::fp::e8m0_to_f32_half(b[0]),
+            m: 0.0,
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_info(b: &[u8; 34]) -> Scales {
+        Scales {
+            d: f16c(u16_at::<0, 34>(b)),
+            m: 0.0,
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn w_step(b: &[u8; 17], _info: &Scales, _s: usize) -> SignedW {
+        let l = MXFP4_LEVELS;
+        let levels = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+            l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], l[8], l[9], l[10], l[11], l[12], l[13],
+            l[14], l[15],
+        ));
+        signed_w(_mm256_shuffle_epi8(levels, nibbles_16(load16::<1, 17>(b))))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn a_step(b: &[u8; 34], _s: usize) -> __m256i {
+        load32::<2, 34>(b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn step(w: &SignedW, y: &__m256i) -> __m256i {
+        dot_u8_i8(w.ax, _mm256_sign_epi8(*y, w.x))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scale(w: &Scales, a: &Scales, _extra: &mut f32) -> f32 {
+        // ggml's order: `d_a · d_w` (one rounding either way).
+        a.d * w.d
     }
 }
 

@@ -59,6 +59,8 @@ pub(crate) enum Kernel {
     IQ4NL,
     /// IQ4_XS · Q8_K.
     IQ4XS,
+    /// MXFP4 · Q8_0.
+    MXFP4,
     /// Q2_K · Q8_K.
     Q2K,
     /// Q3_K · Q8_K.
@@ -93,6 +95,7 @@ impl Kernel {
             GgmlType::Q5_0 => Kernel::Q5_0,
             GgmlType::IQ4_NL => Kernel::IQ4NL,
             GgmlType::IQ4_XS => Kernel::IQ4XS,
+            GgmlType::MXFP4 => Kernel::MXFP4,
             GgmlType::Q2_K => Kernel::Q2K,
             GgmlType::Q3_K => Kernel::Q3K,
             GgmlType::Q4_K => Kernel::Q4K,
@@ -115,7 +118,8 @@ impl Kernel {
             | Kernel::Q4_1
             | Kernel::Q5_0
             | Kernel::Q5_1
-            | Kernel::IQ4NL => 5,
+            | Kernel::IQ4NL
+            | Kernel::MXFP4 => 5,
             Kernel::Q4K
             | Kernel::Q5K
             | Kernel::Q6K
@@ -133,6 +137,7 @@ impl Kernel {
         match self {
             Kernel::Q8_0 => (34, 34),
             Kernel::Q4_0 | Kernel::IQ4NL => (18, 34),
+            Kernel::MXFP4 => (17, 34),
             Kernel::Q4_1 => (20, 36),
             Kernel::Q5_0 => (22, 34),
             Kernel::Q4K => (144, 292),
@@ -189,6 +194,7 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
             Kernel::Q8_0 => avx2::dot_q8_0_q8_0(w, a),
             Kernel::Q4_0 => avx2::dot_q4_0_q8_0(w, a),
             Kernel::IQ4NL => avx2::dot_iq4_nl_q8_0(w, a),
+            Kernel::MXFP4 => avx2::dot_mxfp4_q8_0(w, a),
             Kernel::IQ4XS => avx2::dot_iq4_xs_q8_k(w, a),
             Kernel::Q2K => avx2::dot_q2_k_q8_k(w, a),
             Kernel::Q3K => avx2::dot_q3_k_q8_k(w, a),

@@ -12,8 +12,9 @@ use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::quantize_row_to_vec;
 use rand::Rng;
 
-/// The codebook formats (IQ1_*, IQ2_*, IQ3_*).
-pub const GRID_TYPES: [GgmlType; 7] = [
+/// The codebook formats (IQ1_*, IQ2_*, IQ3_*) and the ternary ones, which
+/// decode to the same integers.
+pub const GRID_TYPES: [GgmlType; 9] = [
     GgmlType::IQ1_S,
     GgmlType::IQ1_M,
     GgmlType::IQ2_XXS,
@@ -21,10 +22,12 @@ pub const GRID_TYPES: [GgmlType; 7] = [
     GgmlType::IQ2_S,
     GgmlType::IQ3_XXS,
     GgmlType::IQ3_S,
+    GgmlType::TQ1_0,
+    GgmlType::TQ2_0,
 ];
 
 /// Every weight type with a dot product: the others, then [`GRID_TYPES`].
-pub const WEIGHT_TYPES: [GgmlType; 23] = concat(&OTHER_WEIGHT_TYPES, &GRID_TYPES);
+pub const WEIGHT_TYPES: [GgmlType; 26] = concat(&OTHER_WEIGHT_TYPES, &GRID_TYPES);
 
 const fn concat<const A: usize, const B: usize, const N: usize>(
     a: &[GgmlType; A],
@@ -40,7 +43,7 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
     out
 }
 
-const OTHER_WEIGHT_TYPES: [GgmlType; 16] = [
+const OTHER_WEIGHT_TYPES: [GgmlType; 17] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -57,6 +60,7 @@ const OTHER_WEIGHT_TYPES: [GgmlType; 16] = [
     GgmlType::Q3_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
 ];
 
 /// Byte offsets of the f16 scale fields in one block of `ty`.
@@ -74,6 +78,8 @@ pub fn f16_fields(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q3_K => &[108],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::TQ1_0 => &[52],
+        GgmlType::TQ2_0 => &[64],
         _ => &[],
     }
 }
@@ -99,6 +105,10 @@ pub fn random_weights(ty: GgmlType, n: usize, rng: &mut impl Rng) -> Vec<u8> {
     for block in row.chunks_exact_mut(ts) {
         for &off in f16_fields(ty) {
             block[off..off + 2].copy_from_slice(&f32_to_f16(sane_scale(rng)).to_le_bytes());
+        }
+        if ty == GgmlType::MXFP4 {
+            // An E8M0 exponent near 2^0, as the f16 scales above.
+            block[0] = rng.gen_range(118..=130);
         }
         if ty == GgmlType::Q8_K {
             block[0..4].copy_from_slice(&sane_scale(rng).to_le_bytes());
