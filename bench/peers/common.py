@@ -188,6 +188,8 @@ QUANT_TARGETS = {
     "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
     "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
     "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS",
+    "tq1_0": "LLAMA_FTYPE_MOSTLY_TQ1_0",
+    "tq2_0": "LLAMA_FTYPE_MOSTLY_TQ2_0",
     # The codebook mixtures llama.cpp makes without an importance matrix.
     "iq3_xxs": "LLAMA_FTYPE_MOSTLY_IQ3_XXS",
     "iq3_s": "LLAMA_FTYPE_MOSTLY_IQ3_S",
@@ -249,6 +251,11 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     28: ("f64", 1, 8),
     29: ("iq1_m", 256, 56),
     30: ("bf16", 1, 2),
+    34: ("tq1_0", 256, 54),
+    35: ("tq2_0", 256, 66),
+    39: ("mxfp4", 32, 17),
+    40: ("nvfp4", 64, 36),
+    41: ("q1_0", 128, 18),
 }
 
 # GGUF metadata value type id -> (name, struct format or None)

@@ -26,6 +26,17 @@ crates/fak-kernels/tests/data/quant_fixture_iq.bin``) are ggml's
 dequantizations of random blocks and of blocks that run through every
 codebook entry (``gen_iq_grids.py``), and its generic dot products of
 random blocks: ggml quantizes these formats only with an importance matrix.
+The ternary, 4-bit float and 1-bit formats' records (``--types
+tq1_0,tq2_0,mxfp4,nvfp4,q1_0 --out
+crates/fak-kernels/tests/data/quant_fixture_fp4.bin``) are ggml's
+quantization of every finite row plus six rows of scale edges
+(``edge_inputs``: MXFP4 blocks whose absolute max is a power of two or the
+f32 just below one, from 2^-125 to FLT_MAX, 1e30 next to 1e-38, all-zero
+blocks; NVFP4 sub-blocks on every UE4M3 rounding, saturation and subnormal
+edge; TQ rounding ties), random blocks, blocks that run through every
+MXFP4 exponent, every NVFP4 scale byte and every TQ1_0 byte value, and
+generic dot products of quantized and random rows (MXFP4 also with
+subnormal and with large scales).
 
 What is computed with which ggml function
 -----------------------------------------
@@ -33,14 +44,20 @@ What is computed with which ggml function
 * quantize:   ``ggml_quantize_chunk(type, src, dst, 0, 1, n, NULL)`` (which
   runs ``quantize_row_*_ref``, or ``quantize_iq4_*`` without an importance
   matrix) for F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
-  Q5_K, Q6_K, IQ4_NL, IQ4_XS; ``quantize_row_q8_1_ref`` and ``quantize_row_q8_K_ref``
+  Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0 (the last
+  five run their ``quantize_row_*_ref`` with or without an importance
+  matrix); ``quantize_row_q8_1_ref`` and ``quantize_row_q8_K_ref``
   for the activation formats Q8_1 and Q8_K, which ggml_quantize_chunk lacks.
 * dequantize: ``dequantize_row_*`` (``ggml_fp16_to_fp32_row`` and
   ``ggml_bf16_to_fp32_row`` for F16/BF16). ggml has none for Q8_1.
 * vec_dot:    ``ggml_vec_dot_*_generic`` from libggml-cpu (the scalar
   kernels; compiled with FMA contraction, so fak's results may differ in the
   last bits: the test allows a small tolerance there), and
-  ``ggml_vec_dot_f32/f16/bf16`` (SIMD, different summation order).
+  ``ggml_vec_dot_f32/f16/bf16`` (SIMD, different summation order). The
+  activations are Q8_K for the k-quants, IQ4_XS, the codebook formats,
+  TQ1_0 and TQ2_0, Q8_1 for Q4_1/Q5_1, Q8_0 for the rest. Where ggml has
+  no SIMD kernel for an architecture it exports the generic one under the
+  plain name (x86: ``ggml_vec_dot_nvfp4_q8_0``), which is then used.
 
 File format (version 1, all integers little-endian)
 ----------------------------------------------------
@@ -116,12 +133,24 @@ TYPES = {
     "iq3_s": (21, 256, 110),
     "iq2_s": (22, 256, 82),
     "iq1_m": (29, 256, 56),
+    "tq1_0": (34, 256, 54),
+    "tq2_0": (35, 256, 66),
+    "mxfp4": (39, 32, 17),
+    "nvfp4": (40, 64, 36),
+    "q1_0": (41, 128, 18),
 }
 # The codebook formats: ggml quantizes them only with an importance matrix
 # (and a codebook search), so their records are ggml's dequantizations and
 # dot products of random blocks, plus blocks that sweep every codebook entry
 # (bench/peers/gen_iq_grids.py builds those).
 GRID_TYPES = ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"]
+# The ternary (TQ1_0, TQ2_0), 4-bit float (MXFP4: E8M0 scale per 32 values;
+# NVFP4: UE4M3 scale per 16 values in 64-value blocks) and 1-bit (Q1_0)
+# formats. They come last in every list below, so that a run for the other
+# types draws the same random numbers as before they were added; the rows of
+# edge_inputs() (scale extremes) are written only when one of them is asked
+# for, and quantized only to them.
+TERNARY_FP4_TYPES = ["tq1_0", "tq2_0", "mxfp4", "nvfp4", "q1_0"]
 VEC_DOT_TYPE = {
     "q4_0": "q8_0", "q5_0": "q8_0", "q8_0": "q8_0",
     "q4_1": "q8_1", "q5_1": "q8_1",
@@ -129,11 +158,12 @@ VEC_DOT_TYPE = {
     "q2_k": "q8_k", "q3_k": "q8_k", "iq4_xs": "q8_k", "iq4_nl": "q8_0",
     "f32": "f32", "f16": "f16", "bf16": "bf16",
     **{t: "q8_k" for t in GRID_TYPES},
+    "tq1_0": "q8_k", "tq2_0": "q8_k", "mxfp4": "q8_0", "nvfp4": "q8_0", "q1_0": "q8_0",
 }
 # Types quantized through ggml_quantize_chunk; q8_1/q8_k use their _ref.
 CHUNK_TYPES = [
     "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k",
-    "q2_k", "q3_k", "iq4_nl", "iq4_xs",
+    "q2_k", "q3_k", "iq4_nl", "iq4_xs", *TERNARY_FP4_TYPES,
 ]
 REF_TYPES = ["q8_1", "q8_k"]
 DEQUANT_FN = {
@@ -146,6 +176,7 @@ DEQUANT_FN = {
     "q2_k": "dequantize_row_q2_K", "q3_k": "dequantize_row_q3_K",
     "iq4_nl": "dequantize_row_iq4_nl", "iq4_xs": "dequantize_row_iq4_xs",
     **{t: f"dequantize_row_{t}" for t in GRID_TYPES},
+    **{t: f"dequantize_row_{t}" for t in TERNARY_FP4_TYPES},
 }
 DOT_FN = {
     "q4_0": "ggml_vec_dot_q4_0_q8_0_generic", "q4_1": "ggml_vec_dot_q4_1_q8_1_generic",
@@ -156,6 +187,9 @@ DOT_FN = {
     "iq4_nl": "ggml_vec_dot_iq4_nl_q8_0_generic", "iq4_xs": "ggml_vec_dot_iq4_xs_q8_K_generic",
     "f32": "ggml_vec_dot_f32", "f16": "ggml_vec_dot_f16", "bf16": "ggml_vec_dot_bf16",
     **{t: f"ggml_vec_dot_{t}_q8_K_generic" for t in GRID_TYPES},
+    "tq1_0": "ggml_vec_dot_tq1_0_q8_K_generic", "tq2_0": "ggml_vec_dot_tq2_0_q8_K_generic",
+    "mxfp4": "ggml_vec_dot_mxfp4_q8_0_generic", "nvfp4": "ggml_vec_dot_nvfp4_q8_0_generic",
+    "q1_0": "ggml_vec_dot_q1_0_q8_0_generic",
 }
 
 
@@ -303,6 +337,116 @@ def make_inputs() -> list[tuple[str, bool, list[int]]]:
     return rows
 
 
+def f32_below(x: float) -> float:
+    """The largest f32 below the positive f32 x (FLT_MAX below 2^128)."""
+    bits = 0x7F800000 if x >= 2.0**128 else f32_bits(x)
+    return struct.unpack("<f", struct.pack("<I", bits - 1))[0]
+
+
+FLT_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
+# ggml's MXFP4 quantizer computes the block exponent as
+# (uint8_t)(floorf(log2f(amax)) - 2 + 127): negative, hence undefined in C,
+# when 0 < amax < 2^-125, so no row has such a 32-value block.
+MXFP4_MIN_AMAX = 2.0**-125
+
+
+def edge_inputs() -> list[tuple[str, bool, list[int]]]:
+    """Rows for the ternary, 4-bit float and 1-bit formats' scale edges.
+
+    MXFP4 derives its power-of-two scale from floorf(log2f(amax)), so the
+    rows hold blocks whose absolute max is exactly a power of two and the
+    largest f32 below one (where log2f rounds up to the integer), from
+    2^-125 up to FLT_MAX, next to blocks that mix 1e30 with 1e-38,
+    subnormals and all-zero blocks. NVFP4's UE4M3 sub-block scale
+    (amax / 6) saturates at 448 above 240, rounds its mantissa half up (and
+    carries into the exponent), has a subnormal range below 2^-6 and is 0
+    below 2^-10: each 16-value sub-block of nv_scales sits on one of those
+    edges. ternary_ties holds lroundf's half-way cases for TQ1_0/TQ2_0 and
+    +-0 for Q1_0's sign bit.
+    """
+    rows: list[tuple[str, bool, list[int]]] = []
+
+    def add(name: str, values: list[float]) -> None:
+        if len(values) != N:
+            raise FixtureError(f"input {name}: {len(values)} values, expected {N}")
+        rows.append((name, True, [f32_bits(v) for v in values]))
+
+    def block(rng: SplitMix64, amax: float, size: int, fill: list[float] | None = None) -> list[float]:
+        """`size` values: +-amax first, then `fill`, then uniform in (-amax, amax)."""
+        v = [amax if rng.next_u64() & 1 else -amax] + list(fill or [])
+        while len(v) < size:
+            v.append(amax * (2.0 * rng.uniform() - 1.0))
+        return v[:size]
+
+    # E2M1 levels (doubled: kvalues_mxfp4) are 0 1 2 3 4 6 8 12: with
+    # amax 8 the scale is 1, and these are the midpoints between levels.
+    mids = [0.5, 1.5, 2.5, 3.5, 5.0, 7.0]
+    mids = mids + [-m for m in mids] + [0.25, -0.25, 0.75, -0.75, 6.0, -4.0, 1.0, -0.0]
+
+    rng = SplitMix64(12)
+    v = block(rng, 1e30, 32, [-7e29, 1e-38, -1e-38, 5e-39, -1e-45, 3.0, -2.5e10, 1e20, -1e25])
+    v += [0.0, -0.0] * 16
+    v += block(rng, 8.0, 32, mids)
+    v += block(rng, f32_below(8.0), 32, mids)
+    v += block(rng, f32_below(2.0**20), 32, [m * 2.0**17 for m in mids])
+    v += block(rng, FLT_MAX, 32, [3e38, -1e38, 1e30, 1.0, -1e-38])
+    v += block(rng, MXFP4_MIN_AMAX, 32, [2.0**-126, -(2.0**-127), 2.0**-128, 3 * 2.0**-130, 1e-38, -5e-39, 2.0**-149])
+    v += block(rng, 1e30, 32, [1.0, -2.0, 1e-38, 1e25, -1e28])
+    add("mx_extremes", v)
+
+    rng = SplitMix64(13)
+    v = []
+    for k in (-125, -100, -1, 0, 1, 2, 64, 127):
+        v += block(rng, 2.0**k, 32, [m * 2.0 ** (k - 3) for m in mids])
+    add("mx_pow2", v)
+
+    rng = SplitMix64(14)
+    v = []
+    for k in (-124, -60, -1, 0, 1, 3, 20, 128):
+        v += block(rng, f32_below(2.0**k), 32, [m * 2.0 ** (k - 4) for m in mids])
+    add("mx_below_pow2", v)
+
+    # NVFP4 sub-blocks: amax / 6 on the UE4M3 edges (1440 / 6 = 240, the
+    # largest scale below the saturation; 6 * 15.5: the mantissa carries;
+    # 6 * 1.0625: half-way, rounds up; 6 * 2^-10 * 0.99: scale 0).
+    rng = SplitMix64(15)
+    v = [0.0] * 16
+    for amax in (
+        1440.0, 1500.0, 1536.0, 2688.0, 1e30, FLT_MAX, 6 * 2.0**-6, 6 * f32_below(2.0**-6),
+        6 * 2.0**-7, 6 * 7.5 * 2.0**-9, 6 * 2.0**-10, 6 * 0.99 * 2.0**-10, 93.0, 6.375,
+    ):
+        v += block(rng, amax, 16)
+    v += [6.0] + [m / 2 for m in mids[:15]]  # scale 0.5: E2M1 midpoints
+    add("nv_scales", v)
+
+    rng = SplitMix64(16)
+    v = block(rng, 1.0, 16, [1e-38, -1e-38, 5e-39, 2.0**-149, 1e-30])
+    v += [-(0.1 + rng.uniform()) for _ in range(16)]
+    v += block(rng, 1e30, 16, [1.0, 1e-38, -1e20])
+    v += block(rng, 3.0 * 2.0**-12, 16)
+    for k in range(12):
+        v += block(rng, 2.0 ** (k * 3 - 18) * (1.0 + rng.uniform()), 16)
+    add("nv_mixed", v)
+
+    # TQ: amax 3, so id = 1/3 rounds and x * id lands next to 0.5.
+    v = [3.0, -3.0, 1.5, -1.5, f32_below(1.5), -f32_below(1.5), 1.5000001, -1.5000001, 0.0, -0.0]
+    v += [1e-38, -1e-38, 2.9999998, -0.75, 0.7499999, 2.25]
+    rng = SplitMix64(17)
+    v += [3.0 * (2.0 * rng.uniform() - 1.0) for _ in range(112)]
+    v += [0.0, -0.0] * 8 + [(-1.0) ** k * 1e-3 * k for k in range(112)]  # Q1_0: +-0 signs
+    add("ternary_ties", v)
+    return rows
+
+
+def check_mxfp4_amax(name: str, bits: list[int]) -> None:
+    """Refuses a row whose MXFP4 block exponent would be undefined in ggml."""
+    vals = struct.unpack(f"<{len(bits)}f", bits_to_bytes(bits))
+    for b in range(0, len(vals), 32):
+        amax = max(abs(x) for x in vals[b:b + 32])
+        if 0.0 < amax < MXFP4_MIN_AMAX:
+            raise FixtureError(f"input {name}: MXFP4 block {b // 32} has amax {amax:g} < 2^-125")
+
+
 # --------------------------------------------------------------------------
 # ggml through ctypes
 # --------------------------------------------------------------------------
@@ -330,13 +474,30 @@ class Ggml:
             fn = getattr(b, name)
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
             fn.restype = None
-        for name in DOT_FN.values():
-            fn = getattr(self.cpu, name)
+        self.dot_fns = {}
+        for ty, name in DOT_FN.items():
+            fn = self.dot_symbol(name)
             fn.argtypes = [
                 ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
                 ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
             ]
             fn.restype = None
+            self.dot_fns[ty] = fn
+
+    def dot_symbol(self, name: str):
+        """A dot product kernel of libggml-cpu by name.
+
+        Where an architecture has no SIMD kernel for a type, ggml-cpu's
+        arch-fallback.h compiles the generic one under the plain name (on
+        x86: ``ggml_vec_dot_nvfp4_q8_0``), and no ``_generic`` symbol
+        exists; that plain symbol is then the generic kernel.
+        """
+        try:
+            return getattr(self.cpu, name)
+        except AttributeError:
+            if not name.endswith("_generic"):
+                raise
+            return getattr(self.cpu, name.removesuffix("_generic"))
 
     def quantize(self, ty: str, src: bytes) -> bytes:
         tid, bs, ts = TYPES[ty]
@@ -365,7 +526,7 @@ class Ggml:
         wb = ctypes.create_string_buffer(w, len(w))
         ab = ctypes.create_string_buffer(a, len(a))
         s = ctypes.create_string_buffer(4)
-        getattr(self.cpu, DOT_FN[ty])(n, s, 0, wb, 0, ab, 0, 1)
+        self.dot_fns[ty](n, s, 0, wb, 0, ab, 0, 1)
         return s.raw
 
 
@@ -391,6 +552,7 @@ def random_row(ty: str, n: int, rng: SplitMix64) -> bytes:
             "q8_1": [0, 2], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208],
             "q2_k": [80, 82], "q3_k": [108], "iq4_nl": [0], "iq4_xs": [0],
             **{t: [0] for t in GRID_TYPES if t != "iq1_m"},
+            "tq1_0": [52], "tq2_0": [64], "q1_0": [0],
         }.get(ty, [])
         for off in f16_fields:
             blk[off:off + 2] = sane_f16(rng)
@@ -402,6 +564,9 @@ def random_row(ty: str, n: int, rng: SplitMix64) -> bytes:
                 struct.pack_into("<H", blk, 48 + 2 * k, w | (((d >> (4 * k)) & 0xF) << 12))
         if ty == "q8_k":
             blk[0:4] = struct.pack("<f", struct.unpack("<e", sane_f16(rng))[0])
+        if ty == "mxfp4":
+            # E8M0 exponent: d = 2^(e - 128) in [2^-10, 2^6) (every e: mxfp4/e_sweep).
+            blk[0] = 118 + rng.next_u64() % 16
         out += blk
     return bytes(out)
 
@@ -409,6 +574,31 @@ def random_row(ty: str, n: int, rng: SplitMix64) -> bytes:
 # --------------------------------------------------------------------------
 # Assembly
 # --------------------------------------------------------------------------
+
+
+def scale_sweeps() -> list[tuple[str, str, bytes]]:
+    """Encoded rows through every scale code (MXFP4's 256 E8M0 exponents,
+    NVFP4's 256 UE4M3 bytes, whose top bit ggml ignores but for 0x7F and
+    0xFF) and through every byte value of TQ1_0's base-3 packed digits."""
+    out = []
+    mx = bytearray()
+    for e in range(256):
+        mx.append(e)
+        mx += bytes(((j + e) & 15) | (((15 - j + 3 * e) & 15) << 4) for j in range(16))
+    out.append(("mxfp4", "e_sweep", bytes(mx)))
+    nv = bytearray()
+    for b in range(64):
+        nv += bytes(range(4 * b, 4 * b + 4))
+        nv += bytes(((j + b) & 15) | (((31 - j + 5 * b) & 15) << 4) for j in range(32))
+    out.append(("nvfp4", "scale_sweep", bytes(nv)))
+    tq = bytearray()
+    qh_vals = [0, 1, 2, 3, 26, 27, 80, 81, 82, 121, 122, 161, 162, 163, 200, 241, 242, 243, 244, 250, 254, 255, 128, 64]
+    for b in range(6):
+        tq += bytes((48 * b + j) & 0xFF for j in range(48))
+        tq += bytes(qh_vals[4 * b:4 * b + 4])
+        tq += struct.pack("<H", f16_bits(0.5 + 0.25 * b))
+    out.append(("tq1_0", "byte_sweep", bytes(tq)))
+    return out
 
 
 def grid_sweeps() -> list[tuple[str, bytes, int]]:
@@ -445,12 +635,19 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
     inputs = make_inputs()
     records: list[bytes] = []
     keep = (lambda ty: True) if only is None else (lambda ty: ty in only)
+    n_common = len(inputs)
+    if any(map(keep, TERNARY_FP4_TYPES)):
+        inputs += edge_inputs()
 
     for idx, (name, finite, bits) in enumerate(inputs):
         src = bits_to_bytes(bits)
         for ty in filter(keep, CHUNK_TYPES + REF_TYPES):
             if not finite and ty not in ("f16", "bf16"):
                 continue
+            if idx >= n_common and ty not in TERNARY_FP4_TYPES:
+                continue
+            if ty == "mxfp4":
+                check_mxfp4_amax(name, bits)
             enc = g.quantize(ty, src)
             deq = b""
             if ty in DEQUANT_FN and (ty not in ("f16", "bf16") or not finite):
@@ -460,7 +657,7 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
     rng = SplitMix64(0xDE0)
     for ty in filter(keep, [
         "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "q8_k",
-        "q2_k", "q3_k", "iq4_nl", "iq4_xs", *GRID_TYPES,
+        "q2_k", "q3_k", "iq4_nl", "iq4_xs", *GRID_TYPES, *TERNARY_FP4_TYPES,
     ]):
         n = N * (8 if ty in GRID_TYPES else 1)
         enc = random_row(ty, n, rng)
@@ -470,6 +667,11 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
     for ty, enc, n in filter(lambda r: keep(r[0]), grid_sweeps()):
         records.append(
             pack_record(KIND_DEQUANTIZE, ty, NO_INPUT, n, f"{ty}/sweep", [enc, g.dequantize(ty, enc, n)])
+        )
+    for ty, label, enc in filter(lambda r: keep(r[0]), scale_sweeps()):
+        n = len(enc) // TYPES[ty][2] * TYPES[ty][1]
+        records.append(
+            pack_record(KIND_DEQUANTIZE, ty, NO_INPUT, n, f"{ty}/{label}", [enc, g.dequantize(ty, enc, n)])
         )
 
     rng = SplitMix64(0xD07)
@@ -483,6 +685,14 @@ def build(g: Ggml, provenance: str, only: set[str] | None = None) -> bytes:
             rows = [("quantized", weights if ty == "f32" else g.quantize(ty, weights))]
         if ty not in ("f32", "f16", "bf16", *GRID_TYPES):
             rows.append(("random", random_row(ty, N_DOT, rng)))
+        if ty == "mxfp4":
+            # Subnormal and tiny scales (e 0..7), and large ones (e 200..239:
+            # the dot stays finite).
+            for label, lo in (("low_scales", 0), ("high_scales", 200)):
+                w = bytearray(random_row(ty, N_DOT, rng))
+                for b in range(0, len(w), 17):
+                    w[b] = lo + (b // 17 * 5) % (8 if lo == 0 else 40)
+                rows.append((label, bytes(w)))
         for kind, w in rows:
             s = g.vec_dot(ty, w, a, N_DOT)
             records.append(pack_record(KIND_VEC_DOT, ty, NO_INPUT, N_DOT, f"{ty}.{vt}/{kind}", [w, a, s]))

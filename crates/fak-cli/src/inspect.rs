@@ -65,6 +65,9 @@ fn file_type_name(ft: u64) -> &'static str {
         30 => "MOSTLY_IQ4_XS",
         31 => "MOSTLY_IQ1_M",
         32 => "MOSTLY_BF16",
+        36 => "MOSTLY_TQ1_0",
+        37 => "MOSTLY_TQ2_0",
+        38 => "MOSTLY_MXFP4_MOE",
         _ => "unknown",
     }
 }

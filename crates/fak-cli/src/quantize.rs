@@ -14,7 +14,7 @@ pub struct QuantizeArgs {
     output: PathBuf,
     /// Target file type (llama.cpp's mixtures, no importance matrix): f16,
     /// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l,
-    /// q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs.
+    /// q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0.
     ty: String,
 }
 
@@ -27,6 +27,12 @@ const CODEBOOK_TYPES: [&str; 10] = [
 pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
     let Some(ftype) = FileType::from_name(&a.ty) else {
         let lower = a.ty.to_ascii_lowercase();
+        if lower == "mxfp4_moe" {
+            bail!(
+                "mxfp4_moe puts MXFP4 only on mixture-of-experts tensors, which fak's architectures do not have \
+                 (llama.cpp's llama-quantize --tensor-type NAME=mxfp4 writes MXFP4 into other files, and fak runs them)"
+            );
+        }
         if CODEBOOK_TYPES.contains(&lower.as_str()) {
             bail!(
                 "{lower} is not made here: ggml makes it only with an importance matrix and a codebook search, \

@@ -257,6 +257,14 @@ fn usage_errors_are_one_line() {
         "IQ2_XXS",
     ]);
     assert_clean_error(&o, "importance matrix");
+    // So is MXFP4's mixture-of-experts file type.
+    let o = fak(&[
+        "quantize",
+        &model("smollm2-135m-instruct-q4_1.gguf"),
+        "/tmp/x.gguf",
+        "mxfp4_moe",
+    ]);
+    assert_clean_error(&o, "mixture-of-experts");
     // A KV-event endpoint that cannot be bound fails at start, in one line.
     let o = fak(&[
         "serve",
@@ -406,6 +414,16 @@ fn quantize_q4_1_is_byte_identical_to_llama_cpp() {
 #[test]
 fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
     for ty in ["q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_nl", "iq4_xs"] {
+        check_requant(ty);
+    }
+}
+
+/// The ternary files: TQ1_0/TQ2_0 where rows are whole 256-value blocks
+/// (SmolLM2's 1536-wide `ffn_down`), Q4_0 on the 576-wide rows, Q8_0 for
+/// the tied output, tensor for tensor.
+#[test]
+fn quantize_ternary_files_are_byte_identical_to_llama_cpp() {
+    for ty in ["tq1_0", "tq2_0"] {
         check_requant(ty);
     }
 }

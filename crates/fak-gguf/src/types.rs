@@ -47,6 +47,8 @@ pub enum GgmlType {
     TQ1_0 = 34,
     TQ2_0 = 35,
     MXFP4 = 39,
+    NVFP4 = 40,
+    Q1_0 = 41,
 }
 
 /// Elements per super-block of the k-quant family.
@@ -54,7 +56,7 @@ pub const QK_K: usize = 256;
 
 impl GgmlType {
     /// All known types, in id order.
-    pub const ALL: [GgmlType; 32] = [
+    pub const ALL: [GgmlType; 34] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -87,6 +89,8 @@ impl GgmlType {
         GgmlType::TQ1_0,
         GgmlType::TQ2_0,
         GgmlType::MXFP4,
+        GgmlType::NVFP4,
+        GgmlType::Q1_0,
     ];
 
     /// Maps a raw GGUF type id to a known type, or `None` if unknown.
@@ -108,6 +112,8 @@ impl GgmlType {
             Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => QK_K,
             IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => QK_K,
             TQ1_0 | TQ2_0 => QK_K,
+            NVFP4 => 64,
+            Q1_0 => 128,
         }
     }
 
@@ -143,6 +149,8 @@ impl GgmlType {
             TQ1_0 => (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2,
             TQ2_0 => QK_K / 4 + 2,
             MXFP4 => 1 + 16,
+            NVFP4 => 4 + 32,
+            Q1_0 => 2 + 16,
         }
     }
 
@@ -197,6 +205,8 @@ impl GgmlType {
             TQ1_0 => "tq1_0",
             TQ2_0 => "tq2_0",
             MXFP4 => "mxfp4",
+            NVFP4 => "nvfp4",
+            Q1_0 => "q1_0",
         }
     }
 
@@ -239,6 +249,8 @@ mod tests {
         assert_eq!(GgmlType::TQ1_0.type_size(), 54);
         assert_eq!(GgmlType::TQ2_0.type_size(), 66);
         assert_eq!(GgmlType::MXFP4.type_size(), 17);
+        assert_eq!(GgmlType::NVFP4.type_size(), 36);
+        assert_eq!(GgmlType::Q1_0.type_size(), 18);
     }
 
     #[test]

@@ -19,12 +19,12 @@
 use fak_gguf::GgmlType;
 
 use crate::blocks::{
-    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0,
-    BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_1,
-    BlockQ8_K, GridFormat,
+    get_scale_min_k4, BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockNVFP4, BlockQ1_0, BlockQ2_K,
+    BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K,
+    BlockQ8_0, BlockQ8_1, BlockQ8_K, GridFormat,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
-use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32};
+use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32, ue4m3_to_f32_half};
 use crate::grid;
 
 /// Whether [`dequantize_row`] supports `ty`.
@@ -49,6 +49,8 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
             | IQ4_NL
             | IQ4_XS
             | MXFP4
+            | NVFP4
+            | Q1_0
     ) || GridFormat::of(ty).is_some()
 }
 
@@ -59,7 +61,7 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 /// * `dst`: `[n]` output values, `n` a multiple of `ty.block_size()`.
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4 and the codebook and
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4, NVFP4, Q1_0 and the codebook and
 /// ternary formats (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 /// TQ1_0, TQ2_0; see `grid`). Results are bit-identical to ggml's dequantizers
 /// (Q8_1 has none in ggml; it decodes as `d * q` like Q8_0).
@@ -105,6 +107,8 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::IQ4_NL => each_block(src, dst, dequant_iq4_nl),
         GgmlType::IQ4_XS => each_block(src, dst, dequant_iq4_xs),
         GgmlType::MXFP4 => each_block(src, dst, dequant_mxfp4),
+        GgmlType::NVFP4 => each_block(src, dst, dequant_nvfp4),
+        GgmlType::Q1_0 => each_block(src, dst, dequant_q1_0),
         _ => match GridFormat::of(ty) {
             Some(fmt) => {
                 for (b, y) in src
@@ -316,6 +320,35 @@ fn dequant_mxfp4(b: &[u8; BlockMXFP4::BYTES], y: &mut [f32; 32]) {
     let d = e8m0_to_f32_half(b.e);
     for (y, q) in y.iter_mut().zip(b.quants()) {
         *y = f32::from(q) * d;
+    }
+}
+
+/// One NVFP4 block: `b` its encoded bytes, `y` its values in element order
+/// (ggml: `level · d_s`, each sub-block's halved UE4M3 scale).
+fn dequant_nvfp4(b: &[u8; BlockNVFP4::BYTES], y: &mut [f32; 64]) {
+    let b = BlockNVFP4::from_bytes(b);
+    let q = b.quants();
+    for ((y, q), &ds) in y
+        .as_chunks_mut::<16>()
+        .0
+        .iter_mut()
+        .zip(q.as_chunks::<16>().0)
+        .zip(&b.d)
+    {
+        let d = ue4m3_to_f32_half(ds);
+        for (y, &q) in y.iter_mut().zip(q) {
+            *y = f32::from(q) * d;
+        }
+    }
+}
+
+/// One Q1_0 block: `b` its encoded bytes, `y` its values (`±d`) in element
+/// order.
+fn dequant_q1_0(b: &[u8; BlockQ1_0::BYTES], y: &mut [f32; 128]) {
+    let b = BlockQ1_0::from_bytes(b);
+    let d = f16_to_f32(b.d);
+    for (y, q) in y.iter_mut().zip(b.quants()) {
+        *y = if q > 0 { d } else { -d };
     }
 }
 

@@ -131,6 +131,10 @@ per_type_vec_dot! {
         "IQ4_NL weights · Q8_0 activations (`w`: `n / 32 * 18` bytes, `a`: `n / 32 * 34` bytes)";
     vec_dot_mxfp4_q8_0: MXFP4,
         "MXFP4 weights · Q8_0 activations (`w`: `n / 32 * 17` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_nvfp4_q8_0: NVFP4,
+        "NVFP4 weights · Q8_0 activations (`w`: `n / 64 * 36` bytes, `a`: `n / 32 * 34` bytes)";
+    vec_dot_q1_0_q8_0: Q1_0,
+        "Q1_0 weights · Q8_0 activations (`w`: `n / 128 * 18` bytes, `a`: `n / 32 * 34` bytes)";
     vec_dot_iq4_xs_q8_k: IQ4_XS,
         "IQ4_XS weights · Q8_K activations (`w`: `n / 256 * 136` bytes, `a`: `n / 256 * 292` bytes)";
 }

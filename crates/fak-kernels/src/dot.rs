@@ -22,6 +22,8 @@
 //! | Q4_1, Q5_1 | Q8_1 | `sumf += (d_w * d_a) * sumi as f32 + m_w * s_a` |
 //! | IQ4_NL | Q8_0 | `sumf += (d_a * d_w) * sumi as f32`, `sumi` over the levels |
 //! | MXFP4 | Q8_0 | as IQ4_NL, `d_w = 2^(e − 128)` over the doubled E2M1 levels |
+//! | NVFP4 | Q8_0 | per 16-value sub-block `sumf += (d_a * d_s) * sumi as f32` |
+//! | Q1_0 | Q8_0 | per 128: `s += d_a * sumi as f32` over its 4 Q8_0 blocks, `sumf += d_w * s` |
 //! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS | Q8_K | see `dot_k` |
 //! | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | Q8_K | see `grid` |
 //! | F32, F16 | same | 4 × 8 fused `f32` lanes, then `f64` (see [`float_lanes`]) |
@@ -34,12 +36,13 @@ use fak_gguf::GgmlType;
 
 use crate::blocks::GridFormat;
 use crate::blocks::{
-    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+    BlockIQ4_NL, BlockMXFP4, BlockNVFP4, BlockQ1_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
+    BlockQ8_0, BlockQ8_1,
 };
 use crate::dot_k;
 use crate::dot_rows::{block_pairs, check_dot};
 use crate::error::{KernelError, Op};
-use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32};
+use crate::fp::{bf16_to_f32, e8m0_to_f32_half, f16_to_f32, ue4m3_to_f32_half};
 use crate::grid;
 
 /// Dot product of one row of `n` weights with one row of `n` activations.
@@ -65,6 +68,8 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32, Kernel
         GgmlType::Q8_0 => vec_dot_q8_0_q8_0(n, w, a),
         GgmlType::IQ4_NL => vec_dot_iq4_nl_q8_0(n, w, a),
         GgmlType::MXFP4 => vec_dot_mxfp4_q8_0(n, w, a),
+        GgmlType::NVFP4 => vec_dot_nvfp4_q8_0(n, w, a),
+        GgmlType::Q1_0 => vec_dot_q1_0_q8_0(n, w, a),
         GgmlType::Q2_K => dot_k::vec_dot_q2_k_q8_k(n, w, a),
         GgmlType::Q3_K => dot_k::vec_dot_q3_k_q8_k(n, w, a),
         GgmlType::IQ4_XS => dot_k::vec_dot_iq4_xs_q8_k(n, w, a),
@@ -153,6 +158,67 @@ pub fn vec_dot_mxfp4_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelErr
         let (x, y) = (BlockMXFP4::from_bytes(bw), BlockQ8_0::from_bytes(ba));
         let sumi = idot(&x.quants(), &y.qs);
         sumf += (f16_to_f32(y.d) * e8m0_to_f32_half(x.e)) * sumi as f32;
+    }
+    Ok(sumf)
+}
+
+/// NVFP4 weights · Q8_0 activations, as ggml's generic kernel: each
+/// 16-value sub-block `s` of a 64-value block meets half of one Q8_0 block,
+/// `sumf += (d_a * d_s) * (sumi_lo + sumi_hi) as f32`.
+///
+/// * `w`: `n / 64` NVFP4 blocks (`n / 64 * 36` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes).
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_nvfp4_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::NVFP4, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockNVFP4::BYTES }, { 2 * BlockQ8_0::BYTES }>(w, a) {
+        let x = BlockNVFP4::from_bytes(bw);
+        let q = x.quants();
+        let ys = ba.as_chunks::<{ BlockQ8_0::BYTES }>().0;
+        for (s, (q16, &ds)) in q.as_chunks::<16>().0.iter().zip(&x.d).enumerate() {
+            let y = BlockQ8_0::from_bytes(&ys[s / 2]);
+            let x16: &[i8; 16] = y.qs[16 * (s % 2)..16 * (s % 2) + 16]
+                .try_into()
+                .unwrap_or(&[0; 16]);
+            let sumi = idot(q16, x16);
+            sumf += (f16_to_f32(y.d) * ue4m3_to_f32_half(ds)) * sumi as f32;
+        }
+    }
+    Ok(sumf)
+}
+
+/// Q1_0 weights · Q8_0 activations, as ggml's generic kernel: per 128-value
+/// block, `s += d_a * sumi as f32` over its four Q8_0 blocks (`sumi` the
+/// exact sum of the activations under set bits minus the others), then
+/// `sumf += d_w * s`.
+///
+/// * `w`: `n / 128` Q1_0 blocks (`n / 128 * 18` bytes); `a`: `n / 32` Q8_0
+///   blocks (`n / 32 * 34` bytes).
+///
+/// # Errors
+///
+/// As [`vec_dot`].
+pub fn vec_dot_q1_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> Result<f32, KernelError> {
+    check_dot(GgmlType::Q1_0, n, w, a)?;
+    let mut sumf = 0.0f32;
+    for (bw, ba) in block_pairs::<{ BlockQ1_0::BYTES }, { 4 * BlockQ8_0::BYTES }>(w, a) {
+        let x = BlockQ1_0::from_bytes(bw);
+        let q = x.quants();
+        let mut s = 0.0f32;
+        for (q32, yb) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(ba.as_chunks::<{ BlockQ8_0::BYTES }>().0)
+        {
+            let y = BlockQ8_0::from_bytes(yb);
+            s += f16_to_f32(y.d) * idot(q32, &y.qs) as f32;
+        }
+        sumf += f16_to_f32(x.d) * s;
     }
     Ok(sumf)
 }

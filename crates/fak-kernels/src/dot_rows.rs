@@ -15,7 +15,7 @@ use crate::error::{KernelError, Op, Operand, RowCheck};
 /// The format activations must be quantized to before [`crate::vec_dot`] with a
 /// weight row of type `ty` (ggml's `vec_dot_type`).
 ///
-/// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 → Q8_0; Q4_1/Q5_1 → Q8_1; the k-quants and IQ4_XS
+/// Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4/NVFP4/Q1_0 → Q8_0; Q4_1/Q5_1 → Q8_1; the k-quants and IQ4_XS
 /// and the codebook and ternary formats (IQ1_*, IQ2_*, IQ3_*, TQ1_0,
 /// TQ2_0) → Q8_K; F32, F16
 /// and BF16 pair with themselves. Types without a dot product map to
@@ -23,7 +23,7 @@ use crate::error::{KernelError, Op, Operand, RowCheck};
 pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     use GgmlType::*;
     match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K | IQ4_XS => Q8_K,
         IQ1_S | IQ1_M | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | TQ1_0 | TQ2_0 => Q8_K,
@@ -61,6 +61,8 @@ pub fn can_vec_dot(ty: GgmlType) -> bool {
             | TQ1_0
             | TQ2_0
             | MXFP4
+            | NVFP4
+            | Q1_0
     )
 }
 

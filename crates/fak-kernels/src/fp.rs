@@ -62,6 +62,59 @@ pub fn e8m0_to_f32_half(e: u8) -> f32 {
     f32::from_bits(bits)
 }
 
+/// Half the value of a UE4M3 scale byte (unsigned, 4 exponent bits with
+/// bias 7, 3 mantissa bits), exactly as ggml's `ggml_ue4m3_to_fp32` (which
+/// halves to match the doubled E2M1 levels): 0 and 0x7F read as 0, bit 7 is
+/// ignored.
+///
+/// ```text
+///   e = (x >> 3) & 15, m = x & 7:   e = 0: m · 2^-10    else (8 + m) · 2^(e − 11)
+/// ```
+#[inline]
+pub fn ue4m3_to_f32_half(x: u8) -> f32 {
+    if x == 0x7F {
+        return 0.0;
+    }
+    let (e, m) = (i32::from((x >> 3) & 0x0F), f32::from(x & 7));
+    // 2^k for k in -11..=4: a normal f32.
+    let pow2 = |k: i32| f32::from_bits(((127 + k) as u32) << 23);
+    if e == 0 {
+        m * pow2(-10)
+    } else {
+        (8.0 + m) * pow2(e - 11)
+    }
+}
+
+/// The UE4M3 byte of a positive scale, as ggml's `ggml_fp32_to_ue4m3`:
+/// 0 for `x ≤ 0` or NaN, `x` capped at 448, subnormals rounded half up, the
+/// mantissa rounded half up by its fourth bit, 0x7E past the top exponent.
+pub fn f32_to_ue4m3(x: f32) -> u8 {
+    // `!(x > 0)`, as ggml writes it, is also true for NaN.
+    if x.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return 0;
+    }
+    let x = if x > 448.0 { 448.0 } else { x };
+    let bits = x.to_bits();
+    let exp = ((bits >> 23) & 0xFF) as i32 - 127 + 7;
+    if exp <= 0 {
+        let man = ((x * 512.0 + 0.5) as i32).min(7);
+        return if man < 1 { 0 } else { man as u8 };
+    }
+    if exp >= 15 {
+        return 0x7E;
+    }
+    let mut man = ((bits >> 20) & 7) as i32 + ((bits >> 19) & 1) as i32;
+    let mut exp = exp;
+    if man > 7 {
+        man = 0;
+        exp += 1;
+        if exp >= 15 {
+            return 0x7E;
+        }
+    }
+    ((exp << 3) | man) as u8
+}
+
 /// Converts bfloat16 bits to `f32` (exact: bf16 is the top half of an f32).
 #[inline]
 pub fn bf16_to_f32(bits: u16) -> f32 {

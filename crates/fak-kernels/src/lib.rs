@@ -63,8 +63,8 @@ mod simd;
 pub mod scalar {
     pub use crate::dot::{
         vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_iq4_nl_q8_0, vec_dot_mxfp4_q8_0,
-        vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1,
-        vec_dot_q8_0_q8_0,
+        vec_dot_nvfp4_q8_0, vec_dot_q1_0_q8_0, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
+        vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0,
     };
     pub use crate::dot_k::{
         vec_dot_iq4_xs_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k,
@@ -76,9 +76,10 @@ pub mod scalar {
 pub use dequant::{can_dequantize, dequantize_row, dequantize_row_to_vec};
 pub use dispatch::{
     vec_dot, vec_dot_bf16, vec_dot_f16, vec_dot_f32, vec_dot_iq4_nl_q8_0, vec_dot_iq4_xs_q8_k,
-    vec_dot_mxfp4_q8_0, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
-    vec_dot_q4_k_q8_k, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
-    vec_dot_q8_0_q8_0, vec_dot_q8_k_q8_k, vec_dot_with_isa,
+    vec_dot_mxfp4_q8_0, vec_dot_nvfp4_q8_0, vec_dot_q1_0_q8_0, vec_dot_q2_k_q8_k,
+    vec_dot_q3_k_q8_k, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1, vec_dot_q4_k_q8_k, vec_dot_q5_0_q8_0,
+    vec_dot_q5_1_q8_1, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k, vec_dot_q8_0_q8_0, vec_dot_q8_k_q8_k,
+    vec_dot_with_isa,
 };
 pub use dot_rows::{can_vec_dot, vec_dot_type};
 pub use error::{KernelError, Op, Operand};

@@ -23,7 +23,9 @@
 
 use fak_gguf::GgmlType;
 
-use crate::blocks::{pack_5bit, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::blocks::{
+    pack_5bit, BlockQ1_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+};
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::{f32_to_bf16, f32_to_f16};
 use crate::isa::{isa, Isa};
@@ -56,6 +58,8 @@ pub fn can_quantize(ty: GgmlType) -> bool {
             | TQ1_0
             | TQ2_0
             | MXFP4
+            | NVFP4
+            | Q1_0
     )
 }
 
@@ -66,7 +70,7 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 ///   on-disk (little-endian) layout.
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4. The output is bit-identical to
+/// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0. The output is bit-identical to
 /// ggml's reference quantizers (for IQ4_NL and IQ4_XS: to its
 /// `quantize_iq4_*` without an importance matrix, as `quant_iq` says) for finite inputs (non-finite inputs give deterministic
 /// output that follows ggml's C on x86-64 as far as C defines it).
@@ -207,6 +211,8 @@ fn quantize_with(
         GgmlType::TQ1_0 => each_block(src, dst, quant_tq::quant_tq1_0),
         GgmlType::TQ2_0 => each_block(src, dst, quant_tq::quant_tq2_0),
         GgmlType::MXFP4 => each_block(src, dst, |x| quant_iq::quant_mxfp4(x).to_bytes()),
+        GgmlType::NVFP4 => each_block(src, dst, |x| quant_iq::quant_nvfp4(x).to_bytes()),
+        GgmlType::Q1_0 => each_block(src, dst, |x| quant_q1_0(x).to_bytes()),
         _ => {
             return Err(KernelError::Unsupported {
                 op: Op::Quantize,
@@ -436,6 +442,25 @@ fn quant_q8_1(isa: Isa, x: &[f32; 32], flavor: Flavor) -> BlockQ8_1 {
     BlockQ8_1 {
         d: f32_to_f16(d),
         s: f32_to_f16(sum as f32 * d),
+        qs,
+    }
+}
+
+/// Q1_0, as ggml's reference quantizer: `d` the mean magnitude (summed in
+/// order, then divided by 128), stored f16; bit `j` set where `x[j] ≥ 0`.
+fn quant_q1_0(x: &[f32; 128]) -> BlockQ1_0 {
+    let mut sum_abs = 0.0f32;
+    for &v in x {
+        sum_abs += v.abs();
+    }
+    let mut qs = [0u8; 16];
+    for (j, &v) in x.iter().enumerate() {
+        if v >= 0.0 {
+            qs[j / 8] |= 1 << (j % 8);
+        }
+    }
+    BlockQ1_0 {
+        d: f32_to_f16(sum_abs / 128.0),
         qs,
     }
 }

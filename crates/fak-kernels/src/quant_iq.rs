@@ -25,9 +25,12 @@
 //!   amax = the largest |x|;  e = floor(log2(amax)) − 2 + 127 (0 for amax = 0)
 //!   d    = 2^(e − 128);      each x to the first level with the least |M[i]·d − x|
 //! ```
+//!
+//! NVFP4, per 16 values: `d = ue4m3(amax / 6)` (halved on reading, as the
+//! levels are doubled), each x to its level as MXFP4's.
 
-use crate::blocks::{BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, IQ4_LEVELS, MXFP4_LEVELS};
-use crate::fp::{e8m0_to_f32_half, f32_to_f16, nearest_int};
+use crate::blocks::{BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockNVFP4, IQ4_LEVELS, MXFP4_LEVELS};
+use crate::fp::{e8m0_to_f32_half, f32_to_f16, f32_to_ue4m3, nearest_int, ue4m3_to_f32_half};
 
 /// ggml's threshold below which a block counts as all zeros.
 const GROUP_MAX_EPS: f32 = 1e-15;
@@ -136,20 +139,46 @@ pub(crate) fn quant_mxfp4(x: &[f32; 32]) -> BlockMXFP4 {
         0
     };
     let d = e8m0_to_f32_half(e);
-    let best = |v: f32| -> u8 {
-        let (mut best, mut err) = (0u8, (f32::from(MXFP4_LEVELS[0]) * d - v).abs());
-        for (i, &l) in MXFP4_LEVELS.iter().enumerate().skip(1) {
-            let e = (f32::from(l) * d - v).abs();
-            if e < err {
-                (best, err) = (i as u8, e);
-            }
-        }
-        best
-    };
     BlockMXFP4 {
         e,
-        qs: std::array::from_fn(|j| best(x[j]) | (best(x[j + 16]) << 4)),
+        qs: std::array::from_fn(|j| best_fp4(x[j], d) | (best_fp4(x[j + 16], d) << 4)),
     }
+}
+
+/// ggml's `best_index_mxfp4`: the first level `i` with the least
+/// `|M[i] · d − v|` (so −0, code 8, is never chosen).
+fn best_fp4(v: f32, d: f32) -> u8 {
+    let (mut best, mut err) = (0u8, (f32::from(MXFP4_LEVELS[0]) * d - v).abs());
+    for (i, &l) in MXFP4_LEVELS.iter().enumerate().skip(1) {
+        let e = (f32::from(l) * d - v).abs();
+        if e < err {
+            (best, err) = (i as u8, e);
+        }
+    }
+    best
+}
+
+/// NVFP4: a UE4M3 scale per 16 values, as ggml's reference quantizer.
+pub(crate) fn quant_nvfp4(x: &[f32; 64]) -> BlockNVFP4 {
+    let mut out = BlockNVFP4 {
+        d: [0; 4],
+        qs: [0; 32],
+    };
+    for (s, xb) in x.as_chunks::<16>().0.iter().enumerate() {
+        let mut amax = 0.0f32;
+        for &v in xb {
+            if amax < v.abs() {
+                amax = v.abs();
+            }
+        }
+        let ue = f32_to_ue4m3(amax / 6.0);
+        out.d[s] = ue;
+        let d = ue4m3_to_f32_half(ue);
+        for j in 0..8 {
+            out.qs[8 * s + j] = best_fp4(xb[j], d) | (best_fp4(xb[8 + j], d) << 4);
+        }
+    }
+    out
 }
 
 /// IQ4_XS: 8 blocks of 32 with 6-bit scales under one f16 scale.

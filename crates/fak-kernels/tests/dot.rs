@@ -132,6 +132,8 @@ fn vec_dot_types_follow_ggml() {
         (IQ4_NL, Q8_0),
         (IQ4_XS, Q8_K),
         (MXFP4, Q8_0),
+        (NVFP4, Q8_0),
+        (Q1_0, Q8_0),
         (TQ1_0, Q8_K),
         (TQ2_0, Q8_K),
         (F32, F32),

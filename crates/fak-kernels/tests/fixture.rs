@@ -28,7 +28,7 @@ use fak_kernels::{can_quantize, dequantize_row, quantize_row, vec_dot};
 /// Q3_K, IQ4_NL, IQ4_XS), made by a second run of the generator, and the
 /// codebook formats' (IQ1_*, IQ2_*, IQ3_*: random blocks and blocks that
 /// sweep every codebook entry), made by a third.
-const FIXTURES: [(&str, &[u8]); 3] = [
+const FIXTURES: [(&str, &[u8]); 4] = [
     (
         "quant_fixture.bin",
         include_bytes!("data/quant_fixture.bin"),
@@ -40,6 +40,10 @@ const FIXTURES: [(&str, &[u8]); 3] = [
     (
         "quant_fixture_iq.bin",
         include_bytes!("data/quant_fixture_iq.bin"),
+    ),
+    (
+        "quant_fixture_fp4.bin",
+        include_bytes!("data/quant_fixture_fp4.bin"),
     ),
 ];
 
@@ -246,8 +250,8 @@ fn fixture_matches_ggml() -> Result<(), String> {
     // The fixtures must actually cover every format fak claims to quantize,
     // and the dot product of every weight format fak reads.
     let expected = [
-        "bf16", "f16", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_0", "q4_1", "q4_k", "q5_0", "q5_1",
-        "q5_k", "q6_k", "q8_0", "q8_1", "q8_k",
+        "bf16", "f16", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4", "q1_0", "q2_k", "q3_k", "q4_0",
+        "q4_1", "q4_k", "q5_0", "q5_1", "q5_k", "q6_k", "q8_0", "q8_1", "q8_k", "tq1_0", "tq2_0",
     ];
     assert_eq!(
         all.iter().copied().collect::<Vec<_>>(),
@@ -256,7 +260,7 @@ fn fixture_matches_ggml() -> Result<(), String> {
     );
     for ty in [
         "q2_k", "q3_k", "iq4_nl", "iq4_xs", "q4_k", "q6_k", "q8_0", "iq1_s", "iq1_m", "iq2_xxs",
-        "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+        "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0", "mxfp4", "nvfp4", "q1_0",
     ] {
         assert!(
             all_dots.contains(ty),

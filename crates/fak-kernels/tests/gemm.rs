@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 
 /// Types with AVX2 tiles first, then ones that fall back to `vec_dot`;
 /// the tests take the codebook formats (one decode per row) after them.
-const TYPES: [GgmlType; 12] = [
+const TYPES: [GgmlType; 14] = [
     GgmlType::Q8_0,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
@@ -25,6 +25,8 @@ const TYPES: [GgmlType; 12] = [
     GgmlType::F16,
     GgmlType::F32,
     GgmlType::MXFP4,
+    GgmlType::NVFP4,
+    GgmlType::Q1_0,
 ];
 
 const ROWS: [usize; 8] = [1, 2, 3, 4, 5, 7, 8, 13];

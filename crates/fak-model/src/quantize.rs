@@ -10,8 +10,9 @@
 //!     for the quantized types (Q8_0 stays Q8_0; rows that are not whole
 //!     blocks of the default type give Q8_0);
 //!   * the mixtures' sensitive tensors, by layer (table below);
+//!   * a separate `token_embd` of the ternary types: Q4_K;
 //!   * a type whose blocks do not divide the row falls back (IQ4_XS →
-//!     IQ4_NL; Q2_K, Q3_K → Q4_0; Q4_K → Q5_0; Q5_K → Q5_1; Q6_K → Q8_0;
+//!     IQ4_NL; Q2_K, Q3_K, TQ1_0, TQ2_0 → Q4_0; Q4_K → Q5_0; Q5_K → Q5_1; Q6_K → Q8_0;
 //!     then F16).
 //! * A tensor already in its target type is copied byte for byte.
 //!
@@ -85,11 +86,15 @@ pub enum FileType {
     IQ4_NL,
     /// IQ4_XS matrices; Q5_K for the first eighth of ffn_down.
     IQ4_XS,
+    /// TQ1_0 (ternary) matrices; Q4_K for a separate `token_embd`.
+    TQ1_0,
+    /// TQ2_0 (ternary) matrices; Q4_K for a separate `token_embd`.
+    TQ2_0,
 }
 
 impl FileType {
     /// Every file type, in llama.cpp's numbering order.
-    pub const ALL: [FileType; 18] = [
+    pub const ALL: [FileType; 20] = [
         FileType::F16,
         FileType::BF16,
         FileType::Q4_0,
@@ -108,6 +113,8 @@ impl FileType {
         FileType::Q6_K,
         FileType::IQ4_NL,
         FileType::IQ4_XS,
+        FileType::TQ1_0,
+        FileType::TQ2_0,
     ];
 
     /// Parses a name `fak quantize` takes (`q3_k_m`; case-insensitive).
@@ -137,6 +144,8 @@ impl FileType {
             FileType::Q6_K => "q6_k",
             FileType::IQ4_NL => "iq4_nl",
             FileType::IQ4_XS => "iq4_xs",
+            FileType::TQ1_0 => "tq1_0",
+            FileType::TQ2_0 => "tq2_0",
         }
     }
 
@@ -161,6 +170,8 @@ impl FileType {
             FileType::Q6_K => 18,
             FileType::IQ4_NL => 25,
             FileType::IQ4_XS => 30,
+            FileType::TQ1_0 => 36,
+            FileType::TQ2_0 => 37,
         }
     }
 
@@ -181,6 +192,8 @@ impl FileType {
             FileType::Q6_K => GgmlType::Q6_K,
             FileType::IQ4_NL => GgmlType::IQ4_NL,
             FileType::IQ4_XS => GgmlType::IQ4_XS,
+            FileType::TQ1_0 => GgmlType::TQ1_0,
+            FileType::TQ2_0 => GgmlType::TQ2_0,
         }
     }
 }
@@ -342,6 +355,9 @@ pub fn target_type(
         } else {
             GgmlType::Q6_K
         }
+    } else if cat == Category::TokenEmbd && matches!(ftype, FileType::TQ1_0 | FileType::TQ2_0) {
+        // llama.cpp's ternary files keep a separate `token_embd` at Q4_K.
+        GgmlType::Q4_K
     } else {
         mixture_type(def, cat, layer(name).unwrap_or(0), ftype, m)
     };
@@ -358,7 +374,7 @@ fn fallback(ty: GgmlType, nx: u64) -> GgmlType {
     }
     let t = match ty {
         IQ4_XS => IQ4_NL,
-        Q2_K | Q3_K => Q4_0,
+        Q2_K | Q3_K | TQ1_0 | TQ2_0 => Q4_0,
         Q4_K => Q5_0,
         Q5_K => Q5_1,
         Q6_K => Q8_0,

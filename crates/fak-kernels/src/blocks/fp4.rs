@@ -1,10 +1,18 @@
-//! MXFP4, the OCP microscaling 4-bit float format: 32 elements per block,
-//! each a 4-bit E2M1 code, under one shared power-of-two scale (E8M0).
+//! The 4-bit float formats, each element a 4-bit E2M1 code:
+//!
+//! * MXFP4, the OCP microscaling format: 32 elements per block under one
+//!   shared power-of-two scale (E8M0);
+//! * NVFP4: 64 elements per block, four sub-blocks of 16, each under its
+//!   own UE4M3 scale (an 8-bit float).
 //!
 //! ```text
-//!   block (17 B):  e (E8M0 exponent byte) | qs[16]
-//!   element j      low nibble of qs[j],  element j + 16: high nibble
-//!   x = MXFP4_LEVELS[code] · 2^(e − 128)
+//!   MXFP4 (17 B):  e (E8M0 exponent byte) | qs[16]
+//!     element j    low nibble of qs[j],  element j + 16: high nibble
+//!     x = MXFP4_LEVELS[code] · 2^(e − 128)
+//!   NVFP4 (36 B):  d[4] (UE4M3) | qs[32]
+//!     element 16s + j      low nibble of qs[8s + j]   (s < 4, j < 8)
+//!     element 16s + 8 + j  high nibble of qs[8s + j]
+//!     x = MXFP4_LEVELS[code] · ue4m3(d[s]) / 2
 //! ```
 //!
 //! The levels are twice the E2M1 values (0, ±0.5 … ±6 become 0, ±1 … ±12,
@@ -67,6 +75,64 @@ impl BlockMXFP4 {
     }
 }
 
+/// NVFP4: 64 elements in 36 bytes, four 16-element sub-blocks with UE4M3
+/// scales.
+///
+/// Bytes: `d` (4 UE4M3 bytes) at 0, `qs` (32 bytes of code pairs) at 4.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockNVFP4 {
+    /// Sub-block scales, UE4M3 bytes ([`crate::fp::ue4m3_to_f32_half`]).
+    pub d: [u8; 4],
+    /// Codes: sub-block `s` in bytes `8s..8s + 8`, its element `j` low
+    /// nibble, `j + 8` high.
+    pub qs: [u8; 32],
+}
+const _: () = assert!(size_of::<BlockNVFP4>() == BlockNVFP4::BYTES);
+
+impl BlockNVFP4 {
+    /// Encoded size in bytes.
+    pub const BYTES: usize = 36;
+    /// Elements per block.
+    pub const ELEMS: usize = 64;
+
+    /// Decodes a block from its 36 on-disk bytes.
+    #[inline]
+    pub fn from_bytes(b: &[u8; Self::BYTES]) -> Self {
+        BlockNVFP4 {
+            d: take::<0, 4, 36>(b),
+            qs: take::<4, 32, 36>(b),
+        }
+    }
+
+    /// Encodes the block into its 36 on-disk bytes.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        put::<0, 4, 36>(&mut b, &self.d);
+        put::<4, 32, 36>(&mut b, &self.qs);
+        b
+    }
+
+    /// The doubled levels (in `-12..=12`), one per element, in element order.
+    #[inline]
+    pub fn quants(&self) -> [i8; 64] {
+        let mut out = [0i8; 64];
+        for (dst, src) in out
+            .as_chunks_mut::<16>()
+            .0
+            .iter_mut()
+            .zip(self.qs.as_chunks::<8>().0)
+        {
+            for (j, &b) in src.iter().enumerate() {
+                dst[j] = MXFP4_LEVELS[usize::from(b & 0x0F)];
+                dst[j + 8] = MXFP4_LEVELS[usize::from(b >> 4)];
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +145,15 @@ mod tests {
         x.qs[0] = 0xF7;
         let q = x.quants();
         assert_eq!((q[0], q[16], q[1]), (12, -12, 0));
+    }
+
+    #[test]
+    fn nvfp4_sub_blocks_hold_low_then_high_nibbles() {
+        let a: [u8; 36] = std::array::from_fn(|i| (i * 41 + 3) as u8);
+        assert_eq!(BlockNVFP4::from_bytes(&a).to_bytes(), a);
+        let mut x = BlockNVFP4::from_bytes(&[0u8; 36]);
+        x.qs[8] = 0x71;
+        let q = x.quants();
+        assert_eq!((q[16], q[24], q[17]), (1, 12, 0));
     }
 }

@@ -58,6 +58,58 @@ impl BlockQ4_0 {
     }
 }
 
+/// Q1_0: 128 elements in 18 bytes, one sign bit each: `x = d` where bit
+/// `j` is set, else `x = −d`.
+///
+/// Bytes: `d` (f16) at 0, `qs` (16 bytes; element `j` is bit `j % 8` of
+/// byte `j / 8`) at 2.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockQ1_0 {
+    /// Scale, f16 bits.
+    pub d: u16,
+    /// Sign bits, element `j` at bit `j % 8` of byte `j / 8`.
+    pub qs: [u8; 16],
+}
+const _: () = assert!(size_of::<BlockQ1_0>() == BlockQ1_0::BYTES);
+
+impl BlockQ1_0 {
+    /// Encoded size in bytes.
+    pub const BYTES: usize = 18;
+    /// Elements per block.
+    pub const ELEMS: usize = 128;
+
+    /// Decodes a block from its 18 on-disk bytes.
+    #[inline]
+    pub fn from_bytes(b: &[u8; Self::BYTES]) -> Self {
+        BlockQ1_0 {
+            d: u16_at::<0, 18>(b),
+            qs: take::<2, 16, 18>(b),
+        }
+    }
+
+    /// Encodes the block into its 18 on-disk bytes.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        put::<0, 2, 18>(&mut b, &self.d.to_le_bytes());
+        put::<2, 16, 18>(&mut b, &self.qs);
+        b
+    }
+
+    /// The signs (`1` or `-1`), one per element, in element order.
+    #[inline]
+    pub fn quants(&self) -> [i8; 128] {
+        std::array::from_fn(|j| {
+            if (self.qs[j / 8] >> (j % 8)) & 1 == 1 {
+                1
+            } else {
+                -1
+            }
+        })
+    }
+}
+
 /// Q4_1: 32 elements in 20 bytes, `x = d * q + m`, `q` in `0..16`.
 ///
 /// Bytes: `d` (f16) at 0, `m` (f16) at 2, `qs` at 4.

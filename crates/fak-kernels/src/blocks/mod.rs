@@ -25,12 +25,12 @@ mod legacy;
 mod low;
 mod ternary;
 
-pub use fp4::{BlockMXFP4, MXFP4_LEVELS};
+pub use fp4::{BlockMXFP4, BlockNVFP4, MXFP4_LEVELS};
 pub use iq::{BlockIQ4_NL, BlockIQ4_XS, IQ4_LEVELS};
 pub(crate) use iq_grid::{d0, iq1_m, iq1_m_scale, iq1_s, iq2_s, iq2_xs, iq2_xxs, iq3_s, iq3_xxs};
 pub use iq_grid::{sign_byte, GridBlock, GridFormat, GridStep, Sub32};
 pub use k::{get_scale_min_k4, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
-pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+pub use legacy::{BlockQ1_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 pub use low::{BlockQ2_K, BlockQ3_K};
 pub(crate) use ternary::{tq1_0, tq1_0_d, tq2_0, tq2_0_d};
 

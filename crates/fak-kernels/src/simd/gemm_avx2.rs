@@ -496,7 +496,13 @@ pub(crate) unsafe fn gemm(kernel: Kernel, g: &GemmArgs<'_>, out: &mut [f32]) -> 
         Kernel::Q4K => gemm_k::<Q4KDot, { BlockQ4_K::BYTES }, Q8_K>(g, out),
         Kernel::Q5K => gemm_k::<Q5KDot, { BlockQ5_K::BYTES }, Q8_K>(g, out),
         Kernel::Q6K => gemm_k::<Q6KDot, { BlockQ6_K::BYTES }, Q8_K>(g, out),
-        Kernel::Q8K | Kernel::F16 | Kernel::F32 | Kernel::BF16 | Kernel::Grid(_) => return false,
+        Kernel::Q8K
+        | Kernel::F16
+        | Kernel::F32
+        | Kernel::BF16
+        | Kernel::Grid(_)
+        | Kernel::NVFP4
+        | Kernel::Q1_0 => return false,
     }
     true
 }

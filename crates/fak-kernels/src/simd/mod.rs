@@ -35,6 +35,8 @@ pub(crate) mod ops_avx2;
 pub(crate) mod ops_avx512;
 #[cfg(target_arch = "x86_64")]
 mod quant_avx2;
+#[cfg(target_arch = "x86_64")]
+mod sub_avx2;
 
 use fak_gguf::GgmlType;
 
@@ -61,6 +63,10 @@ pub(crate) enum Kernel {
     IQ4XS,
     /// MXFP4 · Q8_0.
     MXFP4,
+    /// NVFP4 · Q8_0 (per-element dots, `sub_avx2`).
+    NVFP4,
+    /// Q1_0 · Q8_0 (per-element dots, `sub_avx2`).
+    Q1_0,
     /// Q2_K · Q8_K.
     Q2K,
     /// Q3_K · Q8_K.
@@ -96,6 +102,8 @@ impl Kernel {
             GgmlType::IQ4_NL => Kernel::IQ4NL,
             GgmlType::IQ4_XS => Kernel::IQ4XS,
             GgmlType::MXFP4 => Kernel::MXFP4,
+            GgmlType::NVFP4 => Kernel::NVFP4,
+            GgmlType::Q1_0 => Kernel::Q1_0,
             GgmlType::Q2_K => Kernel::Q2K,
             GgmlType::Q3_K => Kernel::Q3K,
             GgmlType::Q4_K => Kernel::Q4K,
@@ -120,6 +128,8 @@ impl Kernel {
             | Kernel::Q5_1
             | Kernel::IQ4NL
             | Kernel::MXFP4 => 5,
+            Kernel::NVFP4 => 6,
+            Kernel::Q1_0 => 7,
             Kernel::Q4K
             | Kernel::Q5K
             | Kernel::Q6K
@@ -138,6 +148,8 @@ impl Kernel {
             Kernel::Q8_0 => (34, 34),
             Kernel::Q4_0 | Kernel::IQ4NL => (18, 34),
             Kernel::MXFP4 => (17, 34),
+            Kernel::NVFP4 => (36, 68),
+            Kernel::Q1_0 => (18, 136),
             Kernel::Q4_1 => (20, 36),
             Kernel::Q5_0 => (22, 34),
             Kernel::Q4K => (144, 292),
@@ -195,6 +207,8 @@ fn run_avx2(kernel: Kernel, w: &[u8], a: &[u8]) -> Option<f32> {
             Kernel::Q4_0 => avx2::dot_q4_0_q8_0(w, a),
             Kernel::IQ4NL => avx2::dot_iq4_nl_q8_0(w, a),
             Kernel::MXFP4 => avx2::dot_mxfp4_q8_0(w, a),
+            Kernel::NVFP4 => sub_avx2::dot_nvfp4_q8_0(w, a),
+            Kernel::Q1_0 => sub_avx2::dot_q1_0_q8_0(w, a),
             Kernel::IQ4XS => avx2::dot_iq4_xs_q8_k(w, a),
             Kernel::Q2K => avx2::dot_q2_k_q8_k(w, a),
             Kernel::Q3K => avx2::dot_q3_k_q8_k(w, a),

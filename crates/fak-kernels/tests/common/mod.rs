@@ -27,7 +27,7 @@ pub const GRID_TYPES: [GgmlType; 9] = [
 ];
 
 /// Every weight type with a dot product: the others, then [`GRID_TYPES`].
-pub const WEIGHT_TYPES: [GgmlType; 26] = concat(&OTHER_WEIGHT_TYPES, &GRID_TYPES);
+pub const WEIGHT_TYPES: [GgmlType; 28] = concat(&OTHER_WEIGHT_TYPES, &GRID_TYPES);
 
 const fn concat<const A: usize, const B: usize, const N: usize>(
     a: &[GgmlType; A],
@@ -43,7 +43,7 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
     out
 }
 
-const OTHER_WEIGHT_TYPES: [GgmlType; 17] = [
+const OTHER_WEIGHT_TYPES: [GgmlType; 19] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -61,12 +61,14 @@ const OTHER_WEIGHT_TYPES: [GgmlType; 17] = [
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
     GgmlType::MXFP4,
+    GgmlType::NVFP4,
+    GgmlType::Q1_0,
 ];
 
 /// Byte offsets of the f16 scale fields in one block of `ty`.
 pub fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q1_0 => &[0],
         GgmlType::IQ4_NL | GgmlType::IQ4_XS => &[0],
         GgmlType::IQ1_S
         | GgmlType::IQ2_XXS
