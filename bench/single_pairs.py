@@ -19,6 +19,9 @@ bench/.venv/ik_llama-build/bin/llama-bench when bench/peers/build-ik-llama.sh
 built it), each round also runs it twice, as it comes and with run-time
 repacking (`-rtr 1`), and compares fak with the faster of the two per
 metric ("ik best") and with the faster of all peers ("best peer").
+`--no-ik` leaves it out, for a file whose types ik_llama.cpp does not
+read (TQ1_0, TQ2_0, NVFP4): llama.cpp is then the best peer, and the
+summary records `"ik_bench": null`.
 """
 
 import argparse
@@ -62,8 +65,12 @@ def main():
     ik_default = os.environ.get("IK_LLAMA_BENCH", str(ROOT / "bench/.venv/ik_llama-build/bin/llama-bench"))
     ap.add_argument("--ik-bench", default=None,
                     help=f"ik_llama.cpp's llama-bench (default: {ik_default} when it exists)")
+    ap.add_argument("--no-ik", action="store_true",
+                    help="leave ik_llama.cpp out (a file with a type it does not read)")
     a = ap.parse_args()
-    if a.ik_bench is None and Path(ik_default).exists():
+    if a.no_ik:
+        a.ik_bench = None
+    elif a.ik_bench is None and Path(ik_default).exists():
         a.ik_bench = ik_default
     how = {a.fak: "cargo build --release", a.llama_bench: "bench/peers/build-server.sh"}
     if a.ik_bench:

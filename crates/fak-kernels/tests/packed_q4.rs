@@ -1,5 +1,5 @@
-//! The packed Q4_0, Q4_1, Q5_1 and IQ4_NL products (`fak_kernels::packed`,
-//! `PackedFormat::Q4_0` / `Q4_1` / `Q5_1` / `IQ4NL`): every ISA this CPU can run
+//! The packed Q4_0, Q4_1, Q5_1, IQ4_NL and MXFP4 products (`fak_kernels::packed`,
+//! `PackedFormat::Q4_0` / `Q4_1` / `Q5_1` / `IQ4NL` / `MXFP4`): every ISA this CPU can run
 //! gives, for every element, exactly the bits of the scalar `vec_dot` of
 //! its weight and token rows (`fak_kernels::scalar::vec_dot_q4_0_q8_0` /
 //! `vec_dot_q4_1_q8_1` / `vec_dot_q5_1_q8_1` / `vec_dot_iq4_nl_q8_0`), which are the bits of
@@ -14,7 +14,9 @@
 //! include -128).
 
 use fak_gguf::GgmlType;
-use fak_kernels::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use fak_kernels::blocks::{
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+};
 use fak_kernels::fp::{f16_to_f32, f32_to_f16};
 use fak_kernels::packed::{
     packed_gemm, packed_gemm_with_isa, PackedFormat, PackedMatrix, GROUP_ROWS,
@@ -26,11 +28,12 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const FORMATS: [PackedFormat; 4] = [
+const FORMATS: [PackedFormat; 5] = [
     PackedFormat::Q4_0,
     PackedFormat::Q4_1,
     PackedFormat::Q5_1,
     PackedFormat::IQ4NL,
+    PackedFormat::MXFP4,
 ];
 
 fn seeds() -> [u64; 4] {
@@ -57,6 +60,14 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
             PackedFormat::IQ4NL => out.extend(
                 BlockIQ4_NL {
                     d: half(rng, 1e-4),
+                    qs: rng.gen(),
+                }
+                .to_bytes(),
+            ),
+            // Every exponent whose scale an f16 holds (2^-24 to 2^15).
+            PackedFormat::MXFP4 => out.extend(
+                BlockMXFP4 {
+                    e: rng.gen_range(104..=143),
                     qs: rng.gen(),
                 }
                 .to_bytes(),
@@ -90,7 +101,7 @@ fn acts(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
     for _ in 0..n {
         let qs: [i8; 32] = std::array::from_fn(|_| rng.gen());
         match format {
-            PackedFormat::Q4_0 | PackedFormat::IQ4NL => out.extend(
+            PackedFormat::Q4_0 | PackedFormat::IQ4NL | PackedFormat::MXFP4 => out.extend(
                 BlockQ8_0 {
                     d: half(rng, 1e-4),
                     qs,
@@ -140,6 +151,13 @@ fn written_out(format: PackedFormat, w: &[u8], a: &[u8]) -> f32 {
             );
             let s = int_dot(&x.quants(), &y.qs);
             acc += (f16_to_f32(x.d) * f16_to_f32(y.d)) * s as f32;
+        } else if format == PackedFormat::MXFP4 {
+            let (x, y) = (
+                BlockMXFP4::from_bytes(wb.try_into().unwrap()),
+                BlockQ8_0::from_bytes(ab.try_into().unwrap()),
+            );
+            let s = int_dot(&x.quants(), &y.qs);
+            acc += (fak_kernels::fp::e8m0_to_f32_half(x.e) * f16_to_f32(y.d)) * s as f32;
         } else if format == PackedFormat::Q5_1 {
             let (x, y) = (
                 BlockQ5_1::from_bytes(wb.try_into().unwrap()),
@@ -166,6 +184,7 @@ fn scalar_dot(format: PackedFormat, n: usize, w: &[u8], a: &[u8]) -> f32 {
     match format {
         PackedFormat::Q4_0 => scalar::vec_dot_q4_0_q8_0(n, w, a).unwrap(),
         PackedFormat::IQ4NL => scalar::vec_dot_iq4_nl_q8_0(n, w, a).unwrap(),
+        PackedFormat::MXFP4 => scalar::vec_dot_mxfp4_q8_0(n, w, a).unwrap(),
         PackedFormat::Q5_1 => scalar::vec_dot_q5_1_q8_1(n, w, a).unwrap(),
         _ => scalar::vec_dot_q4_1_q8_1(n, w, a).unwrap(),
     }
@@ -189,7 +208,15 @@ fn assert_scalar_bits(
     );
     let p = PackedMatrix::pack(format, w, rows, n).unwrap();
     assert_eq!((p.rows(), p.n(), p.format()), (rows, n, format));
-    assert_eq!(p.bytes(), w.len(), "{format:?}: the GGUF size");
+    // The GGUF size, but MXFP4's, whose f16 scales take one byte more
+    // than its E8M0 exponents.
+    let gguf = w.len() / format.ty().type_size()
+        * if format == PackedFormat::MXFP4 {
+            18
+        } else {
+            format.ty().type_size()
+        };
+    assert_eq!(p.bytes(), gguf, "{format:?}: the packed size");
     let mut want = vec![f32::NAN; n_tok * stride];
     for t in 0..n_tok {
         for j in 0..rows {
@@ -304,6 +331,12 @@ fn extreme_quants_give_the_scalar_bits() {
                         PackedFormat::IQ4NL => {
                             BlockIQ4_NL { d, qs: [wfill; 16] }.to_bytes().to_vec()
                         }
+                        PackedFormat::MXFP4 => BlockMXFP4 {
+                            e: 104 + (j % 40) as u8,
+                            qs: [wfill; 16],
+                        }
+                        .to_bytes()
+                        .to_vec(),
                         PackedFormat::Q5_1 => BlockQ5_1 {
                             d,
                             m: f32_to_f16(-0.03),
@@ -325,12 +358,14 @@ fn extreme_quants_give_the_scalar_bits() {
             for n_tok in [1usize, 2, 5, 8, 9] {
                 let a: Vec<u8> = (0..n_tok * nb)
                     .flat_map(|_| match format {
-                        PackedFormat::Q4_0 | PackedFormat::IQ4NL => BlockQ8_0 {
-                            d: f32_to_f16(0.02),
-                            qs: [afill; 32],
+                        PackedFormat::Q4_0 | PackedFormat::IQ4NL | PackedFormat::MXFP4 => {
+                            BlockQ8_0 {
+                                d: f32_to_f16(0.02),
+                                qs: [afill; 32],
+                            }
+                            .to_bytes()
+                            .to_vec()
                         }
-                        .to_bytes()
-                        .to_vec(),
                         _ => BlockQ8_1 {
                             d: f32_to_f16(0.02),
                             s: f32_to_f16(0.02 * 32.0 * f32::from(afill)),
@@ -368,7 +403,12 @@ fn large_block_sums_give_the_scalar_bits() {
             let high: Vec<bool> = (0..rows * nb).map(|_| rng.gen()).collect();
             for (blk, &h) in w.chunks_exact_mut(wb).zip(&high) {
                 let d = f32_to_f16(rng.gen_range(1e-3f32..2e-3) * (1.0 + rng.gen::<f32>()));
-                blk[..2].copy_from_slice(&d.to_le_bytes());
+                if format == PackedFormat::MXFP4 {
+                    // MXFP4's scale is its first byte, a power of two.
+                    blk[0] = rng.gen_range(104..=143);
+                } else {
+                    blk[..2].copy_from_slice(&d.to_le_bytes());
+                }
                 blk[qs_at..].fill(if h { 0xFF } else { 0x00 });
             }
             let mut a = acts(format, &mut rng, n_tok * nb);
@@ -420,6 +460,8 @@ fn bad_shapes_are_errors() {
         Some(PackedFormat::IQ4NL)
     );
     assert_eq!(PackedFormat::IQ4NL.act_ty(), GgmlType::Q8_0);
+    assert_eq!(PackedFormat::of(GgmlType::MXFP4), Some(PackedFormat::MXFP4));
+    assert_eq!(PackedFormat::MXFP4.act_ty(), GgmlType::Q8_0);
     assert_eq!(PackedFormat::Q4_1.act_ty(), GgmlType::Q8_1);
     for format in FORMATS {
         let wb = format.ty().type_size();
@@ -487,4 +529,27 @@ proptest! {
         let format = FORMATS[f];
         check_random(format, seed, (nb, groups * GROUP_ROWS, n_tok));
     }
+}
+
+/// MXFP4 takes the packed layout only where every block scale is an exact
+/// f16 (exponents 104 to 143); one block outside keeps the whole matrix
+/// on the row kernels.
+#[test]
+fn mxfp4_packs_only_exact_f16_scales() {
+    let block = |e: u8| BlockMXFP4 { e, qs: [0x71; 16] }.to_bytes();
+    for (e, packs) in [
+        (103u8, false),
+        (104, true),
+        (127, true),
+        (143, true),
+        (144, false),
+        (0, false),
+        (255, false),
+    ] {
+        let rows: Vec<u8> = (0..8)
+            .flat_map(|r| block(if r == 5 { e } else { 120 }))
+            .collect();
+        assert_eq!(PackedFormat::MXFP4.packs(&rows), packs, "e = {e}");
+    }
+    assert!(PackedFormat::Q4_0.packs(&[0u8; 18]));
 }

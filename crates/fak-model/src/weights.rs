@@ -230,7 +230,11 @@ fn matrix(
     let n_out = t.n_rows() as usize;
     let row_bytes = t.ty.row_bytes(t.row_len()).unwrap_or(0) as usize;
     let packed = match PackedFormat::of(t.ty) {
-        Some(format) if usage == Use::Products && n_out.is_multiple_of(GROUP_ROWS) => {
+        Some(format)
+            if usage == Use::Products
+                && n_out.is_multiple_of(GROUP_ROWS)
+                && format.packs(file.tensor_data(t)) =>
+        {
             let p = PackedMatrix::pack_on(pool, format, file.tensor_data(t), n_out, n_in).map_err(
                 |source| ModelError::Kernel {
                     tensor: name.to_string(),

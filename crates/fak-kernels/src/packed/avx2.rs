@@ -171,6 +171,7 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         | PackedFormat::Q4_1
         | PackedFormat::Q5_1
         | PackedFormat::IQ4NL
+        | PackedFormat::MXFP4
         | PackedFormat::IQ4XS => {
             // SAFETY: this function runs with AVX2, FMA and F16C.
             unsafe { super::q4_avx2::gemm(g, out) }

@@ -753,6 +753,7 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         | PackedFormat::Q4_1
         | PackedFormat::Q5_1
         | PackedFormat::IQ4NL
+        | PackedFormat::MXFP4
         | PackedFormat::IQ4XS => {}
     }
 }

@@ -89,6 +89,10 @@ pub enum PackedFormat {
     Q5_1,
     /// 4-bit indices of IQ4_NL's 16 levels, in Q4_0's layout (see `q4`).
     IQ4NL,
+    /// MXFP4's 4-bit codes of the doubled E2M1 levels, in IQ4_NL's layout
+    /// with each block's power-of-two scale as an f16 (exact where every
+    /// exponent of the matrix fits, see `q4::mxfp4_packs`).
+    MXFP4,
     /// IQ4_XS super-blocks: IQ4_NL's level indices in 32-value
     /// sub-blocks with their own 6-bit scales (see `k`); against Q8_K.
     IQ4XS,
@@ -116,6 +120,7 @@ impl PackedFormat {
             GgmlType::Q4_1 => Some(PackedFormat::Q4_1),
             GgmlType::Q5_1 => Some(PackedFormat::Q5_1),
             GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
+            GgmlType::MXFP4 => Some(PackedFormat::MXFP4),
             GgmlType::IQ4_XS => Some(PackedFormat::IQ4XS),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
@@ -135,6 +140,7 @@ impl PackedFormat {
             PackedFormat::Q4_1 => GgmlType::Q4_1,
             PackedFormat::Q5_1 => GgmlType::Q5_1,
             PackedFormat::IQ4NL => GgmlType::IQ4_NL,
+            PackedFormat::MXFP4 => GgmlType::MXFP4,
             PackedFormat::IQ4XS => GgmlType::IQ4_XS,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
@@ -142,6 +148,13 @@ impl PackedFormat {
             PackedFormat::Q2K => GgmlType::Q2_K,
             PackedFormat::Q3K => GgmlType::Q3_K,
         }
+    }
+
+    /// Whether a matrix's GGUF rows `data` can take this layout: always,
+    /// except MXFP4 with a block scale that an f16 does not hold exactly
+    /// (such a matrix stays on the row kernels).
+    pub fn packs(self, data: &[u8]) -> bool {
+        self != PackedFormat::MXFP4 || super::q4::mxfp4_packs(data)
     }
 
     /// The activation format of the products: Q8_0, Q8_1 for Q4_1, or
@@ -155,7 +168,7 @@ impl PackedFormat {
         match self {
             PackedFormat::Q8_0 => Q8_0_BYTES,
             PackedFormat::Q5_0 => Q5_0_BYTES,
-            PackedFormat::Q4_0 | PackedFormat::IQ4NL => q4::BYTES_0,
+            PackedFormat::Q4_0 | PackedFormat::IQ4NL | PackedFormat::MXFP4 => q4::BYTES_0,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q5_1 => q4::BYTES_5,
             PackedFormat::Q4K => q4k::BYTES,

@@ -61,8 +61,8 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0,
-    BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K,
+    BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
@@ -141,6 +141,11 @@ impl PackedFormat {
                     q4::encode_iq4_nl(dst, r, b);
                 }
             }
+            PackedFormat::MXFP4 => {
+                if let Ok(b) = <&[u8; BlockMXFP4::BYTES]>::try_from(b) {
+                    q4::encode_mxfp4(dst, r, b);
+                }
+            }
             PackedFormat::Q5_1 => {
                 if let Ok(b) = <&[u8; BlockQ5_1::BYTES]>::try_from(b) {
                     q4::encode_q5_1(dst, r, b);
@@ -196,6 +201,7 @@ impl PackedFormat {
                     | PackedFormat::Q4_1
                     | PackedFormat::Q5_1
                     | PackedFormat::IQ4NL
+                    | PackedFormat::MXFP4
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
                     | PackedFormat::Q6K
@@ -538,7 +544,8 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                 PackedFormat::Q4_0
                 | PackedFormat::Q4_1
                 | PackedFormat::Q5_1
-                | PackedFormat::IQ4NL => {
+                | PackedFormat::IQ4NL
+                | PackedFormat::MXFP4 => {
                     let u: [[u8; QK]; GROUP_ROWS] =
                         std::array::from_fn(|r| q4::row_nibbles(g.format, wb, r));
                     for t in 0..g.n_tok {

@@ -41,7 +41,9 @@
 //! one block instead of eight.
 
 use super::layout::{q4, PackedFormat, QK, STEP, STEPS};
-use crate::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_1, IQ4_LEVELS};
+use crate::blocks::{
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_1, IQ4_LEVELS, MXFP4_LEVELS,
+};
 use crate::fp::f16_to_f32;
 
 /// The nibble chunks' offset in a group block of `format` (Q4_0, IQ4_NL,
@@ -80,6 +82,41 @@ pub(crate) fn encode_iq4_nl(dst: &mut [u8], r: usize, b: &[u8; BlockIQ4_NL::BYTE
     let blk = BlockIQ4_NL::from_bytes(b);
     let u: [u8; QK] = std::array::from_fn(|j| (blk.qs[j % 16] >> (4 * (j / 16))) & 15);
     put(dst, PackedFormat::IQ4NL, r, blk.d, &u);
+}
+
+/// The f16 bits of MXFP4's block scale `2^(e − 128)`, where f16 holds it
+/// exactly: `e` in `104..=143` (2^-24, the least subnormal, to 2^15).
+pub(crate) fn mxfp4_half(e: u8) -> Option<u16> {
+    let k = i32::from(e) - 128;
+    match k {
+        -24..=-15 => Some(1 << (k + 24)),
+        -14..=15 => Some(((k + 15) as u16) << 10),
+        _ => None,
+    }
+}
+
+/// Whether MXFP4 rows `data` (whole 17-byte blocks) can take the packed
+/// layout: every block's scale is an exact f16. Real weights' exponents
+/// sit far inside that range; a matrix with one outside stays on the row
+/// kernels.
+pub(crate) fn mxfp4_packs(data: &[u8]) -> bool {
+    data.chunks_exact(BlockMXFP4::BYTES)
+        .all(|b| mxfp4_half(b[0]).is_some())
+}
+
+/// Packs row `r` of an MXFP4 group block from its GGUF block `b`, its
+/// scale as the exact f16 [`mxfp4_half`] (the caller has checked
+/// [`mxfp4_packs`]; an exponent outside it would write 0).
+pub(crate) fn encode_mxfp4(dst: &mut [u8], r: usize, b: &[u8; BlockMXFP4::BYTES]) {
+    let blk = BlockMXFP4::from_bytes(b);
+    let u: [u8; QK] = std::array::from_fn(|j| (blk.qs[j % 16] >> (4 * (j / 16))) & 15);
+    put(
+        dst,
+        PackedFormat::MXFP4,
+        r,
+        mxfp4_half(blk.e).unwrap_or(0),
+        &u,
+    );
 }
 
 /// Packs row `r` of a Q4_1 group block from its GGUF block `b`.
@@ -145,12 +182,17 @@ pub(crate) fn block_scalar(
     let dx = half(ab, 0, 0);
     for (r, acc) in o.iter_mut().enumerate() {
         let dw = half(wb, q4::D, r);
-        if format == PackedFormat::IQ4NL {
+        if matches!(format, PackedFormat::IQ4NL | PackedFormat::MXFP4) {
+            let table = if format == PackedFormat::MXFP4 {
+                MXFP4_LEVELS
+            } else {
+                IQ4_LEVELS
+            };
             let s: i32 = u[r]
                 .iter()
                 .zip(xs)
                 .map(|(&w, &x)| {
-                    let level = IQ4_LEVELS.get(usize::from(w)).copied().unwrap_or(0);
+                    let level = table.get(usize::from(w)).copied().unwrap_or(0);
                     i32::from(level) * i32::from(x as i8)
                 })
                 .sum();

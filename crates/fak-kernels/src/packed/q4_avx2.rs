@@ -51,7 +51,7 @@ use std::arch::x86_64::*;
 
 use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
 use super::tiles::{act_rows, bit_to, blocks_at, bytes32, load, prefetch_ahead, store, Weights};
-use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS};
+use crate::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8_K, IQ4_LEVELS, MXFP4_LEVELS};
 
 /// Most tokens in one tile: eight `i16` sums, the two steps' nibbles, a
 /// mask and a broadcast fill 12 of the 16 registers; the float
@@ -119,6 +119,9 @@ pub(super) trait Q4Format<const B: usize, const A: usize> {
     const OFFSET: i32;
     /// The block's float step ([`end`] computes it).
     const END: End;
+    /// The 16 levels the nibbles index ([`Nibbles::Levels`] and
+    /// [`Nibbles::ScaledLevels`]).
+    const LEVELS: [i8; 16] = IQ4_LEVELS;
 }
 
 /// The end of one block for one token: `acc` plus the block's term
@@ -221,6 +224,9 @@ pub(super) struct Q41;
 /// IQ4_NL against Q8_0 activations.
 pub(super) struct Iq4Nl;
 
+/// MXFP4 (IQ4_NL's layout, its own levels) against Q8_0 activations.
+pub(super) struct Mxfp4;
+
 /// Q5_1 against Q8_1 activations.
 pub(super) struct Q51;
 
@@ -271,6 +277,15 @@ impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Iq4Nl {
     const END: End = End::ScalesFirst;
 }
 
+impl Q4Format<{ q4::BYTES_0 }, { BlockQ8_0::BYTES }> for Mxfp4 {
+    const NIB: usize = q4::NIB_0;
+    const XOFF: usize = 2;
+    const NIBBLES: Nibbles = Nibbles::Levels;
+    const OFFSET: i32 = 128;
+    const END: End = End::ScalesFirst;
+    const LEVELS: [i8; 16] = MXFP4_LEVELS;
+}
+
 impl Q4Format<{ iq4xs::BYTES }, { BlockQ8_K::BYTES }> for Iq4Xs {
     const NIB: usize = iq4xs::NIB;
     const XOFF: usize = 4;
@@ -312,12 +327,12 @@ pub(super) fn byte_scales<const B: usize>(b: &[u8; B], at: usize) -> __m256 {
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x))
 }
 
-/// The 16 levels of IQ4_NL in both 128-bit halves, plus `bias` each (as
+/// A format's 16 levels in both 128-bit halves, plus `bias` each (as
 /// bytes: 0 for the signed levels, 128 for the VNNI tile's unsigned ones).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn levels(bias: u8) -> __m256i {
-    let l: [u8; 16] = IQ4_LEVELS.map(|v| (v as u8).wrapping_add(bias));
+pub(super) fn levels(table: [i8; 16], bias: u8) -> __m256i {
+    let l: [u8; 16] = table.map(|v| (v as u8).wrapping_add(bias));
     // SAFETY: `l` is 16 readable bytes; `loadu` needs no alignment.
     let v = unsafe { _mm_loadu_si128(l.as_ptr().cast()) };
     _mm256_broadcastsi128_si256(v)
@@ -488,7 +503,7 @@ fn tile_levels<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize
 ) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
     let low = _mm256_set1_epi8(15);
-    let table = levels(0);
+    let table = levels(F::LEVELS, 0);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
@@ -529,7 +544,7 @@ fn tile_scaled<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize
 ) -> [__m256; T] {
     let ones = _mm256_set1_epi16(1);
     let low = _mm256_set1_epi8(15);
-    let table = levels(0);
+    let table = levels(F::LEVELS, 0);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
@@ -750,6 +765,9 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::IQ4NL => {
                 gemm_q4::<Iq4Nl, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
+            }
+            PackedFormat::MXFP4 => {
+                gemm_q4::<Mxfp4, Avx2, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
             }
             PackedFormat::IQ4XS => {
                 gemm_q4::<Iq4Xs, Avx2, { iq4xs::BYTES }, { BlockQ8_K::BYTES }>(g, out)

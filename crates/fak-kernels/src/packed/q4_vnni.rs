@@ -54,7 +54,7 @@ use std::arch::x86_64::*;
 use super::layout::{iq4xs, q4, PackedArgs, PackedFormat, QK, QK_K, STEPS};
 use super::q4_avx2::{
     byte_scales, end, gemm_q4, halves, levels, q8k_d, q8k_sub_sum, quad_at, sums_at, End, Iq4Nl,
-    Iq4Xs, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE, Q51,
+    Iq4Xs, Mxfp4, Nibbles, Q4Format, Q4Tile, Q40, Q41, Q4_TILE, Q51,
 };
 use super::tiles::{
     act_rows, bit_to, bit_to16, blocks_at, bytes32, load, prefetch_ahead, store16, Weights,
@@ -197,7 +197,7 @@ fn tile_pair<F: Q4Format<B, A>, const B: usize, const A: usize>(
     weights: Weights,
 ) -> [__m512; Q4_TILE] {
     let low = _mm512_set1_epi8(15);
-    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(levels(128)));
+    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(levels(F::LEVELS, 128)));
     let mut acc = [_mm512_setzero_ps(); Q4_TILE];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
         if weights == Weights::Streamed {
@@ -258,7 +258,7 @@ fn tile_pair_scaled<F: Q4Format<B, A>, const B: usize, const A: usize>(
     weights: Weights,
 ) -> [__m512; Q4_TILE] {
     let low = _mm512_set1_epi8(15);
-    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(levels(128)));
+    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(levels(F::LEVELS, 128)));
     let mut acc = [_mm512_setzero_ps(); Q4_TILE];
     for (b, (w0, w1)) in w[0].iter().zip(w[1]).enumerate() {
         if weights == Weights::Streamed {
@@ -307,7 +307,7 @@ fn tile_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: usize>(
         return tile_scaled_vnni::<F, B, A, T>(w, a, weights);
     }
     let low = _mm256_set1_epi8(15);
-    let table = levels(128);
+    let table = levels(F::LEVELS, 128);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
@@ -368,7 +368,7 @@ fn tile_scaled_vnni<F: Q4Format<B, A>, const B: usize, const A: usize, const T: 
     weights: Weights,
 ) -> [__m256; T] {
     let low = _mm256_set1_epi8(15);
-    let table = levels(128);
+    let table = levels(F::LEVELS, 128);
     let mut acc = [_mm256_setzero_ps(); T];
     for (b, wb) in w.iter().enumerate() {
         if weights == Weights::Streamed {
@@ -424,6 +424,9 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
             }
             PackedFormat::IQ4NL => {
                 gemm_q4::<Iq4Nl, Vnni, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
+            }
+            PackedFormat::MXFP4 => {
+                gemm_q4::<Mxfp4, Vnni, { q4::BYTES_0 }, { BlockQ8_0::BYTES }>(g, out)
             }
             PackedFormat::IQ4XS => {
                 gemm_q4::<Iq4Xs, Vnni, { iq4xs::BYTES }, { BlockQ8_K::BYTES }>(g, out)
