@@ -82,9 +82,104 @@ fn trit(b: u8, l: usize) -> u8 {
     ((u16::from(q) * 3) >> 8) as u8
 }
 
-/// TQ1_0 sub-block `ib` (elements `32·ib..32·ib + 32`).
+/// TQ1_0 sub-block `ib` (elements `32·ib..32·ib + 32`): its 32 codes in
+/// SSE2 steps on x86-64 (16 trits per step, [`trits16`]), one trit at a
+/// time elsewhere; the same integers either way.
 #[inline]
 pub(crate) fn tq1_0(b: &[u8; 54], ib: usize) -> Sub32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of every x86-64 CPU.
+    let c = unsafe { tq1_0_codes_sse2(b, ib) };
+    #[cfg(not(target_arch = "x86_64"))]
+    let c = tq1_0_codes(b, ib);
+    let mut codes = [0u64; 4];
+    for (k, code) in codes.iter_mut().enumerate() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&c[8 * k..8 * k + 8]);
+        *code = u64::from_le_bytes(w);
+    }
+    from_codes(codes)
+}
+
+/// Trit `l` of 16 bytes at once (`mul`: `3^l` per byte as 16-bit lanes,
+/// the low 8 bytes' then the high 8 bytes'): `((b · 3^l mod 256) · 3) >> 8`
+/// in 16-bit lanes, which hold every intermediate (at most 255 · 81 and
+/// 255 · 3).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn trits16(
+    bytes: std::arch::x86_64::__m128i,
+    mul: [std::arch::x86_64::__m128i; 2],
+) -> std::arch::x86_64::__m128i {
+    use std::arch::x86_64::*;
+    let zero = _mm_setzero_si128();
+    let (low, three) = (_mm_set1_epi16(0xFF), _mm_set1_epi16(3));
+    let (a, b) = (
+        _mm_unpacklo_epi8(bytes, zero),
+        _mm_unpackhi_epi8(bytes, zero),
+    );
+    let a = _mm_and_si128(_mm_mullo_epi16(a, mul[0]), low);
+    let b = _mm_and_si128(_mm_mullo_epi16(b, mul[1]), low);
+    let a = _mm_srli_epi16::<8>(_mm_mullo_epi16(a, three));
+    let b = _mm_srli_epi16::<8>(_mm_mullo_epi16(b, three));
+    _mm_packus_epi16(a, b)
+}
+
+/// 16 bytes of `b` from byte `at` (`at + 16 ≤ 54`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn load16(b: &[u8; 54], at: usize) -> std::arch::x86_64::__m128i {
+    let mut v = [0u8; 16];
+    v.copy_from_slice(&b[at..at + 16]);
+    // SAFETY: `v` is 16 readable bytes; `loadu` needs no alignment.
+    unsafe { std::arch::x86_64::_mm_loadu_si128(v.as_ptr().cast()) }
+}
+
+/// [`tq1_0_codes`] in SSE2 steps.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "sse2")]
+fn tq1_0_codes_sse2(b: &[u8; 54], ib: usize) -> [u8; 32] {
+    use std::arch::x86_64::*;
+    const POW3: [i16; 5] = [1, 3, 9, 27, 81];
+    let (lo, hi) = if ib < 5 {
+        let m = _mm_set1_epi16(POW3[ib]);
+        (
+            trits16(load16(b, 0), [m, m]),
+            trits16(load16(b, 16), [m, m]),
+        )
+    } else if ib < 7 {
+        let l0 = 2 * (ib - 5);
+        let (m0, m1) = (_mm_set1_epi16(POW3[l0]), _mm_set1_epi16(POW3[l0 + 1]));
+        let q = load16(b, 32);
+        (trits16(q, [m0, m0]), trits16(q, [m1, m1]))
+    } else {
+        // qh's four bytes, four times over: lane 4l + j is trit l of qh[j].
+        let qh = u32::from_le_bytes([b[48], b[49], b[50], b[51]]);
+        let m4 = _mm_set1_epi16(POW3[4]);
+        let mul = [
+            _mm_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3),
+            _mm_setr_epi16(9, 9, 9, 9, 27, 27, 27, 27),
+        ];
+        (
+            trits16(load16(b, 32), [m4, m4]),
+            trits16(_mm_set1_epi32(qh as i32), mul),
+        )
+    };
+    let mut c = [0u8; 32];
+    // SAFETY: `c` is 32 writable bytes; `storeu` needs no alignment.
+    unsafe {
+        _mm_storeu_si128(c.as_mut_ptr().cast(), lo);
+        _mm_storeu_si128(c.as_mut_ptr().add(16).cast(), hi);
+    }
+    c
+}
+
+/// TQ1_0 sub-block `ib`'s 32 codes (`0..3`), one trit at a time.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn tq1_0_codes(b: &[u8; 54], ib: usize) -> [u8; 32] {
     let mut c = [0u8; 32];
     match ib {
         0..5 => {
@@ -111,13 +206,7 @@ pub(crate) fn tq1_0(b: &[u8; 54], ib: usize) -> Sub32 {
             }
         }
     }
-    let mut codes = [0u64; 4];
-    for (k, code) in codes.iter_mut().enumerate() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&c[8 * k..8 * k + 8]);
-        *code = u64::from_le_bytes(w);
-    }
-    from_codes(codes)
+    c
 }
 
 #[cfg(test)]
@@ -132,6 +221,21 @@ mod tests {
             assert_eq!(m, v.unsigned_abs() as u64 * 0x0101_0101_0101_0101, "{u}");
             let sb = if v < 0 { 0xFF } else { 0x01 };
             assert_eq!(s, sb * 0x0101_0101_0101_0101, "{u}");
+        }
+    }
+
+    /// The SSE2 decode gives the one-trit-at-a-time codes for every byte
+    /// value in every position.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sse2_trits_are_the_scalar_ones() {
+        for v in 0..=255u8 {
+            let b: [u8; 54] = std::array::from_fn(|i| v.wrapping_add((i * 37) as u8));
+            for ib in 0..8 {
+                // SAFETY: SSE2 is part of every x86-64 CPU.
+                let sse2 = unsafe { tq1_0_codes_sse2(&b, ib) };
+                assert_eq!(sse2, tq1_0_codes(&b, ib), "{v} {ib}");
+            }
         }
     }
 
