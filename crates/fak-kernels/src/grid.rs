@@ -181,8 +181,25 @@ unsafe fn fused_row(fmt: GridFormat, row: &[u8], ys: &[BlockQ8_K]) -> f32 {
         GridFormat::IQ3_S => run::<110>(step, row, ys, bl::d0, bl::iq3_s, false),
         GridFormat::IQ1_S => run::<50>(step, row, ys, bl::d0, bl::iq1_s, true),
         GridFormat::IQ1_M => run::<56>(step, row, ys, bl::iq1_m_scale, bl::iq1_m, true),
-        GridFormat::TQ1_0 => run::<54>(step, row, ys, bl::tq1_0_d, bl::tq1_0, false),
-        GridFormat::TQ2_0 => run::<66>(step, row, ys, bl::tq2_0_d, bl::tq2_0, false),
+        // The ternary formats' codes go to the products straight from
+        // their bits (`grid_avx2::tq*_sum`), not through a decoded block:
+        // the one-token rows were bound by that decoding.
+        GridFormat::TQ1_0 => {
+            let mut sumf = 0.0f32;
+            for (b, y) in row.as_chunks::<54>().0.iter().zip(ys) {
+                let isum = crate::simd::grid_avx2::tq1_0_sum(b, &y.qs);
+                sumf += block_value(step, bl::tq1_0_d(b), y, (isum, 0));
+            }
+            row_end(step, sumf)
+        }
+        GridFormat::TQ2_0 => {
+            let mut sumf = 0.0f32;
+            for (b, y) in row.as_chunks::<66>().0.iter().zip(ys) {
+                let isum = crate::simd::grid_avx2::tq2_0_sum(b, &y.qs);
+                sumf += block_value(step, bl::tq2_0_d(b), y, (isum, 0));
+            }
+            row_end(step, sumf)
+        }
     }
 }
 
