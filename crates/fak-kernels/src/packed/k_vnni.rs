@@ -451,6 +451,7 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
         | PackedFormat::Q5_1
         | PackedFormat::IQ4NL
         | PackedFormat::MXFP4
+        | PackedFormat::Q1_0
         | PackedFormat::IQ4XS => {}
     }
 }

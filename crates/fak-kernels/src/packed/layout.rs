@@ -89,6 +89,9 @@ pub enum PackedFormat {
     Q5_1,
     /// 4-bit indices of IQ4_NL's 16 levels, in Q4_0's layout (see `q4`).
     IQ4NL,
+    /// Q1_0's sign bits, 8 rows per 128-value block (see `q1`); against
+    /// the four Q8_0 blocks under each.
+    Q1_0,
     /// MXFP4's 4-bit codes of the doubled E2M1 levels, in IQ4_NL's layout
     /// with each block's power-of-two scale as an f16 (exact where every
     /// exponent of the matrix fits, see `q4::mxfp4_packs`).
@@ -121,6 +124,7 @@ impl PackedFormat {
             GgmlType::Q5_1 => Some(PackedFormat::Q5_1),
             GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
             GgmlType::MXFP4 => Some(PackedFormat::MXFP4),
+            GgmlType::Q1_0 => Some(PackedFormat::Q1_0),
             GgmlType::IQ4_XS => Some(PackedFormat::IQ4XS),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
@@ -141,6 +145,7 @@ impl PackedFormat {
             PackedFormat::Q5_1 => GgmlType::Q5_1,
             PackedFormat::IQ4NL => GgmlType::IQ4_NL,
             PackedFormat::MXFP4 => GgmlType::MXFP4,
+            PackedFormat::Q1_0 => GgmlType::Q1_0,
             PackedFormat::IQ4XS => GgmlType::IQ4_XS,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
@@ -169,6 +174,7 @@ impl PackedFormat {
             PackedFormat::Q8_0 => Q8_0_BYTES,
             PackedFormat::Q5_0 => Q5_0_BYTES,
             PackedFormat::Q4_0 | PackedFormat::IQ4NL | PackedFormat::MXFP4 => q4::BYTES_0,
+            PackedFormat::Q1_0 => q1::BYTES,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q5_1 => q4::BYTES_5,
             PackedFormat::Q4K => q4k::BYTES,
@@ -201,6 +207,16 @@ pub(crate) struct PackedArgs<'a> {
 
 /// Values per super-block.
 pub(crate) const QK_K: usize = 256;
+
+/// Byte offsets of a packed Q1_0 group block (see `q1`).
+pub(crate) mod q1 {
+    /// `d`, 8 × f16.
+    pub(crate) const D: usize = 0;
+    /// Sign bits: sub-block `k`, step `j` as a `u32` at `BITS + 4·(8k + j)`.
+    pub(crate) const BITS: usize = 16;
+    /// Group block size: the 8 rows' GGUF blocks.
+    pub(crate) const BYTES: usize = 144;
+}
 
 /// Steps per super-block.
 pub(crate) const K_STEPS: usize = QK_K / STEP;

@@ -61,14 +61,17 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1, BlockQ4_K,
-    BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ1_0, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
+    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
 mod k;
 mod layout;
+mod q1;
+#[cfg(target_arch = "x86_64")]
+mod q1_avx2;
 mod q4;
 
 #[cfg(target_arch = "x86_64")]
@@ -146,6 +149,11 @@ impl PackedFormat {
                     q4::encode_mxfp4(dst, r, b);
                 }
             }
+            PackedFormat::Q1_0 => {
+                if let Ok(b) = <&[u8; BlockQ1_0::BYTES]>::try_from(b) {
+                    q1::encode(dst, r, b);
+                }
+            }
             PackedFormat::Q5_1 => {
                 if let Ok(b) = <&[u8; BlockQ5_1::BYTES]>::try_from(b) {
                     q4::encode_q5_1(dst, r, b);
@@ -202,6 +210,7 @@ impl PackedFormat {
                     | PackedFormat::Q5_1
                     | PackedFormat::IQ4NL
                     | PackedFormat::MXFP4
+                    | PackedFormat::Q1_0
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
                     | PackedFormat::Q6K
@@ -507,6 +516,9 @@ fn run(
 /// `out` (from 0.0, blocks in order, so the same operations as one running
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
 fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
+    if g.format == PackedFormat::Q1_0 {
+        return q1::gemm_scalar(g, out);
+    }
     let gb = g.format.group_block_bytes();
     let ab = g.format.act_ty().type_size();
     let nb = g.nb.max(1);
@@ -554,6 +566,8 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                         }
                     }
                 }
+                // Handled whole, before this loop (`q1::gemm_scalar`).
+                PackedFormat::Q1_0 => {}
                 PackedFormat::Q4K
                 | PackedFormat::Q5K
                 | PackedFormat::Q6K

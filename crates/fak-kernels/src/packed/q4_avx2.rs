@@ -778,7 +778,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             | PackedFormat::Q5K
             | PackedFormat::Q6K
             | PackedFormat::Q2K
-            | PackedFormat::Q3K => {}
+            | PackedFormat::Q3K
+            | PackedFormat::Q1_0 => {}
         }
     }
 }

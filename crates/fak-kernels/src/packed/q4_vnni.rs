@@ -437,7 +437,8 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
             | PackedFormat::Q5K
             | PackedFormat::Q6K
             | PackedFormat::Q2K
-            | PackedFormat::Q3K => {}
+            | PackedFormat::Q3K
+            | PackedFormat::Q1_0 => {}
         }
     }
 }

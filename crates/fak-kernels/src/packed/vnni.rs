@@ -305,6 +305,9 @@ fn rest<S: SignedSteps<B>, const B: usize, const T: usize>(
 pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
         PackedFormat::Q8_0 => gemm_signed::<Q8, Q8_0_BYTES>(g, out),
+        // No VNNI tile: the AVX2 one (the same bits).
+        // SAFETY: this function runs with AVX2, FMA and F16C among others.
+        PackedFormat::Q1_0 => unsafe { super::q1_avx2::gemm(g, out) },
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
         PackedFormat::Q4_0
         | PackedFormat::Q4_1

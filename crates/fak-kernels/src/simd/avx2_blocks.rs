@@ -88,7 +88,7 @@ pub(super) fn nibbles_16(packed: __m128i) -> __m256i {
 /// is set, else `0`.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn bits_to_bytes(bits: u32) -> __m256i {
+pub(crate) fn bits_to_bytes(bits: u32) -> __m256i {
     // Byte j takes byte j/8 of `bits` (the shuffle works per 128-bit lane,
     // and both lanes hold the broadcast word) ...
     let spread = _mm256_shuffle_epi8(

@@ -19,7 +19,7 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
-mod avx2_blocks;
+pub(crate) mod avx2_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
