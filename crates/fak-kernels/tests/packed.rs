@@ -78,6 +78,7 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
             | PackedFormat::Q5_1
             | PackedFormat::IQ4NL
             | PackedFormat::MXFP4
+            | PackedFormat::Q1_0
             | PackedFormat::IQ4XS => {
                 unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
             }
@@ -178,6 +179,7 @@ fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32
         | PackedFormat::Q5_1
         | PackedFormat::IQ4NL
         | PackedFormat::MXFP4
+        | PackedFormat::Q1_0
         | PackedFormat::IQ4XS => {
             unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
         }
@@ -462,6 +464,7 @@ fn extreme_quants_give_the_reference_bits() {
                     | PackedFormat::Q5_1
                     | PackedFormat::IQ4NL
                     | PackedFormat::MXFP4
+                    | PackedFormat::Q1_0
                     | PackedFormat::IQ4XS => {
                         unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
                     }
