@@ -79,6 +79,7 @@ fn weights(format: PackedFormat, rng: &mut StdRng, n: usize) -> Vec<u8> {
             | PackedFormat::IQ4NL
             | PackedFormat::MXFP4
             | PackedFormat::Q1_0
+            | PackedFormat::NVFP4
             | PackedFormat::IQ4XS => {
                 unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
             }
@@ -180,6 +181,7 @@ fn block_ints(format: PackedFormat, wb: &[u8], ab: &[u8]) -> (f32, i32, f32, i32
         | PackedFormat::IQ4NL
         | PackedFormat::MXFP4
         | PackedFormat::Q1_0
+        | PackedFormat::NVFP4
         | PackedFormat::IQ4XS => {
             unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
         }
@@ -465,6 +467,7 @@ fn extreme_quants_give_the_reference_bits() {
                     | PackedFormat::IQ4NL
                     | PackedFormat::MXFP4
                     | PackedFormat::Q1_0
+                    | PackedFormat::NVFP4
                     | PackedFormat::IQ4XS => {
                         unreachable!("tests/packed_q4.rs, tests/packed_iq4xs.rs")
                     }

@@ -168,6 +168,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         PackedFormat::Q8_0 => unsafe { super::q8_avx2::gemm_q8(g, out) },
         // SAFETY: this function runs with AVX2, FMA and F16C.
         PackedFormat::Q1_0 => unsafe { super::q1_avx2::gemm(g, out) },
+        // SAFETY: this function runs with AVX2, FMA and F16C.
+        PackedFormat::NVFP4 => unsafe { super::nv_avx2::gemm(g, out) },
         PackedFormat::Q5_0 => gemm_q5(g, out),
         PackedFormat::Q4_0
         | PackedFormat::Q4_1

@@ -755,6 +755,7 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         | PackedFormat::IQ4NL
         | PackedFormat::MXFP4
         | PackedFormat::Q1_0
+        | PackedFormat::NVFP4
         | PackedFormat::IQ4XS => {}
     }
 }

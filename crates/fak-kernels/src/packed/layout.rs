@@ -92,6 +92,10 @@ pub enum PackedFormat {
     /// Q1_0's sign bits, 8 rows per 128-value block (see `q1`); against
     /// the four Q8_0 blocks under each.
     Q1_0,
+    /// NVFP4's codes in nibble chunks and its sub-block scales as f16s, 8
+    /// rows per 64-value block (see `nv`); against the two Q8_0 blocks
+    /// under each.
+    NVFP4,
     /// MXFP4's 4-bit codes of the doubled E2M1 levels, in IQ4_NL's layout
     /// with each block's power-of-two scale as an f16 (exact where every
     /// exponent of the matrix fits, see `q4::mxfp4_packs`).
@@ -125,6 +129,7 @@ impl PackedFormat {
             GgmlType::IQ4_NL => Some(PackedFormat::IQ4NL),
             GgmlType::MXFP4 => Some(PackedFormat::MXFP4),
             GgmlType::Q1_0 => Some(PackedFormat::Q1_0),
+            GgmlType::NVFP4 => Some(PackedFormat::NVFP4),
             GgmlType::IQ4_XS => Some(PackedFormat::IQ4XS),
             GgmlType::Q4_K => Some(PackedFormat::Q4K),
             GgmlType::Q5_K => Some(PackedFormat::Q5K),
@@ -146,6 +151,7 @@ impl PackedFormat {
             PackedFormat::IQ4NL => GgmlType::IQ4_NL,
             PackedFormat::MXFP4 => GgmlType::MXFP4,
             PackedFormat::Q1_0 => GgmlType::Q1_0,
+            PackedFormat::NVFP4 => GgmlType::NVFP4,
             PackedFormat::IQ4XS => GgmlType::IQ4_XS,
             PackedFormat::Q4K => GgmlType::Q4_K,
             PackedFormat::Q5K => GgmlType::Q5_K,
@@ -175,6 +181,7 @@ impl PackedFormat {
             PackedFormat::Q5_0 => Q5_0_BYTES,
             PackedFormat::Q4_0 | PackedFormat::IQ4NL | PackedFormat::MXFP4 => q4::BYTES_0,
             PackedFormat::Q1_0 => q1::BYTES,
+            PackedFormat::NVFP4 => nv::BYTES,
             PackedFormat::Q4_1 => q4::BYTES_1,
             PackedFormat::Q5_1 => q4::BYTES_5,
             PackedFormat::Q4K => q4k::BYTES,
@@ -207,6 +214,16 @@ pub(crate) struct PackedArgs<'a> {
 
 /// Values per super-block.
 pub(crate) const QK_K: usize = 256;
+
+/// Byte offsets of a packed NVFP4 group block (see `nv`).
+pub(crate) mod nv {
+    /// Sub-block scales: sub-block `s`, row `r` as an f16 at `D + 16s + 2r`.
+    pub(crate) const D: usize = 0;
+    /// Nibble chunks: chunk `c` at `NIB + 32c`.
+    pub(crate) const NIB: usize = 64;
+    /// Group block size (the GGUF blocks' 288 bytes, scales widened).
+    pub(crate) const BYTES: usize = 320;
+}
 
 /// Byte offsets of a packed Q1_0 group block (see `q1`).
 pub(crate) mod q1 {

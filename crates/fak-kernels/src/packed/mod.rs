@@ -61,14 +61,17 @@
 use std::ops::Range;
 
 use crate::blocks::{
-    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockQ1_0, BlockQ2_K, BlockQ3_K, BlockQ4_0, BlockQ4_1,
-    BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
+    BlockIQ4_NL, BlockIQ4_XS, BlockMXFP4, BlockNVFP4, BlockQ1_0, BlockQ2_K, BlockQ3_K, BlockQ4_0,
+    BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, BlockQ8_K,
 };
 use crate::error::{KernelError, Op, Operand, RowCheck};
 use crate::fp::f16_to_f32;
 use crate::isa::{isa, Isa};
 mod k;
 mod layout;
+mod nv;
+#[cfg(target_arch = "x86_64")]
+mod nv_avx2;
 mod q1;
 #[cfg(target_arch = "x86_64")]
 mod q1_avx2;
@@ -154,6 +157,11 @@ impl PackedFormat {
                     q1::encode(dst, r, b);
                 }
             }
+            PackedFormat::NVFP4 => {
+                if let Ok(b) = <&[u8; BlockNVFP4::BYTES]>::try_from(b) {
+                    nv::encode(dst, r, b);
+                }
+            }
             PackedFormat::Q5_1 => {
                 if let Ok(b) = <&[u8; BlockQ5_1::BYTES]>::try_from(b) {
                     q4::encode_q5_1(dst, r, b);
@@ -211,6 +219,7 @@ impl PackedFormat {
                     | PackedFormat::IQ4NL
                     | PackedFormat::MXFP4
                     | PackedFormat::Q1_0
+                    | PackedFormat::NVFP4
                     | PackedFormat::Q4K
                     | PackedFormat::Q5K
                     | PackedFormat::Q6K
@@ -516,8 +525,10 @@ fn run(
 /// `out` (from 0.0, blocks in order, so the same operations as one running
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
 fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
-    if g.format == PackedFormat::Q1_0 {
-        return q1::gemm_scalar(g, out);
+    match g.format {
+        PackedFormat::Q1_0 => return q1::gemm_scalar(g, out),
+        PackedFormat::NVFP4 => return nv::gemm_scalar(g, out),
+        _ => {}
     }
     let gb = g.format.group_block_bytes();
     let ab = g.format.act_ty().type_size();
@@ -567,7 +578,7 @@ fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
                     }
                 }
                 // Handled whole, before this loop (`q1::gemm_scalar`).
-                PackedFormat::Q1_0 => {}
+                PackedFormat::Q1_0 | PackedFormat::NVFP4 => {}
                 PackedFormat::Q4K
                 | PackedFormat::Q5K
                 | PackedFormat::Q6K

@@ -779,7 +779,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
             | PackedFormat::Q6K
             | PackedFormat::Q2K
             | PackedFormat::Q3K
-            | PackedFormat::Q1_0 => {}
+            | PackedFormat::Q1_0
+            | PackedFormat::NVFP4 => {}
         }
     }
 }

@@ -438,7 +438,8 @@ pub(crate) unsafe fn gemm_vnni(g: &PackedArgs<'_>, out: &mut [f32]) {
             | PackedFormat::Q6K
             | PackedFormat::Q2K
             | PackedFormat::Q3K
-            | PackedFormat::Q1_0 => {}
+            | PackedFormat::Q1_0
+            | PackedFormat::NVFP4 => {}
         }
     }
 }

@@ -308,6 +308,8 @@ pub(crate) unsafe fn gemm(g: &PackedArgs<'_>, out: &mut [f32]) {
         // No VNNI tile: the AVX2 one (the same bits).
         // SAFETY: this function runs with AVX2, FMA and F16C among others.
         PackedFormat::Q1_0 => unsafe { super::q1_avx2::gemm(g, out) },
+        // SAFETY: as for Q1_0.
+        PackedFormat::NVFP4 => unsafe { super::nv_avx2::gemm(g, out) },
         PackedFormat::Q5_0 => gemm_signed::<Q5s, Q5_0_BYTES>(g, out),
         PackedFormat::Q4_0
         | PackedFormat::Q4_1
