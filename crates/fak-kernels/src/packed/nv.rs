@@ -46,10 +46,10 @@ pub(crate) fn encode(dst: &mut [u8], r: usize, b: &[u8; BlockNVFP4::BYTES]) {
 /// 240 only 0xFF spells).
 fn decode(g: &[u8], r: usize) -> [u8; BlockNVFP4::BYTES] {
     let mut b = [0u8; BlockNVFP4::BYTES];
-    for s in 0..4 {
+    for (s, bs) in b.iter_mut().take(4).enumerate() {
         let at = nv::D + 16 * s + 2 * r;
         let v = f16_to_f32(u16::from_le_bytes([g[at], g[at + 1]]));
-        b[s] = (0..=0xFFu8)
+        *bs = (0..=0xFFu8)
             .find(|&x| ue4m3_to_f32_half(x).to_bits() == v.to_bits())
             .unwrap_or(0);
     }
