@@ -519,6 +519,38 @@ fn run(
     Ok(())
 }
 
+/// The scalar product of a format packed whole per GGUF block whose
+/// tile keeps ggml's float order (Q1_0, NVFP4): each row's GGUF blocks
+/// rebuilt from its group blocks (`decode`) and dotted with every token by
+/// the scalar twin, so the tiles' bits are these.
+fn rows_rebuilt_scalar<const B: usize>(
+    g: &PackedArgs<'_>,
+    out: &mut [f32],
+    decode: fn(&[u8], usize) -> [u8; B],
+) {
+    let (ty, gb) = (g.format.ty(), g.format.group_block_bytes());
+    let nb = g.nb.max(1);
+    let n = nb * ty.block_size();
+    let arow = g.format.act_ty().type_size() * n / g.format.act_ty().block_size();
+    for (gi, group) in g.w.chunks_exact(nb * gb).enumerate() {
+        for r in 0..GROUP_ROWS {
+            let row: Vec<u8> = group
+                .chunks_exact(gb)
+                .flat_map(|blk| decode(blk, r))
+                .collect();
+            for t in 0..g.n_tok {
+                let (Some(a), Some(o)) = (
+                    g.a.get(t * arow..(t + 1) * arow),
+                    out.get_mut(t * g.out_stride + gi * GROUP_ROWS + r),
+                ) else {
+                    continue;
+                };
+                *o = crate::dot::vec_dot(ty, n, &row, a).unwrap_or(0.0);
+            }
+        }
+    }
+}
+
 /// The scalar twin: the arithmetic of the module diagram (and of
 /// `q4`'s and `k`'s), element by element. Each group block's quants
 /// are decoded once for all tokens; an element's accumulator lives in
@@ -526,8 +558,8 @@ fn run(
 /// sum). `out` holds at least `(n_tok - 1) · out_stride + rows` values.
 fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
     match g.format {
-        PackedFormat::Q1_0 => return q1::gemm_scalar(g, out),
-        PackedFormat::NVFP4 => return nv::gemm_scalar(g, out),
+        PackedFormat::Q1_0 => return rows_rebuilt_scalar(g, out, q1::decode),
+        PackedFormat::NVFP4 => return rows_rebuilt_scalar(g, out, nv::decode),
         _ => {}
     }
     let gb = g.format.group_block_bytes();

@@ -20,8 +20,8 @@
 //! arithmetic step for step, lane by lane, without fused multiply-adds:
 //! every element has the scalar dot product's bits.
 
-use super::layout::{nv, PackedArgs, GROUP_ROWS};
-use crate::blocks::{BlockNVFP4, BlockQ8_0};
+use super::layout::nv;
+use crate::blocks::BlockNVFP4;
 use crate::fp::{f16_to_f32, f32_to_f16, ue4m3_to_f32_half};
 
 /// Packs row `r` of an NVFP4 group block from its GGUF block `b`.
@@ -44,7 +44,7 @@ pub(crate) fn encode(dst: &mut [u8], r: usize, b: &[u8; BlockNVFP4::BYTES]) {
 /// Row `r`'s GGUF block back from a group block `g` (each scale as the
 /// first UE4M3 byte of its value, which is all the dot product reads;
 /// 240 only 0xFF spells).
-fn decode(g: &[u8], r: usize) -> [u8; BlockNVFP4::BYTES] {
+pub(crate) fn decode(g: &[u8], r: usize) -> [u8; BlockNVFP4::BYTES] {
     let mut b = [0u8; BlockNVFP4::BYTES];
     for (s, bs) in b.iter_mut().take(4).enumerate() {
         let at = nv::D + 16 * s + 2 * r;
@@ -60,31 +60,6 @@ fn decode(g: &[u8], r: usize) -> [u8; BlockNVFP4::BYTES] {
         b[at] |= if e % 16 < 8 { code } else { code << 4 };
     }
     b
-}
-
-/// The scalar product of every row of the selected groups with every
-/// token: each row's GGUF blocks rebuilt and dotted by the scalar twin.
-pub(crate) fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
-    let nb = g.nb.max(1);
-    let n = nb * BlockNVFP4::ELEMS;
-    let arow = nb * 2 * BlockQ8_0::BYTES;
-    for (gi, group) in g.w.chunks_exact(nb * nv::BYTES).enumerate() {
-        for r in 0..GROUP_ROWS {
-            let row: Vec<u8> = group
-                .chunks_exact(nv::BYTES)
-                .flat_map(|blk| decode(blk, r))
-                .collect();
-            for t in 0..g.n_tok {
-                let (Some(a), Some(o)) = (
-                    g.a.get(t * arow..(t + 1) * arow),
-                    out.get_mut(t * g.out_stride + gi * GROUP_ROWS + r),
-                ) else {
-                    continue;
-                };
-                *o = crate::dot::vec_dot_nvfp4_q8_0(n, &row, a).unwrap_or(0.0);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

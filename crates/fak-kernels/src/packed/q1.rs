@@ -21,8 +21,8 @@
 //! (`bits_to_bytes`), one step register for the 8 rows, read once per
 //! tile of tokens.
 
-use super::layout::{q1, PackedArgs, GROUP_ROWS};
-use crate::blocks::{BlockQ1_0, BlockQ8_0};
+use super::layout::q1;
+use crate::blocks::BlockQ1_0;
 
 /// Packs row `r` of a Q1_0 group block from its GGUF block `b`.
 pub(crate) fn encode(dst: &mut [u8], r: usize, b: &[u8; BlockQ1_0::BYTES]) {
@@ -38,7 +38,7 @@ pub(crate) fn encode(dst: &mut [u8], r: usize, b: &[u8; BlockQ1_0::BYTES]) {
 }
 
 /// Row `r`'s GGUF block back from a group block `g`.
-fn decode(g: &[u8], r: usize) -> [u8; BlockQ1_0::BYTES] {
+pub(crate) fn decode(g: &[u8], r: usize) -> [u8; BlockQ1_0::BYTES] {
     let mut b = [0u8; BlockQ1_0::BYTES];
     b[..2].copy_from_slice(&g[q1::D + 2 * r..q1::D + 2 * r + 2]);
     for e in 0..BlockQ1_0::ELEMS {
@@ -48,31 +48,6 @@ fn decode(g: &[u8], r: usize) -> [u8; BlockQ1_0::BYTES] {
         b[2 + e / 8] |= (((word >> (4 * r + i)) & 1) as u8) << (e % 8);
     }
     b
-}
-
-/// The scalar product of every row of the selected groups with every
-/// token: each row's GGUF blocks rebuilt and dotted by the scalar twin.
-pub(crate) fn gemm_scalar(g: &PackedArgs<'_>, out: &mut [f32]) {
-    let nb = g.nb.max(1);
-    let n = nb * BlockQ1_0::ELEMS;
-    let arow = nb * 4 * BlockQ8_0::BYTES;
-    for (gi, group) in g.w.chunks_exact(nb * q1::BYTES).enumerate() {
-        for r in 0..GROUP_ROWS {
-            let row: Vec<u8> = group
-                .chunks_exact(q1::BYTES)
-                .flat_map(|blk| decode(blk, r))
-                .collect();
-            for t in 0..g.n_tok {
-                let (Some(a), Some(o)) = (
-                    g.a.get(t * arow..(t + 1) * arow),
-                    out.get_mut(t * g.out_stride + gi * GROUP_ROWS + r),
-                ) else {
-                    continue;
-                };
-                *o = crate::dot::vec_dot_q1_0_q8_0(n, &row, a).unwrap_or(0.0);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
