@@ -54,6 +54,16 @@ pub(super) fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// Sum of the 8 `i32` lanes (exact).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum_epi32(v: __m256i) -> i32 {
+    let q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let d = _mm_add_epi32(q, _mm_unpackhi_epi64(q, q));
+    let s = _mm_add_epi32(d, _mm_shuffle_epi32::<0b01>(d));
+    _mm_cvtsi128_si32(s)
+}
+
 /// Unsigned bytes `x` (each `< 128`) times signed bytes `y`, pairwise summed
 /// into 8 exact `i32` lanes (lane `k` covers bytes `4k..4k+4`).
 #[inline]

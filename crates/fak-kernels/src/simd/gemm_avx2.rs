@@ -35,7 +35,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_blocks::{
-    bits_to_bytes, dot_u8_i8, f32_at, hsum_ps, load16, load32, nibbles_16, u16_at,
+    bits_to_bytes, dot_u8_i8, f32_at, hsum_epi32, hsum_ps, load16, load32, nibbles_16, u16_at,
 };
 use super::Kernel;
 use crate::blocks::{
@@ -563,8 +563,9 @@ pub(crate) struct Q4_1Dot;
 pub(crate) struct Q5_1Dot;
 
 /// The shared parts of the signed formats with Q8_0 activations
-/// (`d` f16 at byte 0 of both blocks, activation quants at 2); the caller
-/// adds `w_step`, which builds the 32 signed weight values.
+/// (`d` f16 at byte 0 of both blocks, activation quants at 2; a format
+/// with another weight scale names how it reads it, `b => expr`); the
+/// caller adds `w_step`, which builds the 32 signed weight values.
 ///
 /// # Safety
 ///
@@ -574,6 +575,9 @@ pub(crate) struct Q5_1Dot;
 /// block arguments.
 macro_rules! signed_q8_0 {
     ($wb:literal) => {
+        signed_q8_0!($wb, b => f16c(u16_at::<0, $wb>(b)));
+    };
+    ($wb:literal, $b:ident => $d:expr) => {
         const STEPS: usize = 1;
         const ACC: Accumulators = Accumulators::One;
         type WI = Scales;
@@ -582,11 +586,8 @@ macro_rules! signed_q8_0 {
         type AS = __m256i;
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn w_info(b: &[u8; $wb]) -> Scales {
-            Scales {
-                d: f16c(u16_at::<0, $wb>(b)),
-                m: 0.0,
-            }
+        unsafe fn w_info($b: &[u8; $wb]) -> Scales {
+            Scales { d: $d, m: 0.0 }
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -649,28 +650,9 @@ unsafe impl BlockDot<18, 34> for IQ4NLDot {
 
 // SAFETY: the associated types are vectors, `f32`s and byte arrays.
 unsafe impl BlockDot<17, 34> for MXFP4Dot {
-    const STEPS: usize = 1;
-    const ACC: Accumulators = Accumulators::One;
-    type WI = Scales;
-    type AI = Scales;
-    type WS = SignedW;
-    type AS = __m256i;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn w_info(b: &[u8; 17]) -> Scales {
-        Scales {
-            d: crate::fp::e8m0_to_f32_half(b[0]),
-            m: 0.0,
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn a_info(b: &[u8; 34]) -> Scales {
-        Scales {
-            d: f16c(u16_at::<0, 34>(b)),
-            m: 0.0,
-        }
-    }
+    // The E8M0 exponent byte's `2^(e − 128)`; `w.d · a.d` is ggml's
+    // `d_a · d_w` (one rounding either way).
+    signed_q8_0!(17, b => crate::fp::e8m0_to_f32_half(b[0]));
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn w_step(b: &[u8; 17], _info: &Scales, _s: usize) -> SignedW {
@@ -680,22 +662,6 @@ unsafe impl BlockDot<17, 34> for MXFP4Dot {
             l[14], l[15],
         ));
         signed_w(_mm256_shuffle_epi8(levels, nibbles_16(load16::<1, 17>(b))))
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn a_step(b: &[u8; 34], _s: usize) -> __m256i {
-        load32::<2, 34>(b)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn step(w: &SignedW, y: &__m256i) -> __m256i {
-        dot_u8_i8(w.ax, _mm256_sign_epi8(*y, w.x))
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn scale(w: &Scales, a: &Scales, _extra: &mut f32) -> f32 {
-        // ggml's order: `d_a · d_w` (one rounding either way).
-        a.d * w.d
     }
 }
 
@@ -899,16 +865,6 @@ fn k_nibbles<const N: usize>(b: &[u8; N], s: usize) -> __m256i {
         _mm256_srli_epi16::<4>(q4)
     };
     _mm256_and_si256(v, _mm256_set1_epi8(0x0F))
-}
-
-/// Sum of the 8 `i32` lanes (exact).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn hsum_epi32(v: __m256i) -> i32 {
-    let q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let d = _mm_add_epi32(q, _mm_unpackhi_epi64(q, q));
-    let s = _mm_add_epi32(d, _mm_shuffle_epi32::<0b01>(d));
-    _mm_cvtsi128_si32(s)
 }
 
 /// Q4_K weights · Q8_K activations.

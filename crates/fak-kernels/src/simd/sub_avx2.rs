@@ -18,18 +18,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_blocks::{bits_to_bytes, dot_i8_i8, dot_u8_i8, load16, load32};
+use super::avx2_blocks::{bits_to_bytes, dot_i8_i8, dot_u8_i8, hsum_epi32, load16, load32};
 use crate::blocks::MXFP4_LEVELS;
 use crate::fp::{f16_to_f32, ue4m3_to_f32_half};
-
-/// The sum of the 8 `i32` lanes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn hsum_i32(v: __m256i) -> i32 {
-    let q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let d = _mm_add_epi32(q, _mm_unpackhi_epi64(q, q));
-    _mm_cvtsi128_si32(_mm_add_epi32(d, _mm_shuffle_epi32::<0b01>(d)))
-}
 
 /// NVFP4 weights · Q8_0 activations ([`crate::scalar::vec_dot_nvfp4_q8_0`]'s
 /// bits).
@@ -110,7 +101,7 @@ pub(crate) unsafe fn dot_q1_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
             let unset = _mm256_xor_si256(bits_to_bytes(bits), _mm256_set1_epi8(-1));
             let signs = _mm256_or_si256(unset, ones);
             let signed = _mm256_sign_epi8(load32::<2, 34>(yb), signs);
-            let sumi = hsum_i32(dot_u8_i8(ones, signed));
+            let sumi = hsum_epi32(dot_u8_i8(ones, signed));
             s += f16_to_f32(u16::from_le_bytes([yb[0], yb[1]])) * sumi as f32;
         }
         sumf += f16_to_f32(u16::from_le_bytes([bw[0], bw[1]])) * s;
