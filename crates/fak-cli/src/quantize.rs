@@ -33,6 +33,12 @@ pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
                  (llama.cpp's llama-quantize --tensor-type NAME=mxfp4 writes MXFP4 into other files, and fak runs them)"
             );
         }
+        if matches!(lower.as_str(), "mxfp4" | "nvfp4" | "q1_0") {
+            bail!(
+                "{lower} has no llama.cpp file type to match byte for byte \
+                 (llama.cpp's llama-quantize --tensor-type NAME={lower} writes it into other files, and fak runs them)"
+            );
+        }
         if CODEBOOK_TYPES.contains(&lower.as_str()) {
             bail!(
                 "{lower} is not made here: ggml makes it only with an importance matrix and a codebook search, \

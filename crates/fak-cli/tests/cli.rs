@@ -265,6 +265,14 @@ fn usage_errors_are_one_line() {
         "mxfp4_moe",
     ]);
     assert_clean_error(&o, "mixture-of-experts");
+    // And the types fak reads but llama.cpp writes only per tensor.
+    let o = fak(&[
+        "quantize",
+        &model("smollm2-135m-instruct-q4_1.gguf"),
+        "/tmp/x.gguf",
+        "nvfp4",
+    ]);
+    assert_clean_error(&o, "--tensor-type");
     // A KV-event endpoint that cannot be bound fails at start, in one line.
     let o = fak(&[
         "serve",
