@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use fak_model::quantize::{quantize_file, FileType};
+use fak_model::quantize::{quantize_file, FileType, QuantizeParams};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(clap::Args)]
@@ -16,6 +16,10 @@ pub struct QuantizeArgs {
     /// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l,
     /// q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0.
     ty: String,
+    /// Threads, 1..=1024 (default: all cores). Each quantizes its own rows
+    /// of every tensor; the file is the same for any count.
+    #[arg(long, short = 't', value_parser = crate::parse_threads)]
+    threads: Option<usize>,
 }
 
 /// llama.cpp's file types that need an importance matrix (codebook
@@ -66,7 +70,11 @@ pub fn run(a: QuantizeArgs) -> anyhow::Result<()> {
         bar.set_position(i as u64);
         bar.set_message(name.to_string());
     };
-    quantize_file(&input, &a.output, ftype, &mut progress)
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let params = QuantizeParams { ftype, threads };
+    quantize_file(&input, &a.output, params, &mut progress)
         .with_context(|| format!("writing {}", a.output.display()))?;
     bar.finish_and_clear();
     eprintln!(

@@ -38,29 +38,28 @@ const GROUP_MAX_EPS: f32 = 1e-15;
 const NTRY: i32 = 7;
 
 /// The index of the level nearest to `x` (ggml's `best_index_int8` over
-/// [`IQ4_LEVELS`]).
+/// [`IQ4_LEVELS`] `L`), without its branches.
+///
+/// ggml returns 0 at or below `L[0]`, 15 at or above `L[15]`, and
+/// otherwise binary-searches the `hi` with `L[hi − 1] ≤ x < L[hi]` and takes
+/// `hi − 1` if `x − L[hi − 1] < L[hi] − x`, else `hi` (ties go up). That
+/// `hi` is one more than the number of inner levels `L[1..15]` at or below
+/// `x`, and the same rule on it gives 0 below `L[0]` (`x − L[0] ≤ 0 <
+/// L[1] − x`) and 15 above `L[15]` (`x − L[14] > 0 ≥ L[15] − x`), so one
+/// count and one comparison give ggml's index for every `x` but NaN (every
+/// comparison false: the search ends at 15). The quantizers call this 16
+/// times per value, and the search's branches went the wrong way about
+/// once per call.
 fn best_index(x: f32) -> u8 {
-    let l = |i: usize| f32::from(IQ4_LEVELS[i]);
-    if x <= l(0) {
-        return 0;
-    }
-    if x >= l(15) {
+    if x.is_nan() {
         return 15;
     }
-    let (mut lo, mut hi) = (0usize, 15usize);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        if x < l(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    if x - l(hi - 1) < l(hi) - x {
-        (hi - 1) as u8
-    } else {
-        hi as u8
-    }
+    let l = |i: usize| f32::from(IQ4_LEVELS[i]);
+    let hi = 1 + IQ4_LEVELS[1..15]
+        .iter()
+        .map(|&v| usize::from(f32::from(v) <= x))
+        .sum::<usize>();
+    (hi - usize::from(x - l(hi - 1) < l(hi) - x)) as u8
 }
 
 /// The weighted fit of `x` to the levels at inverse scale `id`:
@@ -228,6 +227,72 @@ mod tests {
         assert_eq!(best_index(-4.6), 7);
         for (i, &l) in IQ4_LEVELS.iter().enumerate() {
             assert_eq!(usize::from(best_index(f32::from(l))), i);
+        }
+    }
+
+    /// ggml's `best_index_int8` as it is written: the bounds, a binary
+    /// search, the tie rule.
+    fn ggml_best_index(x: f32) -> u8 {
+        let l = |i: usize| f32::from(IQ4_LEVELS[i]);
+        if x <= l(0) {
+            return 0;
+        }
+        if x >= l(15) {
+            return 15;
+        }
+        let (mut lo, mut hi) = (0usize, 15usize);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if x < l(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        if x - l(hi - 1) < l(hi) - x {
+            (hi - 1) as u8
+        } else {
+            hi as u8
+        }
+    }
+
+    /// The counting form gives ggml's index at every level, every
+    /// midpoint and the floats around them, across the range and beyond
+    /// it, at the infinities and at NaN.
+    #[test]
+    fn best_index_is_ggmls_search() {
+        let mut xs = vec![
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+        ];
+        xs.extend([f32::MAX, f32::MIN, f32::MIN_POSITIVE, -f32::MIN_POSITIVE]);
+        let levels = IQ4_LEVELS.map(f32::from);
+        let mid = levels.windows(2).map(|w| (w[0] + w[1]) / 2.0);
+        for c in levels.into_iter().chain(mid) {
+            let mut up = c;
+            let mut down = c;
+            for _ in 0..64 {
+                xs.extend([up, down]);
+                up = up.next_up();
+                down = down.next_down();
+            }
+        }
+        let mut x = -200.0f32;
+        while x <= 200.0 {
+            xs.push(x);
+            x += 0.0137;
+        }
+        for x in xs {
+            assert_eq!(
+                best_index(x),
+                ggml_best_index(x),
+                "x = {x:e} ({:#x})",
+                x.to_bits()
+            );
         }
     }
 

@@ -41,6 +41,7 @@
 use std::path::Path;
 
 use fak_gguf::{GgmlType, GgufFile, GgufWriter, MetaValue};
+use fak_kernels::KernelError;
 
 use crate::error::ModelError;
 
@@ -390,13 +391,25 @@ fn fallback(ty: GgmlType, nx: u64) -> GgmlType {
 /// Progress callback: `(tensor index, tensor count, tensor name)`.
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
-/// Writes `input` requantized to `ftype` at `out`.
+/// What [`quantize_file`] writes, and with how many threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantizeParams {
+    /// The target file type.
+    pub ftype: FileType,
+    /// Threads that quantize each tensor's rows, each its own run of rows
+    /// (0 counts as 1). Rows are quantized independently, so the file is
+    /// the same byte for byte whatever the count.
+    pub threads: usize,
+}
+
+/// Writes `input` requantized to `params.ftype` at `out`.
 pub fn quantize_file(
     input: &GgufFile,
     out: &Path,
-    ftype: FileType,
+    params: QuantizeParams,
     progress: Progress<'_>,
 ) -> Result<(), ModelError> {
+    let ftype = params.ftype;
     let mut w = GgufWriter::new();
     w.set_alignment(input.alignment())?;
     for (k, v) in input.metadata() {
@@ -416,14 +429,13 @@ pub fn quantize_file(
         let data = if ty == t.ty {
             src.to_vec()
         } else {
-            requantize(
-                &t.name,
-                src,
-                t.ty,
-                ty,
-                t.row_len() as usize,
-                t.n_rows() as usize,
-            )?
+            let rows = Rows {
+                from: t.ty,
+                to: ty,
+                row_len: t.row_len() as usize,
+                n_rows: t.n_rows() as usize,
+            };
+            requantize(&t.name, src, rows, params.threads)?
         };
         w.add_tensor(&t.name, &t.dims, ty, data)?;
     }
@@ -432,18 +444,28 @@ pub fn quantize_file(
     Ok(())
 }
 
-fn requantize(
-    name: &str,
-    src: &[u8],
+/// A tensor's rows: their type before and after, their length, their count.
+#[derive(Debug, Clone, Copy)]
+struct Rows {
     from: GgmlType,
     to: GgmlType,
     row_len: usize,
     n_rows: usize,
-) -> Result<Vec<u8>, ModelError> {
-    let kerr = |source| ModelError::Kernel {
-        tensor: name.to_string(),
-        source,
-    };
+}
+
+/// Fewest values a thread takes: below it, starting a thread costs more
+/// than the rows it would quantize.
+const MIN_VALUES_PER_THREAD: usize = 1 << 16;
+
+/// `src` (rows of `rows.from`) dequantized and quantized to `rows.to`, row
+/// by row; `threads` threads each take one contiguous run of rows.
+fn requantize(name: &str, src: &[u8], rows: Rows, threads: usize) -> Result<Vec<u8>, ModelError> {
+    let Rows {
+        from,
+        to,
+        row_len,
+        n_rows,
+    } = rows;
     let unsupported = |ty| ModelError::UnsupportedType {
         tensor: name.to_string(),
         ty,
@@ -456,12 +478,47 @@ fn requantize(
         .row_bytes(row_len as u64)
         .ok_or_else(|| unsupported(to))? as usize;
     let mut out = vec![0u8; out_row * n_rows];
-    let mut tmp = vec![0.0f32; row_len];
-    for (s, d) in src.chunks_exact(in_row).zip(out.chunks_exact_mut(out_row)) {
-        fak_kernels::dequantize_row(from, s, &mut tmp).map_err(kerr)?;
-        fak_kernels::quantize_row(to, &tmp, d).map_err(kerr)?;
-    }
+    let by_size = (row_len * n_rows / MIN_VALUES_PER_THREAD).max(1);
+    let threads = threads.clamp(1, n_rows.max(1)).min(by_size);
+    let per = n_rows.div_ceil(threads).max(1);
+    let src = &src[..(in_row * n_rows).min(src.len())];
+    let runs = src.chunks(per * in_row).zip(out.chunks_mut(per * out_row));
+    let result = if threads == 1 {
+        runs.into_iter()
+            .try_for_each(|(s, d)| requantize_rows(s, d, rows, (in_row, out_row)))
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .map(|(s, d)| scope.spawn(move || requantize_rows(s, d, rows, (in_row, out_row))))
+                .collect();
+            // A worker's panic would be a bug, not bad input (the kernels
+            // return errors): raised again here as it was.
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        })
+    };
+    result.map_err(|source| ModelError::Kernel {
+        tensor: name.to_string(),
+        source,
+    })?;
     Ok(out)
+}
+
+/// One run of rows: `src` (`in_row` bytes each) into `dst` (`out_row`
+/// bytes each).
+fn requantize_rows(
+    src: &[u8],
+    dst: &mut [u8],
+    rows: Rows,
+    (in_row, out_row): (usize, usize),
+) -> Result<(), KernelError> {
+    let mut tmp = vec![0.0f32; rows.row_len];
+    for (s, d) in src.chunks_exact(in_row).zip(dst.chunks_exact_mut(out_row)) {
+        fak_kernels::dequantize_row(rows.from, s, &mut tmp)?;
+        fak_kernels::quantize_row(rows.to, &tmp, d)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

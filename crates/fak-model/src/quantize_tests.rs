@@ -158,3 +158,34 @@ fn names_round_trip() {
     }
     assert_eq!(FileType::from_name("q3_k"), None);
 }
+
+/// Rows split across threads come out as one thread's, row for row: a
+/// tensor large enough for three threads, its rows not a multiple of
+/// three, against each row quantized on its own.
+#[test]
+fn requantize_is_the_same_for_any_thread_count() {
+    let (row_len, n_rows) = (256usize, 801usize);
+    let values: Vec<f32> = (0..row_len * n_rows)
+        .map(|i| ((i as f32) * 0.618).sin() * (1.0 + (i % 97) as f32 / 13.0))
+        .collect();
+    let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let rows = Rows {
+        from: GgmlType::F32,
+        to: GgmlType::IQ4_XS,
+        row_len,
+        n_rows,
+    };
+    let out_row = GgmlType::IQ4_XS.row_bytes(row_len as u64).expect("row") as usize;
+    let mut want = vec![0u8; out_row * n_rows];
+    for (x, d) in values
+        .chunks_exact(row_len)
+        .zip(want.chunks_exact_mut(out_row))
+    {
+        fak_kernels::quantize_row(GgmlType::IQ4_XS, x, d).expect("quantize");
+    }
+    assert!(row_len * n_rows >= 3 * MIN_VALUES_PER_THREAD);
+    for threads in [1, 2, 3, 8, 1000] {
+        let got = requantize("t", &src, rows, threads).expect("requantize");
+        assert!(got == want, "{threads} threads");
+    }
+}
