@@ -24,9 +24,14 @@ run: fak ``--speculative off|lookup|auto`` and llama-server plain,
 Requests are streamed. For every workload run: wall seconds, completion
 tokens, tokens/s over the wall time, decode tokens/s (the tokens after
 each answer's first over the time after it, leaving out the prompt's
-prefill, which speculation does not change; an answer that came in fewer
-than 4 deltas, as a reply that may be a bare JSON call under
-``tool_choice: auto`` does, is left out), the
+prefill, which speculation does not change). For fak the first token's
+time is the engine's own (its ``vllm:time_to_first_token_seconds`` sum,
+read before and after each request): a tool call's first delta waits
+for the function's whole name, so the first delta a client sees comes
+several tokens late, and those tokens would count as decoded in no time.
+For a peer it is the first content or tool-call delta, and an answer
+that came in fewer than 4 deltas (a reply that may be a bare JSON call
+under ``tool_choice: auto``) is left out. Then the
 SHA-256 of the answers (text and tool calls; every fak configuration must
 print the same digest as fak plain: speculation is exact; the exit status
 is 1 if one does not), and for fak the draft tokens verified and accepted
@@ -145,7 +150,28 @@ def spec_counters(url: str) -> dict[str, float]:
         for name in ("num_draft_tokens", "num_accepted_tokens"):
             if line.startswith(f"vllm:spec_decode_{name}_total"):
                 out[name] = float(line.split()[-1])
+        if line.startswith("vllm:time_to_first_token_seconds_sum"):
+            out[FIRST_TOKEN] = float(line.split()[-1])
     return out
+
+
+# The engine's summed seconds from arrival to first token (fak's /metrics).
+FIRST_TOKEN = "first_token_seconds_sum"
+
+
+def decode_span(r: dict, engine_first: float | None) -> tuple[float, int] | None:
+    """One answer's decoding: the seconds after its first token and the
+    tokens after it. ``engine_first``: the engine's own seconds to that
+    token (None for a peer, which is timed by its first delta, and only
+    when at least 4 deltas streamed: see the module docs)."""
+    n = r["completion_tokens"]
+    if n <= 1:
+        return None
+    if engine_first is not None:
+        return r["seconds"] - engine_first, n - 1
+    if r["first_token_seconds"] is None or r["deltas"] < 4:
+        return None
+    return r["seconds"] - r["first_token_seconds"], n - 1
 
 
 def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
@@ -158,21 +184,24 @@ def run_workload(url: str, bodies: list[dict], tenant: str) -> dict:
     decode_secs, decode_n = 0.0, 0
     finish = []
     for b in bodies:
+        first_before = spec_counters(url).get(FIRST_TOKEN)
         r = ask(url, {**b, "model": "m", "temperature": 0, "user": tenant})
+        first_after = spec_counters(url).get(FIRST_TOKEN)
+        engine_first = None
+        if first_before is not None and first_after is not None:
+            engine_first = first_after - first_before
         secs += r["seconds"]
         n += r["completion_tokens"]
-        # Under `tool_choice: auto` a reply that may be a bare JSON call is
-        # held back until it is whole, so its first delta comes at the end:
-        # only answers that streamed (4 deltas or more) time decoding.
-        if r["first_token_seconds"] is not None and r["completion_tokens"] > 1 and r["deltas"] >= 4:
-            decode_secs += r["seconds"] - r["first_token_seconds"]
-            decode_n += r["completion_tokens"] - 1
+        span = decode_span(r, engine_first)
+        if span is not None:
+            decode_secs += span[0]
+            decode_n += span[1]
         h.update(r["answer"].encode())
         accepted += r["accepted_prediction_tokens"] or 0
         rejected += r["rejected_prediction_tokens"] or 0
         finish.append(r["finish_reason"])
     after = spec_counters(url)
-    drafted = {k: after[k] - before.get(k, 0.0) for k in after}
+    drafted = {k: after[k] - before.get(k, 0.0) for k in after if k != FIRST_TOKEN}
     return {
         "requests": len(bodies),
         "seconds": secs,

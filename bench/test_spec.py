@@ -65,6 +65,16 @@ class TestSummary(unittest.TestCase):
         self.assertAlmostEqual(s["chat"]["fak-lookup"]["acceptance"], 0.5)
         self.assertIsNone(s["chat"]["fak-off"]["acceptance"])
 
+    def test_decode_starts_at_the_engines_first_token(self):
+        # A tool call: 38 tokens, the first delta after the name (2.5 s),
+        # the engine's first token at 2.0 s.
+        r = {"seconds": 3.0, "first_token_seconds": 2.5, "completion_tokens": 38, "deltas": 21}
+        self.assertEqual(spec.decode_span(r, 2.0), (1.0, 37))
+        # A peer: its first delta; too few deltas, not timed.
+        self.assertEqual(spec.decode_span(r, None), (0.5, 37))
+        self.assertIsNone(spec.decode_span({**r, "deltas": 3}, None))
+        self.assertIsNone(spec.decode_span({**r, "completion_tokens": 1}, 2.0))
+
     def test_draft_configs_name_the_model(self):
         d = spec.draft_configs(Path("models/d.gguf"))
         self.assertIn("models/d.gguf", d["fak-draft"][1])
