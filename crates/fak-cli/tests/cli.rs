@@ -426,6 +426,42 @@ fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
     }
 }
 
+/// `--threads` changes how fast, never what: one thread and three write
+/// the same file (and `--threads 0` is refused in one line).
+#[test]
+fn quantize_writes_the_same_file_for_any_thread_count() {
+    let dir = tmpdir("requant-threads");
+    let src = model("smollm2-135m-instruct-q4_1.gguf");
+    let mut files = Vec::new();
+    for t in ["1", "3"] {
+        let out = dir.join(format!("q3_k_m-t{t}.gguf"));
+        let o = fak(&[
+            "quantize",
+            &src,
+            out.to_str().expect("utf8"),
+            "q3_k_m",
+            "--threads",
+            t,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        files.push(std::fs::read(&out).expect("output"));
+    }
+    assert!(
+        files[0] == files[1],
+        "--threads 1 and 3 wrote different files"
+    );
+    let out = dir.join("never.gguf");
+    let o = fak(&[
+        "quantize",
+        &src,
+        out.to_str().expect("utf8"),
+        "q3_k_m",
+        "--threads",
+        "0",
+    ]);
+    assert_clean_error(&o, "1..=1024");
+}
+
 /// The ternary files: TQ1_0/TQ2_0 where rows are whole 256-value blocks
 /// (SmolLM2's 1536-wide `ffn_down`), Q4_0 on the 576-wide rows, Q8_0 for
 /// the tied output, tensor for tensor.
