@@ -242,37 +242,19 @@ fn usage_errors_are_one_line() {
         "{}",
         stderr(&o)
     );
-    let o = fak(&[
-        "quantize",
-        &model("smollm2-135m-instruct-q4_1.gguf"),
-        "/tmp/x.gguf",
-        "q3_zz",
-    ]);
-    assert_clean_error(&o, "q3_zz");
-    // A codebook type is refused with its reason, not as an unknown name.
-    let o = fak(&[
-        "quantize",
-        &model("smollm2-135m-instruct-q4_1.gguf"),
-        "/tmp/x.gguf",
-        "IQ2_XXS",
-    ]);
-    assert_clean_error(&o, "importance matrix");
-    // So is MXFP4's mixture-of-experts file type.
-    let o = fak(&[
-        "quantize",
-        &model("smollm2-135m-instruct-q4_1.gguf"),
-        "/tmp/x.gguf",
-        "mxfp4_moe",
-    ]);
-    assert_clean_error(&o, "mixture-of-experts");
-    // And the types fak reads but llama.cpp writes only per tensor.
-    let o = fak(&[
-        "quantize",
-        &model("smollm2-135m-instruct-q4_1.gguf"),
-        "/tmp/x.gguf",
-        "nvfp4",
-    ]);
-    assert_clean_error(&o, "--tensor-type");
+    // An unknown name; a codebook type, refused with its reason, not as an
+    // unknown name; so is MXFP4's mixture-of-experts file type; and the
+    // types fak reads but llama.cpp writes only per tensor.
+    for (ty, reason) in [
+        ("q3_zz", "q3_zz"),
+        ("IQ2_XXS", "importance matrix"),
+        ("mxfp4_moe", "mixture-of-experts"),
+        ("nvfp4", "--tensor-type"),
+    ] {
+        let q4_1 = model("smollm2-135m-instruct-q4_1.gguf");
+        let o = fak(&["quantize", &q4_1, "/tmp/x.gguf", ty]);
+        assert_clean_error(&o, reason);
+    }
     // A KV-event endpoint that cannot be bound fails at start, in one line.
     let o = fak(&[
         "serve",
