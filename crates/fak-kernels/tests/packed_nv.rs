@@ -6,10 +6,12 @@
 use fak_gguf::GgmlType;
 use fak_kernels::blocks::{BlockNVFP4, BlockQ8_0};
 use fak_kernels::fp::f32_to_f16;
-use fak_kernels::packed::{packed_gemm_with_isa, PackedFormat, PackedMatrix};
-use fak_kernels::{scalar, Isa};
+use fak_kernels::packed::{PackedFormat, PackedMatrix};
+use fak_kernels::scalar;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod common;
 
 /// `rows` rows of `nb` NVFP4 blocks, random codes and scale bytes (every
 /// byte, 0x7F and bit 7 included); `code`: every nibble that code instead.
@@ -41,34 +43,10 @@ fn acts(rng: &mut StdRng, n_tok: usize, nb: usize, fill: Option<i8>) -> Vec<u8> 
 }
 
 fn check(w: &[u8], a: &[u8], (rows, nb, n_tok): (usize, usize, usize), what: &str) {
-    let n = nb * 64;
-    let p = PackedMatrix::pack(PackedFormat::NVFP4, w, rows, n).expect("pack");
-    let (wr, ar) = (nb * BlockNVFP4::BYTES, 2 * nb * BlockQ8_0::BYTES);
-    let stride = rows + 3;
-    for isa in Isa::available() {
-        let mut out = vec![f32::NAN; n_tok * stride];
-        packed_gemm_with_isa(isa, &p, 0..rows, (a, n_tok), &mut out, stride).expect("gemm");
-        for t in 0..n_tok {
-            for j in 0..rows {
-                let want = scalar::vec_dot_nvfp4_q8_0(
-                    n,
-                    &w[j * wr..(j + 1) * wr],
-                    &a[t * ar..(t + 1) * ar],
-                )
-                .expect("dot");
-                let got = out[t * stride + j];
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "{what} {isa}: token {t} row {j}: {got} vs {want}"
-                );
-            }
-            assert!(
-                out[t * stride + rows].is_nan(),
-                "{what} {isa}: wrote past the rows"
-            );
-        }
-    }
+    let p = PackedMatrix::pack(PackedFormat::NVFP4, w, rows, nb * 64).expect("pack");
+    let w_rows = (w, nb * BlockNVFP4::BYTES);
+    let a_rows = (a, 2 * nb * BlockQ8_0::BYTES);
+    common::check_packed_bits(&p, w_rows, a_rows, n_tok, scalar::vec_dot_nvfp4_q8_0, what);
 }
 
 #[test]

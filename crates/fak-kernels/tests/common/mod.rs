@@ -1,6 +1,7 @@
 //! Random weight rows and tolerance helpers shared by the dot-product
 //! tests (`dot.rs`: scalar vs f64 reference; `simd.rs`: SIMD vs scalar),
-//! and the packed products' row-range check (`packed.rs`, `packed_q4.rs`).
+//! and the packed products' row-range check (`packed.rs`, `packed_q4.rs`)
+//! and bit check against a scalar twin (`packed_nv.rs`, `packed_q1.rs`).
 
 #![allow(dead_code)]
 
@@ -213,5 +214,51 @@ pub fn check_row_ranges(
             .zip(&whole[t * rows..(t + 1) * rows])
             .all(|(x, y)| x.to_bits() == y.to_bits());
         assert!(same, "{what} token {t}");
+    }
+}
+
+/// A scalar twin's dot product of one weight row and one activation row
+/// of `n` values (`fak_kernels::scalar::vec_dot_*`).
+pub type ScalarDot = fn(usize, &[u8], &[u8]) -> Result<f32, fak_kernels::KernelError>;
+
+/// `p`'s product on every ISA this CPU runs gives each (token, row)
+/// element the bits of `dot` on that row and token, and writes nothing
+/// past the rows. `w`: `p`'s GGUF rows, `w_row` bytes each; `a`: `n_tok`
+/// activation rows, `a_row` bytes each; `what` names the case in failures.
+/// Shared by `packed_nv.rs` and `packed_q1.rs`.
+pub fn check_packed_bits(
+    p: &fak_kernels::packed::PackedMatrix,
+    (w, w_row): (&[u8], usize),
+    (a, a_row): (&[u8], usize),
+    n_tok: usize,
+    dot: ScalarDot,
+    what: &str,
+) {
+    let (rows, n) = (p.rows(), p.n());
+    let stride = rows + 3;
+    for isa in fak_kernels::Isa::available() {
+        let mut out = vec![f32::NAN; n_tok * stride];
+        fak_kernels::packed::packed_gemm_with_isa(isa, p, 0..rows, (a, n_tok), &mut out, stride)
+            .expect("gemm");
+        for t in 0..n_tok {
+            for j in 0..rows {
+                let want = dot(
+                    n,
+                    &w[j * w_row..(j + 1) * w_row],
+                    &a[t * a_row..(t + 1) * a_row],
+                )
+                .expect("dot");
+                let got = out[t * stride + j];
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{what} {isa}: token {t} row {j}: {got} vs {want}"
+                );
+            }
+            assert!(
+                out[t * stride + rows].is_nan(),
+                "{what} {isa}: wrote past the rows"
+            );
+        }
     }
 }
