@@ -52,6 +52,16 @@ the one that wrote it would change every field::
 
     bench/.venv/bin/python bench/peers/golden.py --all --gemma3 --add-fa-off
 
+With ``--add-cpu-paths`` the files on disk keep every field and gain
+this CPU's greedy paths in ``more_paths`` (flash attention on, and off
+with an f16 cache; each ``{"label", "greedy_ids", "margins"}``, the label
+naming the CPU). llama.cpp's margins at a near-even step move with the
+CPU as much as with its attention path, so fak's tests accept any
+recorded path, each up to its own first near tie. A path of a CPU
+already in the file is replaced::
+
+    bench/.venv/bin/python bench/peers/golden.py --all --gemma3 --add-cpu-paths
+
 With ``--add-prompt NAME`` the files on disk keep every field and gain
 one prompt of ``PROMPTS`` that they lack (its results, both attention
 paths, and its first-step logits or compact top logits), run here; the
@@ -160,6 +170,8 @@ class PromptResult:
     # The same prompt with flash attention off (None: not run).
     greedy_ids_fa_off: list[int] | None = None
     margins_fa_off: list[float] | None = None
+    # Greedy paths recorded on other CPUs or settings (``--add-cpu-paths``).
+    more_paths: list[dict[str, Any]] | None = None
 
 
 def tokenize(L: Any, vocab: Any, text: str) -> list[int]:
@@ -318,6 +330,8 @@ def render_json(head: dict[str, Any], logits_file: str | None, results: list[Pro
         ]
         if r.greedy_ids_fa_off is not None:
             fields += [("greedy_ids_fa_off", r.greedy_ids_fa_off), ("margins_fa_off", r.margins_fa_off)]
+        if r.more_paths:
+            fields.append(("more_paths", r.more_paths))
         if logits_file is None:
             fields += [("top_logits", r.top_logits), ("ranges", r.ranges)]
         body = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in fields)
@@ -373,6 +387,7 @@ class Options:
     prompts: list[tuple[str, str]] | None = None
     add_fa_off: bool = False
     add_prompt: str | None = None
+    add_cpu_paths: bool = False
 
 
 def golden_stem(model_file: str, kv_type: str) -> str:
@@ -388,6 +403,7 @@ def old_results(old: dict[str, Any]) -> list[PromptResult]:
         PromptResult(
             p["name"], p["text"], p["prompt_ids"], p["greedy_ids"], p["margins"], None, "",
             p.get("top_logits", []), p.get("ranges", []), p.get("greedy_ids_fa_off"), p.get("margins_fa_off"),
+            p.get("more_paths"),
         )
         for p in old["prompts"]
     ]
@@ -423,6 +439,59 @@ def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     head = {k: v for k, v in old.items() if k not in ("prompts", "first_logits_file")}
     json_path.write_text(render_json(head, old.get("first_logits_file"), results), encoding="utf-8")
     print(f"golden:   added the flash-attention-off path to {common.rel(json_path)}", file=sys.stderr)
+
+
+def cpu_label() -> str:
+    """This CPU as a golden path's label names it: model name, family and
+    model numbers, and the widest vector ISA llama.cpp's build can use."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            k, _, v = line.partition(":")
+            info.setdefault(k.strip(), v.strip())
+    except OSError:
+        return "an unknown CPU"
+    flags = set(info.get("flags", "").split())
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{info.get('model name', 'CPU')} (family {info.get('cpu family', '?')} model {info.get('model', '?')}, {isa})"
+
+
+def add_cpu_paths(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
+    """Adds this CPU's greedy paths (flash attention on, and off with an f16
+    cache) to a golden file on disk as ``more_paths``, keeping its other
+    fields as they are."""
+    old = json.loads(json_path.read_text(encoding="utf-8"))
+    if old["model_sha256"] != common.sha256_file(path):
+        raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
+    cpu = cpu_label()
+    settings = [("auto", "flash attention on")] + ([("off", "flash attention off")] if kv_type == "f16" else [])
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    try:
+        vocab = L.llama_model_get_vocab(model)
+        n_vocab = int(L.llama_vocab_n_tokens(vocab))
+        results = old_results(old)
+        for r in results:
+            paths = [q for q in (r.more_paths or []) if not q["label"].endswith(f", {cpu}")]
+            for fa, what in settings:
+                run = run_prompt(L, model, vocab, n_vocab, r.name, r.text, fa, kv_type)
+                if run.prompt_ids != r.prompt_ids:
+                    raise common.PeerError(f"{json_path.name}/{r.name}: prompt ids differ from the file's")
+                paths.append({"label": f"{what}, {cpu}", "greedy_ids": run.greedy_ids, "margins": run.margins})
+                same = next((i for i, (a, b) in enumerate(zip(r.greedy_ids, run.greedy_ids)) if a != b), None)
+                print(
+                    f"  {json_path.stem}/{r.name:<12} {what}: "
+                    + ("the file's ids" if same is None else f"parts at step {same} (file's margin {r.margins[same]:.4f})")
+                )
+            r.more_paths = paths
+    finally:
+        L.llama_model_free(model)
+    head = {k: v for k, v in old.items() if k not in ("prompts", "first_logits_file")}
+    json_path.write_text(render_json(head, old.get("first_logits_file"), results), encoding="utf-8")
+    print(f"golden:   added the paths of {cpu} to {common.rel(json_path)}", file=sys.stderr)
 
 
 def add_prompt(L: Any, path: Path, json_path: Path, opt: Options, name: str) -> None:
@@ -463,6 +532,9 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     stem = golden_stem(model_file, opt.kv_type)
     if opt.add_fa_off:
         add_fa_off(L, path, opt.out_dir / f"{stem}.json", opt.kv_type)
+        return []
+    if opt.add_cpu_paths:
+        add_cpu_paths(L, path, opt.out_dir / f"{stem}.json", opt.kv_type)
         return []
     if opt.add_prompt is not None:
         add_prompt(L, path, opt.out_dir / f"{stem}.json", opt, opt.add_prompt)
@@ -511,6 +583,9 @@ def main() -> int:
         "--add-fa-off", action="store_true", help="add only the flash-attention-off path to the files on disk"
     )
     ap.add_argument(
+        "--add-cpu-paths", action="store_true", help="add this CPU's greedy paths to the files on disk"
+    )
+    ap.add_argument(
         "--add-prompt", choices=[n for n, _ in PROMPTS], help="add one prompt of the list to the files on disk"
     )
     args = ap.parse_args()
@@ -518,7 +593,7 @@ def main() -> int:
         ap.error("give --all, --gemma3 or at least one --model")
     opt = Options(
         args.out_dir, args.check, args.flash_attn, args.kv_type, args.compact,
-        add_fa_off=args.add_fa_off, add_prompt=args.add_prompt,
+        add_fa_off=args.add_fa_off, add_prompt=args.add_prompt, add_cpu_paths=args.add_cpu_paths,
     )
     L = common.llama_init()
     diffs: list[str] = []
@@ -532,7 +607,7 @@ def main() -> int:
             raise common.PeerError(f"{p} is missing: run scripts/fetch-models.sh")
         g_opt = Options(
             opt.out_dir, opt.check, opt.flash_attn, opt.kv_type, True, PROMPTS + LONG_PROMPTS,
-            opt.add_fa_off, opt.add_prompt,
+            opt.add_fa_off, opt.add_prompt, opt.add_cpu_paths,
         )
         diffs += emit(L, p, GEMMA3, g_opt)
     if args.all:
