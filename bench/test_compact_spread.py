@@ -34,6 +34,14 @@ class SpreadTest(unittest.TestCase):
         self.assertEqual(r["worst"], 0.0)
         self.assertFalse(r["same_path"])
 
+    def test_gap_error_ignores_a_shift_of_every_logit(self) -> None:
+        # b is a shifted by +1, except id 3, whose gap to the best id moves
+        # by 0.5 at step 0: one of the four gaps compared (two per step).
+        a = {"prompts": [prompt("p", [1, 2], [[[1, 5.0], [3, 4.0]], [[2, 6.0], [3, 1.0]]], [[0.0, 10.0], [0.0, 20.0]])]}
+        b = {"prompts": [prompt("p", [1, 2], [[[1, 6.0], [3, 5.5]], [[2, 7.0], [3, 2.0]]], [[0.0, 10.0], [0.0, 20.0]])]}
+        (r,) = compact_spread.spread(a, b)
+        self.assertAlmostEqual(r["mean_gap"], 0.5 / 4)
+
 
 if __name__ == "__main__":
     unittest.main()

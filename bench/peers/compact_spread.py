@@ -7,7 +7,10 @@ llama.cpp's greedy path, the top-16 ``[id, logit]`` pairs and the step's
 attention on and off, ``golden.py --gemma3 --flash-attn off --out-dir
 DIR``), this prints for each prompt the worst difference of a logit both
 files list at a step, over the step's range in the first file, along the
-steps where both greedy paths still agree::
+steps where both greedy paths still agree, and the mean error of the
+logit gaps: over each step's 8 best ids in the first file, ``|(l_a(i) -
+l_a(top)) - (l_b(i) - l_b(top))|`` with ``top`` the first file's best id
+(what decides a greedy choice, free of a shift of every logit)::
 
     python3 bench/peers/compact_spread.py \\
         crates/fak-model/tests/golden/gemma-3-270m-q4_k_m.json DIR/gemma-3-270m-q4_k_m.json
@@ -24,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 
+# Best ids per step whose logit gaps to the best one are compared.
+GAP_IDS = 8
+
+
 def spread(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """Per prompt of ``a`` (by name, also in ``b``): the worst relative
     logit difference, its step, the steps compared, and whether the two
@@ -36,6 +43,7 @@ def spread(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         ga, gb = p["greedy_ids"], q["greedy_ids"]
         worst, at, steps = 0.0, None, 0
+        gap_sum, gaps = 0.0, 0
         for s, (ta, tb) in enumerate(zip(p["top_logits"], q["top_logits"])):
             if ga[:s] != gb[:s]:
                 break
@@ -48,7 +56,16 @@ def spread(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             e = max(abs(la[i] - lb[i]) for i in shared) / (hi - lo)
             if e > worst:
                 worst, at = e, s
-        out.append({"name": p["name"], "worst": worst, "step": at, "steps": steps, "same_path": ga == gb})
+            top = ta[0][0]
+            if top in lb:
+                for i, v in ta[:GAP_IDS]:
+                    if i in lb:
+                        gap_sum += abs((v - la[top]) - (lb[i] - lb[top]))
+                        gaps += 1
+        out.append({
+            "name": p["name"], "worst": worst, "step": at, "steps": steps, "same_path": ga == gb,
+            "mean_gap": gap_sum / gaps if gaps else 0.0,
+        })
     return out
 
 
@@ -65,7 +82,7 @@ def main() -> int:
     for r in spread(a, b):
         step = "-" if r["step"] is None else r["step"]
         print(f"{r['name']:13s} steps {r['steps']:3d}  same path {str(r['same_path']):5s}  "
-              f"worst rel {r['worst']:.4f} at step {step}")
+              f"worst rel {r['worst']:.4f} at step {step}  mean gap error {r['mean_gap']:.4f}")
     return 0
 
 
