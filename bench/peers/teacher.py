@@ -38,6 +38,17 @@ Usage::
 lacks, run here, at its place in the list (the JSON entry and its block
 of the logits file); the other prompts stay as their machine wrote them.
 
+``--add-cpu-runs`` feeds every prompt's forced ids through llama.cpp here,
+flash attention on and (with an f16 cache) off, and adds each run's
+argmax and top-1/top-2 gap per step to the file as ``more_runs`` (each
+``{"label", "argmax", "gaps"}``, the label naming this CPU; a CPU's
+earlier runs are replaced; the logits file is unchanged). llama.cpp's
+near-even steps move with the CPU and the attention path, so fak's test
+does not hold a step's greedy id where any recorded run calls it even or
+picks fak's id::
+
+    bench/.venv/bin/python bench/peers/teacher.py --all --add-cpu-runs
+
 ``--spread off`` (or ``on``) writes nothing: it forces the committed
 goldens' sequences through llama.cpp with flash attention set that way and
 prints the same per-step error against the committed files (golden made
@@ -173,6 +184,7 @@ class Options:
     spread: str | None
     against: Path | None = None
     add_prompt: str | None = None
+    add_cpu_runs: bool = False
 
 
 def stem_of(model_file: str, kv_type: str) -> str:
@@ -236,6 +248,31 @@ def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, 
     print(f"  {json_path.stem}/{name:<12} prompt {len(entry['prompt_ids']):>3} tok, min top-1 gap {gap:.4f}", file=sys.stderr)
 
 
+def add_cpu_runs(L: Any, model: Any, n_vocab: int, json_path: Path, kv_type: str) -> None:
+    """Adds this CPU's teacher-forced runs (flash attention on, and off with
+    an f16 cache) to a teacher golden on disk as ``more_runs``: per step,
+    llama.cpp's argmax and its top-1/top-2 gap on the file's forced ids."""
+    g = json.loads(json_path.read_text(encoding="utf-8"))
+    cpu = golden.cpu_label()
+    settings = [("auto", "flash attention on")] + ([("off", "flash attention off")] if kv_type == "f16" else [])
+    for e in g["prompts"]:
+        runs = [r for r in e.get("more_runs", []) if not r["label"].endswith(f", {cpu}")]
+        for fa, what in settings:
+            _, rows = run_forced(L, model, n_vocab, e["prompt_ids"], e["forced_ids"], fa, kv_type)
+            argmax, gaps = [], []
+            for r in rows:
+                tok, gap = golden.top2(r)
+                argmax.append(tok)
+                gaps.append(gap)
+            runs.append({"label": f"{what}, {cpu}", "argmax": argmax, "gaps": gaps})
+            other = [s for s, (a, f) in enumerate(zip(argmax, e["forced_ids"])) if a != f]
+            print(f"  {json_path.stem}/{e['name']:<12} {what}: other ids at steps {other}", file=sys.stderr)
+        e["more_runs"] = runs
+    head = {k: v for k, v in g.items() if k not in ("sample_ids", "prompts")}
+    json_path.write_text(render(head, g["sample_ids"], g["prompts"]), encoding="utf-8")
+    print(f"teacher:   added the runs of {cpu} to {common.rel(json_path)}", file=sys.stderr)
+
+
 def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     stem = stem_of(model_file, opt.kv_type)
     json_path = opt.out_dir / f"{stem}.teacher.json"
@@ -245,10 +282,14 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
     try:
         if opt.spread:
             return spread(L, model, n_vocab, json_path, bin_path, opt)
-        if opt.add_prompt is not None:
+        if opt.add_prompt is not None or opt.add_cpu_runs:
             g = json.loads(json_path.read_text(encoding="utf-8"))
             if g["model_sha256"] != common.sha256_file(path):
                 raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
+        if opt.add_cpu_runs:
+            add_cpu_runs(L, model, n_vocab, json_path, opt.kv_type)
+            return []
+        if opt.add_prompt is not None:
             add_prompt(L, model, vocab, n_vocab, (json_path, bin_path), opt.add_prompt)
             return []
         samples = sample_ids(n_vocab)
@@ -435,6 +476,7 @@ def main() -> int:
         help="compare two fak dumps (FAK_TEACHER_DUMP) of every golden file in both; runs no model",
     )
     ap.add_argument("--add-prompt", choices=[n for n, _ in PROMPTS], help="add one prompt of the list to the files on disk")
+    ap.add_argument("--add-cpu-runs", action="store_true", help="add this CPU's teacher-forced runs to the files on disk")
     args = ap.parse_args()
     if args.dumps:
         a, b = args.dumps
@@ -449,7 +491,7 @@ def main() -> int:
         ap.error("give --all or at least one --model")
     if args.against is not None and args.spread is None:
         ap.error("--against needs --spread")
-    opt = Options(args.out_dir, args.kv_type, args.check, args.spread, args.against, args.add_prompt)
+    opt = Options(args.out_dir, args.kv_type, args.check, args.spread, args.against, args.add_prompt, args.add_cpu_runs)
     L = common.llama_init()
     diffs: list[str] = []
     for m in args.model:
