@@ -278,18 +278,24 @@ def run_prompt(
     return PromptResult(name, text, ids, greedy, margins, first, text_out, tops, ranges)
 
 
-def run_model(
-    L: Any, path: Path, model_file: str, flash_attn: str, kv_type: str, prompts: list[tuple[str, str]]
-) -> tuple[dict[str, Any], list[PromptResult]]:
-    """Golden dict (without first_logits_file) and per-prompt results."""
+def load_model(L: Any, path: Path) -> tuple[Any, Any, int]:
+    """A GGUF file loaded on the CPU: the model, its vocab and the vocab's
+    size. The caller frees the model (``llama_model_free``)."""
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = 0
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    vocab = L.llama_model_get_vocab(model)
+    return model, vocab, int(L.llama_vocab_n_tokens(vocab))
+
+
+def run_model(
+    L: Any, path: Path, model_file: str, flash_attn: str, kv_type: str, prompts: list[tuple[str, str]]
+) -> tuple[dict[str, Any], list[PromptResult]]:
+    """Golden dict (without first_logits_file) and per-prompt results."""
+    model, vocab, n_vocab = load_model(L, path)
     try:
-        vocab = L.llama_model_get_vocab(model)
-        n_vocab = int(L.llama_vocab_n_tokens(vocab))
         results = [run_prompt(L, model, vocab, n_vocab, n, t, flash_attn, kv_type) for n, t in prompts]
         # llama.cpp needs flash attention for a quantized V cache, so the
         # off path exists only with an f16 cache.
@@ -415,14 +421,8 @@ def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     if kv_type != "f16":
         raise common.PeerError("llama.cpp runs a quantized V cache only with flash attention: no off path to add")
     old = json.loads(json_path.read_text(encoding="utf-8"))
-    mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    model = L.llama_model_load_from_file(str(path).encode(), mp)
-    if not model:
-        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    model, vocab, n_vocab = load_model(L, path)
     try:
-        vocab = L.llama_model_get_vocab(model)
-        n_vocab = int(L.llama_vocab_n_tokens(vocab))
         results = old_results(old)
         for r in results:
             off = run_prompt(L, model, vocab, n_vocab, r.name, r.text, "off", kv_type)
@@ -465,14 +465,8 @@ def add_cpu_paths(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
         raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
     cpu = cpu_label()
     settings = [("auto", "flash attention on")] + ([("off", "flash attention off")] if kv_type == "f16" else [])
-    mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    model = L.llama_model_load_from_file(str(path).encode(), mp)
-    if not model:
-        raise common.PeerError(f"{path}: llama_model_load_from_file failed")
+    model, vocab, n_vocab = load_model(L, path)
     try:
-        vocab = L.llama_model_get_vocab(model)
-        n_vocab = int(L.llama_vocab_n_tokens(vocab))
         results = old_results(old)
         for r in results:
             paths = [q for q in (r.more_paths or []) if not q["label"].endswith(f", {cpu}")]
