@@ -66,6 +66,16 @@ struct GoldenPrompt {
     name: String,
     text: String,
     prompt_ids: Vec<u32>,
+    #[serde(flatten)]
+    paths: Recorded,
+}
+
+/// The greedy paths of one golden prompt, as recorded (the same fields in
+/// the full and the compact goldens).
+#[derive(Deserialize)]
+struct Recorded {
+    /// llama.cpp's greedy ids and margins, flash attention on (the file's
+    /// own path).
     greedy_ids: Vec<u32>,
     margins: Vec<f32>,
     /// llama.cpp's greedy ids and margins with flash attention off
@@ -97,32 +107,23 @@ struct GreedyPath<'a> {
     margins: &'a [f32],
 }
 
-/// The greedy paths of one golden prompt, as recorded.
-struct Recorded<'a> {
-    ids: &'a [u32],
-    margins: &'a [f32],
-    off: Option<&'a Vec<u32>>,
-    off_margins: Option<&'a Vec<f32>>,
-    more: &'a [MorePath],
-}
-
 impl<'a> GreedyPath<'a> {
     /// The paths a golden prompt holds: flash attention on (the file's
     /// own), then off where it was recorded, then those of other CPUs.
-    fn all(r: Recorded<'a>) -> Vec<GreedyPath<'a>> {
+    fn all(r: &'a Recorded) -> Vec<GreedyPath<'a>> {
         let mut paths = vec![GreedyPath {
             label: "flash attention on",
-            ids: r.ids,
-            margins: r.margins,
+            ids: &r.greedy_ids,
+            margins: &r.margins,
         }];
-        if let (Some(ids), Some(margins)) = (r.off, r.off_margins) {
+        if let (Some(ids), Some(margins)) = (&r.greedy_ids_fa_off, &r.margins_fa_off) {
             paths.push(GreedyPath {
                 label: "flash attention off",
                 ids,
                 margins,
             });
         }
-        paths.extend(r.more.iter().map(|m| GreedyPath {
+        paths.extend(r.more_paths.iter().map(|m| GreedyPath {
             label: &m.label,
             ids: &m.greedy_ids,
             margins: &m.margins,
@@ -151,21 +152,12 @@ struct CompactPrompt {
     name: String,
     text: String,
     prompt_ids: Vec<u32>,
-    greedy_ids: Vec<u32>,
-    margins: Vec<f32>,
+    #[serde(flatten)]
+    paths: Recorded,
     /// Per step: llama.cpp's top logits, `(id, logit)`, descending.
     top_logits: Vec<Vec<(u32, f32)>>,
     /// Per step: llama.cpp's `[min, max]` logit.
     ranges: Vec<[f32; 2]>,
-    /// llama.cpp's free-running greedy ids and margins with flash
-    /// attention off (absent from older files).
-    #[serde(default)]
-    greedy_ids_fa_off: Option<Vec<u32>>,
-    #[serde(default)]
-    margins_fa_off: Option<Vec<f32>>,
-    /// Paths recorded on other CPUs (absent from older files).
-    #[serde(default)]
-    more_paths: Vec<MorePath>,
 }
 
 fn root() -> PathBuf {
@@ -283,16 +275,10 @@ fn check_model_kv(stem: &str, tie_margin: f32, kv_type: KvType, max_rel_err: f32
             ));
             continue;
         }
-        let (got, first) = greedy(&model, &p.prompt_ids, p.greedy_ids.len(), kv_type);
+        let (got, first) = greedy(&model, &p.prompt_ids, p.paths.greedy_ids.len(), kv_type);
         // Compare with each of llama.cpp's paths up to its first near tie;
         // fak must follow one of them.
-        let paths = GreedyPath::all(Recorded {
-            ids: &p.greedy_ids,
-            margins: &p.margins,
-            off: p.greedy_ids_fa_off.as_ref(),
-            off_margins: p.margins_fa_off.as_ref(),
-            more: &p.more_paths,
-        });
+        let paths = GreedyPath::all(&p.paths);
         let followed = paths.iter().find(|path| {
             let checked = path.checked(tie_margin);
             got[..checked] == path.ids[..checked]
@@ -328,9 +314,9 @@ fn check_model_kv(stem: &str, tie_margin: f32, kv_type: KvType, max_rel_err: f32
             "{stem} kv {kv_type}/{:<12} prompt {:>3} tok | greedy match {:>2}/{:<2} checked steps of llama.cpp's path with {path_label} (all 32 of flash attention on: {}) | first-step logits: max abs err {max_abs:.4}, range {:.2}, rel {:.5}{vs_f16} | {:?}",
             p.name,
             ids.len(),
-            got.iter().zip(&p.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
+            got.iter().zip(&p.paths.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
             checked,
-            got == p.greedy_ids,
+            got == p.paths.greedy_ids,
             range,
             rel,
             text
@@ -513,14 +499,8 @@ fn check_compact(stem: &str, tie_margin: f32, max_rel_err: f32) {
             ));
             continue;
         }
-        let steps = teacher_forced(&model, &p.prompt_ids, &p.greedy_ids);
-        let paths = GreedyPath::all(Recorded {
-            ids: &p.greedy_ids,
-            margins: &p.margins,
-            off: p.greedy_ids_fa_off.as_ref(),
-            off_margins: p.margins_fa_off.as_ref(),
-            more: &p.more_paths,
-        });
+        let steps = teacher_forced(&model, &p.prompt_ids, &p.paths.greedy_ids);
+        let paths = GreedyPath::all(&p.paths);
         let checked = paths[0].checked(tie_margin);
         let got: Vec<u32> = steps.iter().map(|l| argmax(l)).collect();
         // fak is fed the file's own ids, so another recorded path shares
@@ -531,13 +511,13 @@ fn check_compact(stem: &str, tie_margin: f32, max_rel_err: f32) {
         // way or on another CPU, calls it even.
         let other_agrees = |step: usize| {
             paths[1..].iter().find(|o| {
-                o.ids[..step] == p.greedy_ids[..step]
+                o.ids[..step] == p.paths.greedy_ids[..step]
                     && ((step < o.checked(tie_margin) && o.ids[step] == got[step])
                         || o.margins[step] < tie_margin)
             })
         };
         let mut off_steps = Vec::new();
-        for step in (0..checked).filter(|&i| got[i] != p.greedy_ids[i]) {
+        for step in (0..checked).filter(|&i| got[i] != p.paths.greedy_ids[i]) {
             if let Some(o) = other_agrees(step) {
                 off_steps.push((step, o.label));
                 continue;
@@ -545,9 +525,9 @@ fn check_compact(stem: &str, tie_margin: f32, max_rel_err: f32) {
             failures.push(format!(
                 "{stem}/{}: greedy id differs at step {step} (margin {:.3}; near ties from step {checked}): fak {} vs llama.cpp {}{}",
                 p.name,
-                p.margins[step],
+                p.paths.margins[step],
                 got[step],
-                p.greedy_ids[step],
+                p.paths.greedy_ids[step],
                 paths[1..]
                     .iter()
                     .map(|o| format!(" ({}: {})", o.label, o.ids[step]))
@@ -575,14 +555,14 @@ fn check_compact(stem: &str, tie_margin: f32, max_rel_err: f32) {
             "{stem}/{:<12} prompt {:>3} tok | argmax match {:>2}/{:<2} checked steps (all {}: {}) | teacher-forced top-{} logits: worst rel err {:.5} (step {}) | {:?}",
             p.name,
             ids.len(),
-            got.iter().zip(&p.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
+            got.iter().zip(&p.paths.greedy_ids).take(checked).filter(|(a, b)| a == b).count(),
             checked,
             got.len(),
-            got == p.greedy_ids,
+            got == p.paths.greedy_ids,
             p.top_logits.first().map_or(0, Vec::len),
             worst.0,
             worst.1,
-            tok.decode(&p.greedy_ids)
+            tok.decode(&p.paths.greedy_ids)
         );
         if worst.0 > max_rel_err {
             failures.push(format!(
