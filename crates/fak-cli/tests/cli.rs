@@ -1,5 +1,6 @@
 //! End-to-end tests of the `fak` binary, run as a user would.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -414,17 +415,14 @@ fn quantize_low_bit_mixtures_are_byte_identical_to_llama_cpp() {
 fn quantize_writes_the_same_file_for_any_thread_count() {
     let dir = tmpdir("requant-threads");
     let src = model("smollm2-135m-instruct-q4_1.gguf");
+    let quantize = |out: &Path, threads: &str| {
+        let out = out.to_str().expect("utf8");
+        fak(&["quantize", &src, out, "q3_k_m", "--threads", threads])
+    };
     let mut files = Vec::new();
     for t in ["1", "3"] {
         let out = dir.join(format!("q3_k_m-t{t}.gguf"));
-        let o = fak(&[
-            "quantize",
-            &src,
-            out.to_str().expect("utf8"),
-            "q3_k_m",
-            "--threads",
-            t,
-        ]);
+        let o = quantize(&out, t);
         assert!(o.status.success(), "{}", stderr(&o));
         files.push(std::fs::read(&out).expect("output"));
     }
@@ -432,15 +430,7 @@ fn quantize_writes_the_same_file_for_any_thread_count() {
         files[0] == files[1],
         "--threads 1 and 3 wrote different files"
     );
-    let out = dir.join("never.gguf");
-    let o = fak(&[
-        "quantize",
-        &src,
-        out.to_str().expect("utf8"),
-        "q3_k_m",
-        "--threads",
-        "0",
-    ]);
+    let o = quantize(&dir.join("never.gguf"), "0");
     assert_clean_error(&o, "1..=1024");
 }
 
