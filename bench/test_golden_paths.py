@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+import common  # noqa: E402
 import golden  # noqa: E402
 
 
@@ -64,6 +66,21 @@ class CpuLabel(unittest.TestCase):
     def test_names_family_model_and_isa(self):
         label = golden.cpu_label()
         self.assertRegex(label, r"\(family \S+ model \S+, (AVX-512|AVX2|no AVX2)\)$|^an unknown CPU$")
+
+
+class ReadGolden(unittest.TestCase):
+    def test_missing_and_malformed_files_are_one_line_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            missing = Path(d) / "none.json"
+            with self.assertRaisesRegex(common.PeerError, "does not exist"):
+                common.read_golden(missing)
+            bad = Path(d) / "bad.json"
+            bad.write_text("{", encoding="utf-8")
+            with self.assertRaises(common.PeerError):
+                common.read_golden(bad)
+            good = Path(d) / "good.json"
+            good.write_text('{"prompts": []}', encoding="utf-8")
+            self.assertEqual(common.read_golden(good), {"prompts": []})
 
 
 if __name__ == "__main__":

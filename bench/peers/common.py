@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import struct
 import sys
@@ -116,6 +117,18 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_golden(path: Path) -> Any:
+    """A golden file on disk, parsed; a missing or malformed one is a
+    ``PeerError`` naming it (the modes that add to a file need it made
+    first)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PeerError(f"{rel(path)} does not exist (make it first)") from None
+    except (OSError, ValueError) as e:
+        raise PeerError(f"{rel(path)}: {e}") from None
 
 
 def rel(path: Path) -> str:

@@ -420,7 +420,7 @@ def add_fa_off(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     keeping its other fields as they are."""
     if kv_type != "f16":
         raise common.PeerError("llama.cpp runs a quantized V cache only with flash attention: no off path to add")
-    old = json.loads(json_path.read_text(encoding="utf-8"))
+    old = common.read_golden(json_path)
     model, vocab, n_vocab = load_model(L, path)
     try:
         results = old_results(old)
@@ -460,7 +460,7 @@ def add_cpu_paths(L: Any, path: Path, json_path: Path, kv_type: str) -> None:
     """Adds this CPU's greedy paths (flash attention on, and off with an f16
     cache) to a golden file on disk as ``more_paths``, keeping its other
     fields as they are."""
-    old = json.loads(json_path.read_text(encoding="utf-8"))
+    old = common.read_golden(json_path)
     if old["model_sha256"] != common.sha256_file(path):
         raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
     cpu = cpu_label()
@@ -492,7 +492,7 @@ def add_prompt(L: Any, path: Path, json_path: Path, opt: Options, name: str) -> 
     """Adds prompt ``name`` of ``PROMPTS`` to a golden file on disk (and its
     first-step logits to the side file), keeping the other prompts as they
     are."""
-    old = json.loads(json_path.read_text(encoding="utf-8"))
+    old = common.read_golden(json_path)
     if any(p["name"] == name for p in old["prompts"]):
         print(f"golden:   {common.rel(json_path)} already has {name}", file=sys.stderr)
         return

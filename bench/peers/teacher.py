@@ -225,7 +225,7 @@ def add_prompt(L: Any, model: Any, vocab: Any, n_vocab: int, paths: tuple[Path, 
     """Adds prompt ``name`` of ``PROMPTS`` to a teacher golden on disk, at its
     place in the list: its JSON entry and its block of the logits file."""
     json_path, bin_path = paths
-    g = json.loads(json_path.read_text(encoding="utf-8"))
+    g = common.read_golden(json_path)
     if any(p["name"] == name for p in g["prompts"]):
         print(f"teacher:   {common.rel(json_path)} already has {name}", file=sys.stderr)
         return
@@ -252,7 +252,7 @@ def add_cpu_runs(L: Any, model: Any, n_vocab: int, json_path: Path, kv_type: str
     """Adds this CPU's teacher-forced runs (flash attention on, and off with
     an f16 cache) to a teacher golden on disk as ``more_runs``: per step,
     llama.cpp's argmax and its top-1/top-2 gap on the file's forced ids."""
-    g = json.loads(json_path.read_text(encoding="utf-8"))
+    g = common.read_golden(json_path)
     cpu = golden.cpu_label()
     settings = [("auto", "flash attention on")] + ([("off", "flash attention off")] if kv_type == "f16" else [])
     for e in g["prompts"]:
@@ -283,7 +283,7 @@ def emit(L: Any, path: Path, model_file: str, opt: Options) -> list[str]:
         if opt.spread:
             return spread(L, model, n_vocab, json_path, bin_path, opt)
         if opt.add_prompt is not None or opt.add_cpu_runs:
-            g = json.loads(json_path.read_text(encoding="utf-8"))
+            g = common.read_golden(json_path)
             if g["model_sha256"] != common.sha256_file(path):
                 raise common.PeerError(f"{json_path.name}: {path} is not the file it was made from")
         if opt.add_cpu_runs:
@@ -336,7 +336,7 @@ def spread(L: Any, model: Any, n_vocab: int, json_path: Path, bin_path: Path, op
     against the committed golden (flash attention auto = on)."""
     import numpy as np  # noqa: PLC0415
 
-    g = json.loads(json_path.read_text(encoding="utf-8"))
+    g = common.read_golden(json_path)
     ref = np.frombuffer(bin_path.read_bytes(), dtype="<f4")
     k, s = g["top_k"], len(g["sample_ids"])
     per = k + s
